@@ -1,0 +1,45 @@
+"""Symbolic helpers shared by formats, lowering and runtime."""
+import dace
+import sympy
+from sympy.printing.str import StrPrinter
+
+__all__ = ['pyexpr', 'free_symbol_names', 'evaluate']
+
+
+class _PyPrinter(StrPrinter):
+    """Prints symbolic sizes as Python expressions the DaCe frontend understands."""
+
+    def _print_int_floor(self, expr):
+        a, b = expr.args
+        return f'(({self._print(a)}) // ({self._print(b)}))'
+
+    def _print_int_ceil(self, expr):
+        a, b = expr.args
+        return f'(({self._print(a)} + {self._print(b)} - 1) // ({self._print(b)}))'
+
+
+def pyexpr(e) -> str:
+    """A symbolic expression (or int / string) as Python source."""
+    if isinstance(e, str):
+        e = dace.symbolic.pystr_to_symbolic(e)
+    if isinstance(e, int):
+        return str(e)
+    return _PyPrinter().doprint(sympy.sympify(e))
+
+
+def free_symbol_names(*exprs) -> set:
+    res = set()
+    for e in exprs:
+        if dace.symbolic.issymbolic(e):
+            res |= {str(s) for s in sympy.sympify(e).free_symbols}
+    return res
+
+
+def evaluate(e, values: dict):
+    """Evaluate a symbolic expression given symbol values; returns int or None if unknown."""
+    if not dace.symbolic.issymbolic(e):
+        return int(e)
+    names = free_symbol_names(e)
+    if not names <= set(values):
+        return None
+    return int(dace.symbolic.evaluate(e, {k: values[k] for k in names}))

@@ -1,0 +1,56 @@
+"""Exceptions raised for bad user input.
+
+Every error names the argument (and, for storage arrays, the array, position and value)
+and is raised before any compilation or mutation. All subclass ``SparseError`` and one of
+the built-in ``ValueError`` / ``TypeError`` so that generic handlers keep working.
+"""
+
+__all__ = [
+    'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
+    'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
+    'UnsupportedOperationError', 'CopyWarning'
+]
+
+
+class SparseError(Exception):
+    """Base class of every sdfgsparse input error."""
+
+
+class ShapeError(SparseError, ValueError):
+    """An argument's shape disagrees with the annotation or with another argument."""
+
+
+class DTypeError(SparseError, TypeError):
+    """An argument's value or index dtype is not the one the program expects."""
+
+
+class FormatMismatchError(SparseError, TypeError):
+    """A sparse argument is stored in another format than its annotation says."""
+
+
+class InvalidIndexError(SparseError, ValueError):
+    """A stored index is negative or outside the matrix."""
+
+
+class UnsortedIndicesError(InvalidIndexError):
+    """Indices must be sorted within a row/column for this format."""
+
+
+class DuplicateIndicesError(InvalidIndexError):
+    """The format stores each coordinate at most once, but a duplicate was found."""
+
+
+class IndptrError(SparseError, ValueError):
+    """A position (indptr) array is not monotone, does not start at 0 or disagrees with nnz."""
+
+
+class IndexOverflowError(SparseError, ValueError):
+    """A size or index does not fit in the index dtype the program uses (e.g. int32)."""
+
+
+class UnsupportedOperationError(SparseError, TypeError):
+    """The operation is not defined for these operands (e.g. mismatched inner dimensions)."""
+
+
+class CopyWarning(UserWarning):
+    """An argument had to be copied (e.g. index arrays widened) instead of passed zero-copy."""

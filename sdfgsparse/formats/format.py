@@ -1,0 +1,285 @@
+"""Sparse formats composed of levels, and their annotated instances (``ss.CSR[dace.float64, M, N]``).
+
+A :class:`SparseFormat` is the recipe: a stack of levels, how level coordinates map to
+matrix coordinates, and the extent of each level. Indexing a format with a value dtype
+and a shape gives a :class:`SparseType`, which owns the symbols of its data-dependent
+sizes (number of stored entries, ELL width, ...) and builds the ``dace.data.Structure``
+that stands for the argument in an SDFG.
+
+The structure's type name encodes format and dtypes (``ss_CSR_float64_int32``); it is the
+key of the registry that maps a ``Structure`` back to its :class:`SparseType`
+(:func:`sparse_type_of`), so the mapping survives copies and JSON round trips.
+"""
+import itertools
+import re
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import dace
+import numpy as np
+import sympy
+
+from sdfgsparse import errors
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.formats.levels import Compressed, Dense, IterContext, Level, LevelPiece, Offset, Singleton
+
+__all__ = ['SparseFormat', 'SparseType', 'sparse_type_of', 'is_sparse_desc', 'register_format', 'get_format']
+
+_FORMATS: Dict[str, 'SparseFormat'] = {}
+_uid = itertools.count()
+
+VALUE_DTYPES = (dace.float32, dace.float64, dace.int32, dace.int64)
+INDEX_DTYPES = (dace.int32, dace.int64)
+
+
+def register_format(fmt: 'SparseFormat') -> 'SparseFormat':
+    _FORMATS[fmt.name] = fmt
+    return fmt
+
+
+def get_format(name: str) -> 'SparseFormat':
+    if name not in _FORMATS:
+        m = re.fullmatch(r'BSR(\d+)x(\d+)', name)
+        if m:
+            from sdfgsparse.formats.catalogue import BSR
+            return BSR.with_block(int(m.group(1)), int(m.group(2)))
+        raise KeyError(f'unknown sparse format {name!r}')
+    return _FORMATS[name]
+
+
+class SparseFormat:
+    """A matrix format as a stack of levels.
+
+    :param name: catalogue name (``CSR``); also the structure-name prefix.
+    :param levels: the levels, outermost first.
+    :param extents: ``f(rows, cols) -> [extent of level k]`` (coordinate range of each level).
+    :param dims: Python expressions of the (row, col) coordinates in terms of ``c{k}``.
+    :param scipy_format: scipy's format name holding the same arrays, if any.
+    :param transpose_of: name of the format this one is the transposed view of, if any.
+    """
+
+    def __init__(self,
+                 name: str,
+                 levels: Sequence[Level],
+                 extents: Callable,
+                 dims: Tuple[str, str],
+                 scipy_format: Optional[str] = None,
+                 transpose_name: Optional[str] = None,
+                 block: Tuple[int, int] = (1, 1),
+                 doc: str = ''):
+        self.name = name
+        self.levels = list(levels)
+        self.extents = extents
+        self.dims = tuple(dims)
+        self.scipy_format = scipy_format
+        self.transpose_name = transpose_name
+        self.block = tuple(block)
+        self.__doc__ = doc or f'{name} sparse matrix format: levels {self.levels}.'
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def size_keys(self) -> List[str]:
+        keys = []
+        for k, lvl in enumerate(self.levels):
+            if isinstance(lvl, Compressed):
+                keys.append(f'n{k}')
+            elif isinstance(lvl, Dense) and lvl.size_key:
+                keys.append(lvl.size_key)
+            elif isinstance(lvl, Offset):
+                keys += ['nd', 'L']
+        return keys
+
+    @property
+    def member_names(self) -> List[str]:
+        names = []
+        for k, lvl in enumerate(self.levels):
+            names += lvl.members(k)
+        return names + ['vals']
+
+    @property
+    def outer_dim(self) -> Optional[int]:
+        """The matrix dimension the outermost level owns (distinct outer positions write
+        disjoint rows/columns), or None (e.g. COO's non-unique root)."""
+        if not self.levels[0].unique:
+            return None
+        for d, expr in enumerate(self.dims):
+            if re.search(r'\bc0\b', expr):
+                return d
+        return None
+
+    def counts(self, rows, cols, sizes) -> List[object]:
+        """Number of positions of each level (symbolic)."""
+        ext = self.extents(rows, cols)
+        res = []
+        parent = 1
+        for k, lvl in enumerate(self.levels):
+            parent = lvl.count(parent, sizes, k, ext[k])
+            res.append(parent)
+        return res
+
+    def member_shapes(self, rows, cols, sizes) -> Dict[str, object]:
+        counts = self.counts(rows, cols, sizes)
+        shapes = {}
+        parent = 1
+        for k, lvl in enumerate(self.levels):
+            shapes.update(lvl.member_sizes(k, parent, counts[k], sizes))
+            parent = counts[k]
+        shapes['vals'] = counts[-1]
+        return shapes
+
+    # ------------------------------------------------------------------ iteration
+    def iteration(self, member: Dict[str, str], rows, cols, sizes: Dict[str, object]) -> List[LevelPiece]:
+        """The level pieces of a full iteration over stored entries (outermost first).
+
+        :param member: member name -> variable name in the generated kernel.
+        :param rows, cols, sizes: symbolic shape and sizes of the operand.
+        """
+        ext = [None if e is None else pyexpr(e) for e in self.extents(rows, cols)]
+        ctx = IterContext(member=member, extent=dict(enumerate(ext)), sizes={k: pyexpr(v) for k, v in sizes.items()})
+        pieces = []
+        parent_pos = None
+        for k, lvl in enumerate(self.levels):
+            piece = lvl.iterate(ctx, k, parent_pos, k == 0)
+            ctx.coords[k] = piece.coord
+            pieces.append(piece)
+            parent_pos = piece.pos
+        return pieces
+
+    # ------------------------------------------------------------------ views
+    @property
+    def T(self) -> 'SparseFormat':
+        """The transposed view: the same storage, row and column coordinates swapped."""
+        name = self.transpose_name or (self.name[:-1] if self.name.endswith('T') and self.name[:-1] in _FORMATS
+                                       else self.name + 'T')
+        if name in _FORMATS:
+            return _FORMATS[name]
+        fmt = SparseFormat(name,
+                           self.levels,
+                           lambda r, c, _e=self.extents: _e(c, r),
+                           (self.dims[1], self.dims[0]),
+                           scipy_format=None,
+                           transpose_name=self.name,
+                           block=(self.block[1], self.block[0]),
+                           doc=f'Transposed view of {self.name}: same arrays, coordinates swapped.')
+        return register_format(fmt)
+
+    # ------------------------------------------------------------------ annotation
+    def __getitem__(self, args) -> dace.data.Structure:
+        """``FMT[value_dtype, rows, cols]`` or ``FMT[value_dtype, rows, cols, dace.int64]``
+        (index dtype; int32 by default). Size symbols can be named through :meth:`type`."""
+        if not isinstance(args, tuple):
+            args = (args, )
+        return self.type(*args).structure()
+
+    def type(self, dtype, rows, cols, *extra, **sizes) -> 'SparseType':
+        index_dtype = dace.int32
+        for e in extra:
+            if isinstance(e, dace.typeclass):
+                index_dtype = e
+            elif isinstance(e, type) and issubclass(e, np.integer):
+                index_dtype = dace.dtype_to_typeclass(e)
+            else:
+                raise TypeError(f'{self.name}[...]: unexpected annotation argument {e!r}; expected an index dtype '
+                                '(dace.int32 or dace.int64)')
+        return SparseType(self, dtype, rows, cols, index_dtype, sizes)
+
+    def __repr__(self):
+        return f'ss.{self.name}'
+
+
+def _typename(t: dace.typeclass) -> str:
+    return t.to_string() if hasattr(t, 'to_string') else str(t)
+
+
+class SparseType:
+    """An annotated sparse matrix type: format, value/index dtypes, shape and size symbols."""
+
+    def __init__(self, fmt: SparseFormat, dtype, rows, cols, index_dtype=dace.int32, sizes=None, uid=None):
+        if not isinstance(dtype, dace.typeclass):
+            dtype = dace.dtype_to_typeclass(dtype)
+        if dtype not in VALUE_DTYPES:
+            raise errors.DTypeError(f'{fmt.name}: value dtype {dtype} is not supported; use one of '
+                                    f'{", ".join(map(str, VALUE_DTYPES))}')
+        if index_dtype not in INDEX_DTYPES:
+            raise errors.DTypeError(f'{fmt.name}: index dtype {index_dtype} is not supported; use int32 or int64')
+        self.fmt = fmt
+        self.dtype = dtype
+        self.index_dtype = index_dtype
+        self.rows = dace.symbolic.pystr_to_symbolic(rows) if isinstance(rows, str) else rows
+        self.cols = dace.symbolic.pystr_to_symbolic(cols) if isinstance(cols, str) else cols
+        uid = next(_uid) if uid is None else uid
+        sizes = dict(sizes or {})
+        for key in fmt.size_keys:
+            if key not in sizes:
+                sizes[key] = dace.symbol(f'ss{uid}_{key}', dace.int64)
+            elif isinstance(sizes[key], str):
+                sizes[key] = dace.symbol(sizes[key], dace.int64)
+        self.sizes = sizes
+
+    @property
+    def name(self) -> str:
+        return f'ss_{self.fmt.name}_{_typename(self.dtype)}_{_typename(self.index_dtype)}'
+
+    @property
+    def shape(self):
+        return (self.rows, self.cols)
+
+    @property
+    def T(self) -> 'SparseType':
+        return SparseType(self.fmt.T, self.dtype, self.cols, self.rows, self.index_dtype, self.sizes, uid=-1)
+
+    def member_shapes(self):
+        return self.fmt.member_shapes(self.rows, self.cols, self.sizes)
+
+    def structure(self, transient: bool = False) -> dace.data.Structure:
+        members = {}
+        for name, size in self.member_shapes().items():
+            dt = self.dtype if name == 'vals' else self.index_dtype
+            members[name] = dace.data.Array(dt, [size])
+        members['rows'] = self.rows if dace.symbolic.issymbolic(self.rows) else int(self.rows)
+        members['cols'] = self.cols if dace.symbolic.issymbolic(self.cols) else int(self.cols)
+        return dace.data.Structure(members, name=self.name, transient=transient)
+
+    @property
+    def free_symbols(self):
+        res = set()
+        for v in (self.rows, self.cols, *self.sizes.values()):
+            if dace.symbolic.issymbolic(v):
+                res |= {str(s) for s in sympy.sympify(v).free_symbols}
+        return res
+
+    def __repr__(self):
+        return f'{self.fmt!r}[{self.dtype}, {self.rows}, {self.cols}, index={self.index_dtype}]'
+
+
+_NAME_RE = re.compile(r'ss_(?P<fmt>\w+?)_(?P<dt>float32|float64|int32|int64)_(?P<it>int32|int64)')
+
+
+def is_sparse_desc(desc) -> bool:
+    return isinstance(desc, dace.data.Structure) and _NAME_RE.fullmatch(desc.name or '') is not None
+
+
+def sparse_type_of(desc: dace.data.Structure) -> SparseType:
+    """Recover the :class:`SparseType` a structure was built from (its name and member shapes)."""
+    m = _NAME_RE.fullmatch(desc.name or '') if isinstance(desc, dace.data.Structure) else None
+    if m is None:
+        raise TypeError(f'{desc} is not a sparse structure made by sdfgsparse.formats')
+    fmt = get_format(m.group('fmt'))
+    dtype = getattr(dace, m.group('dt'))
+    itype = getattr(dace, m.group('it'))
+    members = desc.members
+
+    def sym(v):
+        return dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v
+
+    rows, cols = sym(members['rows']), sym(members['cols'])
+    sizes = {}
+    for k, lvl in enumerate(fmt.levels):
+        if isinstance(lvl, Compressed):
+            sizes[f'n{k}'] = members[f'crd{k}'].shape[0]
+        elif isinstance(lvl, Offset):
+            sizes['nd'] = members[f'off{k}'].shape[0]
+    if 'K' in fmt.size_keys:
+        sizes['K'] = sympy.simplify(members['vals'].shape[0] / rows)
+    if 'L' in fmt.size_keys:
+        sizes['L'] = sympy.simplify(members['vals'].shape[0] / sizes['nd'])
+    return SparseType(fmt, dtype, rows, cols, itype, sizes, uid=-1)

@@ -1,0 +1,108 @@
+"""Iteration over the stored entries of one sparse operand.
+
+:class:`Entries` composes the level pieces of a format into a loop nest and offers the
+expressions an operation's body needs: the row ``i``, the column ``j`` and the position
+``v`` of the value. It decides how the outer loop may run:
+
+``acc``
+    the outer level owns the written dimension and its coordinate *is* that index
+    (CSR rows): parallel map, one scalar accumulator per outer iteration;
+``owned``
+    the outer level owns the written dimension (BSR block rows, DCSR): parallel map,
+    updates in place;
+``sequential``
+    anything else (scatter through a transposed view, COO): a sequential loop.
+"""
+import re
+from typing import Dict, List, Optional, Sequence
+
+import dace
+
+from sdfgsparse.formats import SparseType
+from sdfgsparse.lowering.kernel import KernelBuilder
+
+__all__ = ['Entries', 'kernel_for_node', 'zero_fill']
+
+
+class Entries:
+    """The loop nest over the stored entries of a sparse operand in a generated kernel."""
+
+    def __init__(self, st: SparseType, member_vars: Dict[str, str]):
+        self.type = st
+        self.pieces = st.fmt.iteration(member_vars, st.rows, st.cols, st.sizes)
+        coords = {f'c{k}': p.coord for k, p in enumerate(self.pieces)}
+        self.i, self.j = (re.sub(r'\bc\d+\b', lambda m: coords[m.group(0)], d) for d in st.fmt.dims)
+        self.v = self.pieces[-1].pos
+        self.vals = member_vars['vals']
+
+    @property
+    def val(self) -> str:
+        return f'{self.vals}[{self.v}]'
+
+    def strategy(self, written_dim: Optional[int], hint: str = 'auto') -> str:
+        """How the outer loop may run when the body writes along ``written_dim``
+        (None: writes to distinct value positions only)."""
+        if hint == 'sequential':
+            return 'sequential'
+        if written_dim is None:
+            return 'owned'
+        od = self.type.fmt.outer_dim
+        if od != written_dim:
+            return 'parallel-unsafe' if hint == 'parallel' else 'sequential'
+        expr = self.type.fmt.dims[written_dim]
+        full = self.type.fmt.levels[0].full
+        return 'acc' if (expr == 'c0' and full) else 'owned'
+
+    def emit(self,
+             kb: KernelBuilder,
+             inner: Sequence[str],
+             parallel: bool,
+             pro: Sequence[str] = (),
+             epi: Sequence[str] = (),
+             indent: int = 0):
+        """Emit the loop nest; ``pro``/``epi`` run once per outer iteration around the
+        inner loops (after the outer coordinate is defined), ``inner`` once per entry."""
+        ind = indent
+        outer_body = None
+        for k, piece in enumerate(self.pieces):
+            if piece.has_loop:
+                b, e = piece.bounds
+                if k == 0 and parallel:
+                    kb.line(f'for {piece.var} in dace.map[{b}:{e}]:', ind)
+                else:
+                    kb.line(f'for {piece.var} in range({b}, {e}):', ind)
+                ind += 1
+            for l in piece.body:
+                kb.line(l, ind)
+            if k == 0:
+                outer_body = ind
+                for l in pro:
+                    kb.line(l, ind)
+            if piece.guard:
+                kb.line(f'if {piece.guard}:', ind)
+                ind += 1
+        for l in inner:
+            kb.line(l, ind)
+        for l in epi:
+            kb.line(l, outer_body)
+
+
+def kernel_for_node(node, state, sdfg, name: Optional[str] = None) -> KernelBuilder:
+    """A kernel whose parameters are the node's connectors, typed like the connected data."""
+    kb = KernelBuilder(name or node.label)
+    for e in state.in_edges(node):
+        if e.dst_conn and e.dst_conn not in kb.params:
+            kb.param(e.dst_conn, sdfg.arrays[e.data.data])
+    for e in state.out_edges(node):
+        if e.src_conn and e.src_conn not in kb.params:
+            kb.param(e.src_conn, sdfg.arrays[e.data.data])
+    return kb
+
+
+def zero_fill(kb: KernelBuilder, name: str, shape: Sequence, indent: int = 0, value: str = '0'):
+    """Emit a parallel fill of a dense array."""
+    from sdfgsparse._symbolic import pyexpr
+    idx = [f'z{d}' for d in range(len(shape))]
+    rng = ', '.join(f'{i}' for i in idx)
+    kb.line(f'for {rng} in dace.map[{", ".join(f"0:{pyexpr(s)}" for s in shape)}]:', indent)
+    kb.line(f'{name}[{rng}] = {value}', indent + 1)

@@ -1,0 +1,170 @@
+"""Shared machinery of the sparse library nodes.
+
+A sparse operand ``A`` (a ``Structure`` made by :mod:`sdfgsparse.formats`) reaches a
+library node through one view per member: ``A --views--> A_pos1 --> node:_A_pos1``.
+The node recovers the operand's :class:`SparseType` by following those edges back to
+the structure, so the *data* stays the source of truth for the format; the node itself
+only carries choices a transformation may change (``transpose_A``, ``schedule``).
+
+Sparse *results* are transient structures written member by member the same way
+(``node:_out_vals --> out_vals --views--> out``).
+"""
+from typing import Dict, List, Optional, Tuple
+
+import dace
+from dace import properties
+from dace.sdfg import nodes
+from dace.sdfg.state import SDFGState
+
+from sdfgsparse import errors
+from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
+
+__all__ = ['SparseLibraryNode', 'member_conn', 'resolve_alias', 'transposed_alias', 'add_sparse_input',
+           'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result']
+
+#: Suffix of the name that stands for ``X.T`` in a program (a zero-copy transposed view).
+T_SUFFIX = '_ssT'
+
+
+def member_conn(prefix: str, member: str) -> str:
+    return f'_{prefix}_{member}'
+
+
+def resolve_alias(name: str) -> Tuple[str, bool]:
+    """``A_ssT_ssT`` -> (``A``, False); ``A_ssT`` -> (``A``, True)."""
+    transposed = False
+    while name.endswith(T_SUFFIX):
+        name = name[:-len(T_SUFFIX)]
+        transposed = not transposed
+    return name, transposed
+
+
+def transposed_alias(sdfg: dace.SDFG, name: str) -> str:
+    """Register (once) the name that stands for ``name.T``; returns it."""
+    base, tr = resolve_alias(name)
+    alias = base if tr else base + T_SUFFIX
+    if alias not in sdfg.arrays:
+        st = sparse_type_of(sdfg.arrays[base])
+        desc = st.T.structure(transient=True)
+        sdfg.add_datadesc(alias, desc)
+    return alias
+
+
+@properties.make_properties
+class SparseLibraryNode(nodes.LibraryNode):
+    """Base class: a library node with sparse operands wired member by member."""
+
+    #: names of the sparse operand prefixes (``('A',)``)
+    SPARSE_INPUTS: Tuple[str, ...] = ()
+    SPARSE_OUTPUTS: Tuple[str, ...] = ()
+
+    schedule_hint = properties.Property(dtype=str,
+                                        default='auto',
+                                        choices=['auto', 'parallel', 'sequential'],
+                                        desc='How the expansion runs the outer loop: auto (parallel when the '
+                                        'outer level owns the written dimension), parallel or sequential')
+
+    def sparse_type(self, state: SDFGState, prefix: str) -> SparseType:
+        """The operand's type as stored (before any transposition on the node)."""
+        sdfg = state.parent
+        for e in state.in_edges(self) if prefix in self.SPARSE_INPUTS else state.out_edges(self):
+            conn = e.dst_conn if prefix in self.SPARSE_INPUTS else e.src_conn
+            if conn and conn.startswith(f'_{prefix}_'):
+                view = e.src if prefix in self.SPARSE_INPUTS else e.dst
+                for ve in (state.in_edges(view) if prefix in self.SPARSE_INPUTS else state.out_edges(view)):
+                    base = ve.data.data.split('.')[0]
+                    if base in sdfg.arrays and is_sparse_desc(sdfg.arrays[base]):
+                        return sparse_type_of(sdfg.arrays[base])
+        raise errors.UnsupportedOperationError(f'{self.label}: cannot find the structure of sparse operand {prefix}')
+
+    def operand_type(self, state: SDFGState, prefix: str) -> SparseType:
+        """The operand's type as the operation sees it (transposed view applied)."""
+        st = self.sparse_type(state, prefix)
+        return st.T if getattr(self, f'transpose_{prefix}', False) else st
+
+    def member_arrays(self, state: SDFGState, prefix: str) -> Dict[str, dace.data.Data]:
+        """Member name -> descriptor of the array connected for that member."""
+        sdfg = state.parent
+        res = {}
+        edges = state.in_edges(self) if prefix in self.SPARSE_INPUTS else state.out_edges(self)
+        for e in edges:
+            conn = e.dst_conn if prefix in self.SPARSE_INPUTS else e.src_conn
+            if conn and conn.startswith(f'_{prefix}_'):
+                res[conn[len(prefix) + 2:]] = sdfg.arrays[e.data.data]
+        return res
+
+    def connected(self, state: SDFGState, conn: str) -> dace.data.Data:
+        sdfg = state.parent
+        for e in state.in_edges(self):
+            if e.dst_conn == conn:
+                return sdfg.arrays[e.data.data]
+        for e in state.out_edges(self):
+            if e.src_conn == conn:
+                return sdfg.arrays[e.data.data]
+        raise KeyError(f'{self.label}: connector {conn} is not connected')
+
+
+# ---------------------------------------------------------------------- wiring helpers
+def _member_view(sdfg: dace.SDFG, base: str, member: str, desc: dace.data.Data) -> str:
+    name, _ = sdfg.add_view(f'{base}_{member}', desc.shape, desc.dtype, find_new_name=True)
+    return name
+
+
+def add_sparse_input(state: SDFGState, node: SparseLibraryNode, prefix: str, name: str) -> SparseType:
+    """Connect the members of sparse data ``name`` (or an ``X.T`` alias) to ``node``.
+
+    Returns the type the node sees (transposed if ``name`` is an alias of ``X.T``); sets
+    ``node.transpose_<prefix>`` accordingly when the node has that property.
+    """
+    sdfg = state.parent
+    base, transposed = resolve_alias(name)
+    desc = sdfg.arrays[base]
+    st = sparse_type_of(desc)
+    acc = state.add_read(base)
+    for member in st.fmt.member_names:
+        mdesc = desc.members[member]
+        view = _member_view(sdfg, base, member, mdesc)
+        vnode = state.add_access(view)
+        state.add_edge(acc, None, vnode, 'views', dace.Memlet.from_array(f'{base}.{member}', mdesc))
+        conn = member_conn(prefix, member)
+        node.add_in_connector(conn)
+        state.add_edge(vnode, None, node, conn, dace.Memlet.from_array(view, sdfg.arrays[view]))
+    if hasattr(node, f'transpose_{prefix}'):
+        setattr(node, f'transpose_{prefix}', transposed)
+    elif transposed:
+        raise errors.UnsupportedOperationError(f'{node.label} does not take a transposed operand {prefix}')
+    return st.T if transposed else st
+
+
+def new_sparse_result(sdfg: dace.SDFG, st: SparseType, hint: str = 'S') -> str:
+    """Add a transient structure of type ``st``; returns its name."""
+    return sdfg.add_datadesc(f'__ss_{hint}', st.structure(transient=True), find_new_name=True)
+
+
+def add_sparse_output(state: SDFGState, node: SparseLibraryNode, prefix: str, name: str) -> SparseType:
+    """Connect ``node``'s member outputs to the members of sparse data ``name``."""
+    sdfg = state.parent
+    desc = sdfg.arrays[name]
+    st = sparse_type_of(desc)
+    acc = state.add_write(name)
+    for member in st.fmt.member_names:
+        mdesc = desc.members[member]
+        view = _member_view(sdfg, name, member, mdesc)
+        vnode = state.add_access(view)
+        conn = member_conn(prefix, member)
+        node.add_out_connector(conn)
+        state.add_edge(node, conn, vnode, None, dace.Memlet.from_array(view, sdfg.arrays[view]))
+        state.add_edge(vnode, 'views', acc, None, dace.Memlet.from_array(f'{name}.{member}', mdesc))
+    return st
+
+
+def add_dense_input(state: SDFGState, node: nodes.LibraryNode, conn: str, name: str):
+    sdfg = state.parent
+    node.add_in_connector(conn)
+    state.add_edge(state.add_read(name), None, node, conn, dace.Memlet.from_array(name, sdfg.arrays[name]))
+
+
+def add_dense_output(state: SDFGState, node: nodes.LibraryNode, conn: str, name: str):
+    sdfg = state.parent
+    node.add_out_connector(conn)
+    state.add_edge(node, conn, state.add_write(name), None, dace.Memlet.from_array(name, sdfg.arrays[name]))
