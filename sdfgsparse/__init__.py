@@ -1,0 +1,42 @@
+"""sdfgsparse: sparse tensors as first-class data in DaCe SDFGs.
+
+>>> import dace, numpy as np, scipy.sparse as sp
+>>> import sdfgsparse as ss
+>>> M, N = dace.symbol('M'), dace.symbol('N')
+>>> @dace.program
+... def spmv(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+...     return A @ x
+"""
+from sdfgsparse import _dace_compat
+
+_dace_compat.apply()
+
+from sdfgsparse import errors
+from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, SparseFormat, SparseType
+from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.call import compile
+from sdfgsparse.runtime.convert import convert as _host_convert
+from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
+import sdfgsparse.frontends.numpy  # registers the sparse operators with DaCe's frontend
+
+__version__ = '0.1.0'
+
+
+def set_validation(on: bool) -> None:
+    """Turn the O(nnz) index checks on sparse arguments on (default) or off."""
+    _VALIDATE['on'] = bool(on)
+
+
+def convert(A, fmt, index_dtype=None):
+    """Convert ``A`` to the catalogue format ``fmt``.
+
+    In Python: returns a new matrix (scipy when the format has a scipy twin, else
+    :class:`SparseMatrix`). Inside a ``@dace.program`` it becomes a conversion node.
+    """
+    return _host_convert(A, fmt, index_dtype)
+
+
+__all__ = [
+    'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
+    'convert', 'errors', 'set_validation'
+]

@@ -1,0 +1,81 @@
+"""Every patch sdfgsparse applies to DaCe, with its reason and the DaCe version it is for.
+
+All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``.
+
+1. ``DaceProgram.__call__`` (1.0.2): scipy / torch sparse objects have no
+   ``__descriptor__`` and their ``indices``/``data`` are NumPy views, which DaCe rejects.
+   The wrapper validates sparse arguments and passes them as argument structs (member
+   pointers, zero-copy) plus the size symbols they determine; other calls are untouched.
+2. ``CompiledSDFG._initialize_return_values`` / ``_convert_return_values`` (1.0.2): a
+   returned ``Structure`` cannot be allocated as a NumPy array. Sparse return structures
+   are allocated member by member and handed back as scipy sparse arrays.
+3. Default cache (1.0.2): ``compiler.use_cache`` keys builds by program name, so two
+   programs with the same name overwrite each other's build. We set ``cache = 'hash'``
+   (unless the user chose a policy through ``DACE_cache``).
+"""
+import os
+
+import dace
+from dace.codegen import compiled_sdfg
+from dace.frontend.python import parser
+
+__all__ = ['apply']
+
+_applied = {'done': False}
+
+
+def _patch_call():
+    orig = parser.DaceProgram.__call__
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def __call__(self, *args, **kwargs):
+        from sdfgsparse.runtime.call import call_program
+        return call_program(self, orig, args, kwargs)
+
+    __call__._sdfgsparse = True
+    __call__.__doc__ = orig.__doc__
+    parser.DaceProgram.__call__ = __call__
+
+
+def _patch_returns():
+    cls = compiled_sdfg.CompiledSDFG
+    orig_init = cls._initialize_return_values
+    orig_convert = cls._convert_return_values
+    if getattr(orig_init, '_sdfgsparse', False):
+        return
+
+    def _initialize_return_values(self, kwargs):
+        from sdfgsparse.formats import is_sparse_desc
+        from sdfgsparse.runtime.results import allocate_return
+        arrays = self.sdfg.arrays
+        for name, desc in arrays.items():
+            if name.startswith('__return') and not desc.transient and is_sparse_desc(desc) and name not in kwargs:
+                syms = {k: v for k, v in kwargs.items() if k not in arrays}
+                syms.update(self.sdfg.constants)
+                kwargs[name] = allocate_return(desc, syms)
+                self._create_new_arrays = True
+        return orig_init(self, kwargs)
+
+    def _convert_return_values(self):
+        from sdfgsparse.runtime.results import is_sparse_return, struct_to_python
+        res = orig_convert(self)
+        if is_sparse_return(res):
+            return struct_to_python(res)
+        if isinstance(res, tuple):
+            return tuple(struct_to_python(r) if is_sparse_return(r) else r for r in res)
+        return res
+
+    _initialize_return_values._sdfgsparse = True
+    cls._initialize_return_values = _initialize_return_values
+    cls._convert_return_values = _convert_return_values
+
+
+def apply():
+    if _applied['done']:
+        return
+    if 'DACE_cache' not in os.environ:
+        dace.Config.set('cache', value='hash')
+    _patch_call()
+    _patch_returns()
+    _applied['done'] = True

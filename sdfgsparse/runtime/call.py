@@ -1,0 +1,173 @@
+"""Calling programs and SDFGs with scipy / torch sparse arguments.
+
+:func:`marshal_arguments` turns a ``{name: value}`` call into what DaCe accepts: sparse
+values become argument structs, and the symbols they determine (shape, number of stored
+entries, ...) are returned for the call. It also checks dense arguments against the
+symbols the sparse ones fixed, so a wrong length is an error, not a wild read.
+
+:func:`call_program` is what ``@dace.program`` calls go through once sdfgsparse is
+imported (see :mod:`sdfgsparse._dace_compat`); :class:`CompiledProgram` (``ss.compile``)
+does the same for an SDFG object.
+"""
+from typing import Any, Dict, Optional, Tuple
+
+import dace
+import numpy as np
+
+from sdfgsparse import errors
+from sdfgsparse._symbolic import evaluate
+from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+from sdfgsparse.runtime.marshal import SparseArg, _torch_layout, is_sparse_value, marshal_sparse
+
+__all__ = ['marshal_arguments', 'call_program', 'CompiledProgram', 'compile']
+
+
+def _merge(symbols: Dict[str, int], origin: Dict[str, str], name: str, value: int, argname: str, what: str):
+    if name in symbols and symbols[name] != value:
+        raise errors.ShapeError(f'{argname}: {what} is {value}, but {origin[name]} fixed {name} = {symbols[name]}')
+    symbols[name] = int(value)
+    origin.setdefault(name, argname)
+
+
+def marshal_arguments(values: Dict[str, Any],
+                      descs: Dict[str, Optional[dace.data.Data]]) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, SparseArg]]:
+    """Validate and translate call arguments.
+
+    :param values: argument name -> value as the user passed it.
+    :param descs: argument name -> expected descriptor (None where unannotated).
+    :return: (translated values, symbol values, sparse arguments by name).
+    """
+    out = dict(values)
+    symbols: Dict[str, int] = {}
+    origin: Dict[str, str] = {}
+    sparse: Dict[str, SparseArg] = {}
+    for name, v in values.items():
+        desc = descs.get(name)
+        if is_sparse_value(v):
+            if desc is not None and not is_sparse_desc(desc):
+                raise errors.FormatMismatchError(f'{name}: a sparse matrix was passed where the program expects a '
+                                                 f'dense {desc}; pass {name}.toarray()')
+            st = sparse_type_of(desc) if desc is not None else None
+            arg = marshal_sparse(name, v, st)
+            for s, val in arg.symbol_values().items():
+                _merge(symbols, origin, s, val, name, f'symbol {s}')
+            out[name] = arg.make_struct(desc if desc is not None else arg.type.structure())
+            sparse[name] = arg
+        elif desc is not None and is_sparse_desc(desc):
+            raise errors.FormatMismatchError(f'{name}: the program expects a sparse matrix '
+                                             f'({sparse_type_of(desc)!r}), got {type(v).__name__}')
+    for name, v in values.items():
+        desc = descs.get(name)
+        if not isinstance(desc, dace.data.Array) or isinstance(desc, dace.data.View) or not hasattr(v, 'shape'):
+            continue
+        shape = tuple(v.shape)
+        if len(shape) != len(desc.shape):
+            raise errors.ShapeError(f'{name}: has {len(shape)} dimensions {shape}, the program expects '
+                                    f'{len(desc.shape)} ({", ".join(map(str, desc.shape))})')
+        for expr, actual in zip(desc.shape, shape):
+            if dace.symbolic.issymbolic(expr) and expr.is_Symbol and str(expr) not in symbols and sparse:
+                _merge(symbols, origin, str(expr), actual, name, f'dimension {expr}')
+                continue
+            want = evaluate(expr, symbols)
+            if want is not None and want != actual:
+                src = ', '.join(f'{s} = {symbols[s]} (from {origin[s]})' for s in sorted(map(str, getattr(
+                    expr, 'free_symbols', ()))) if s in symbols)
+                raise errors.ShapeError(f'{name}: has shape {shape}, the program expects '
+                                        f'({", ".join(map(str, desc.shape))}) with {src or expr}')
+    return out, symbols, sparse
+
+
+def _to_torch(result):
+    import torch
+    if isinstance(result, np.ndarray):
+        return torch.from_numpy(result)
+    if isinstance(result, tuple):
+        return tuple(_to_torch(r) for r in result)
+    if hasattr(result, 'tocoo') and hasattr(result, 'format'):
+        from sdfgsparse.runtime.results import scipy_to_torch
+        return scipy_to_torch(result)
+    return result
+
+
+def _annotation_descs(prog) -> Dict[str, Optional[dace.data.Data]]:
+    descs = {}
+    for name, param in prog.signature.parameters.items():
+        ann = param.annotation
+        if ann is param.empty:
+            descs[name] = None
+            continue
+        ann = prog._evaluate_annotation(ann)
+        try:
+            descs[name] = dace.data.create_datadescriptor(ann)
+        except Exception:
+            descs[name] = None
+    return descs
+
+
+def call_program(prog, orig_call, args, kwargs):
+    """Run a ``@dace.program`` whose arguments may be sparse."""
+    names = [n for n in prog.argnames]
+    values = dict(zip(names, args))
+    values.update({k: v for k, v in kwargs.items() if k in names})
+    if not any(is_sparse_value(v) for v in values.values()):
+        descs = _annotation_descs(prog)
+        if not any(d is not None and is_sparse_desc(d) for d in descs.values()):
+            return orig_call(prog, *args, **kwargs)
+    descs = _annotation_descs(prog)
+    out, symbols, sparse = marshal_arguments(values, descs)
+    prog.symbols |= set(symbols)
+    newargs = [out[n] for n in names[:len(args)]]
+    newkw = {k: out.get(k, v) for k, v in kwargs.items()}
+    newkw.update(symbols)
+    result = orig_call(prog, *newargs, **newkw)
+    if any(_torch_layout(v) is not None for v in values.values()):
+        result = _to_torch(result)
+    return result
+
+
+class CompiledProgram:
+    """An SDFG compiled once, callable with scipy / torch / NumPy arguments by name.
+
+    >>> prog = ss.compile(sdfg)          # doctest: +SKIP
+    >>> y = prog(A=A_scipy, x=x)         # doctest: +SKIP
+    """
+
+    def __init__(self, sdfg: dace.SDFG):
+        self.sdfg = sdfg
+        self._compiled = None
+
+    @property
+    def compiled(self):
+        if self._compiled is None:
+            self._compiled = self.sdfg.compile()
+        return self._compiled
+
+    def __call__(self, *args, **kwargs):
+        names = list(self.sdfg.arg_names)
+        values = dict(zip(names, args))
+        values.update(kwargs)
+        descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
+        out, symbols, sparse = marshal_arguments(values, descs)
+        needed = set(map(str, self.sdfg.free_symbols)) | set(self.sdfg.symbols)
+        for n, v in values.items():
+            if n not in self.sdfg.arrays and n in needed:
+                symbols[n] = v
+        for name, desc in descs.items():  # infer remaining symbols from dense shapes
+            if isinstance(desc, dace.data.Array) and hasattr(values[name], 'shape') and not is_sparse_desc(desc):
+                for expr, actual in zip(desc.shape, values[name].shape):
+                    if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
+                        symbols.setdefault(str(expr), int(actual))
+        call = {k: v for k, v in out.items() if k in self.sdfg.arrays}
+        call.update({k: v for k, v in symbols.items() if k in needed})
+        self.compiled.clear_return_values()
+        result = self.compiled(**call)
+        if any(_torch_layout(v) is not None for v in values.values()):
+            result = _to_torch(result)
+        return result
+
+
+def compile(sdfg: dace.SDFG) -> CompiledProgram:
+    """Compile an SDFG (e.g. after transformations) into a callable taking sparse arguments."""
+    if hasattr(sdfg, 'to_sdfg') and not isinstance(sdfg, dace.SDFG):
+        sdfg = sdfg.to_sdfg()
+    return CompiledProgram(sdfg)

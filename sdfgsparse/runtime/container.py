@@ -1,0 +1,74 @@
+"""``SparseMatrix``: a matrix in any catalogue format, as named storage arrays.
+
+scipy and torch objects are used directly where they have a twin format; formats without
+one (ELL, DCSR, or a BSR block shape of your choice) travel as ``SparseMatrix``.
+"""
+from typing import Dict, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from sdfgsparse.formats import SparseFormat, get_format
+
+__all__ = ['SparseMatrix']
+
+
+class SparseMatrix:
+    """A sparse matrix stored as the member arrays of a catalogue format.
+
+    :param fmt: the :class:`SparseFormat` (``ss.ELL``) or its name.
+    :param arrays: member name -> 1-D NumPy array (``pos1``, ``crd1``, ``vals``, ...).
+    :param shape: ``(rows, cols)``.
+
+    Examples
+    --------
+    >>> import sdfgsparse as ss, scipy.sparse as sp
+    >>> E = ss.convert(sp.eye(3, format='csr'), ss.ELL)
+    >>> E.format.name, E.shape, E.nnz
+    ('ELL', (3, 3), 3)
+    >>> (E.to_scipy() != sp.eye(3)).nnz
+    0
+    """
+
+    def __init__(self, fmt, arrays: Dict[str, np.ndarray], shape: Tuple[int, int]):
+        self.format: SparseFormat = get_format(fmt) if isinstance(fmt, str) else fmt
+        self.arrays = dict(arrays)
+        self.shape = (int(shape[0]), int(shape[1]))
+        missing = set(self.format.member_names) - set(self.arrays)
+        if missing:
+            raise ValueError(f'SparseMatrix({self.format.name}): missing member arrays {sorted(missing)}')
+
+    @property
+    def dtype(self):
+        return self.arrays['vals'].dtype
+
+    @property
+    def index_dtype(self):
+        for name, arr in self.arrays.items():
+            if name != 'vals':
+                return arr.dtype
+        return np.dtype(np.int32)
+
+    @property
+    def nnz(self) -> int:
+        """Number of stored entries that lie inside the matrix (padding excluded)."""
+        return int(self.to_coo_arrays()[0].size)
+
+    def to_coo_arrays(self):
+        """(rows, cols, vals) of every stored entry inside the matrix, in storage order."""
+        from sdfgsparse.runtime.convert import storage_to_coo
+        return storage_to_coo(self.format, self.arrays, self.shape)
+
+    def to_scipy(self, format: str = None):
+        """The matrix as a scipy sparse array (``format``: scipy format name, default the
+        twin format or CSR). Duplicates are kept where the scipy format allows them."""
+        r, c, v = self.to_coo_arrays()
+        coo = sp.coo_array((v, (r, c)), shape=self.shape)
+        return coo.asformat(format or self.format.scipy_format or 'csr')
+
+    def toarray(self) -> np.ndarray:
+        return self.to_scipy('coo').toarray()
+
+    def __repr__(self):
+        return f'<SparseMatrix {self.format.name} {self.shape[0]}x{self.shape[1]}, {self.dtype}, ' \
+               f'{self.arrays["vals"].size} stored values>'

@@ -1,0 +1,240 @@
+"""scipy.sparse / torch.sparse / ``SparseMatrix`` -> argument structs, with validation.
+
+A sparse argument becomes an instance of the ctypes struct of its ``Structure`` whose
+members point at the caller's arrays (zero-copy when dtypes and layout match). The
+struct keeps the arrays alive and answers ``__descriptor__()`` so DaCe accepts it.
+Everything is checked before any compilation: format, shape, dtypes, index ranges,
+ordering and uniqueness where the format requires them, and index overflow.
+"""
+import warnings
+from typing import Dict, Optional, Tuple
+
+import dace
+import numpy as np
+import scipy.sparse as sp
+
+from sdfgsparse import errors
+from sdfgsparse.formats import SparseFormat, SparseType, get_format, sparse_type_of
+from sdfgsparse.formats.levels import Compressed, Offset
+from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.convert import scipy_members
+
+__all__ = ['SparseArg', 'is_sparse_value', 'format_of_value', 'marshal_sparse', 'struct_class', 'VALIDATE']
+
+#: Set to False (``ss.set_validation(False)``) to skip the O(nnz) index checks on each call.
+VALIDATE = {'on': True}
+
+_TORCH_LAYOUTS = {'sparse_csr': 'CSR', 'sparse_csc': 'CSC', 'sparse_coo': 'COO', 'sparse_bsr': 'BSR'}
+
+
+def _torch_layout(obj) -> Optional[str]:
+    if type(obj).__module__.startswith('torch') and type(obj).__name__ == 'Tensor':
+        return str(obj.layout).replace('torch.', '')
+    return None
+
+
+def is_sparse_value(obj) -> bool:
+    if sp.issparse(obj) or isinstance(obj, SparseMatrix):
+        return True
+    lay = _torch_layout(obj)
+    return lay in _TORCH_LAYOUTS
+
+
+def format_of_value(obj) -> SparseFormat:
+    """The catalogue format an object is stored in."""
+    if isinstance(obj, SparseMatrix):
+        return obj.format
+    if sp.issparse(obj):
+        if obj.format == 'bsr':
+            from sdfgsparse.formats.catalogue import BSR
+            return BSR.with_block(*obj.blocksize)
+        if obj.format in ('csr', 'csc', 'coo', 'dia'):
+            return get_format(obj.format.upper())
+        raise errors.FormatMismatchError(f'scipy format {obj.format!r} is not supported; convert it with '
+                                         f'ss.convert(A, ss.CSR)')
+    lay = _torch_layout(obj)
+    if lay == 'sparse_bsr':
+        from sdfgsparse.formats.catalogue import BSR
+        v = obj.values()
+        return BSR.with_block(v.shape[1], v.shape[2])
+    if lay in _TORCH_LAYOUTS:
+        return get_format(_TORCH_LAYOUTS[lay])
+    raise TypeError(f'{type(obj).__name__} is not a sparse matrix')
+
+
+def _torch_members(obj) -> Tuple[Dict[str, np.ndarray], tuple]:
+    lay = _torch_layout(obj)
+    if obj.device.type != 'cpu':
+        raise errors.SparseError('torch sparse tensors must be on the CPU for the CPU target')
+
+    def n(t):
+        return t.detach().numpy()
+
+    if lay == 'sparse_csr':
+        m = {'pos1': n(obj.crow_indices()), 'crd1': n(obj.col_indices()), 'vals': n(obj.values())}
+    elif lay == 'sparse_csc':
+        m = {'pos1': n(obj.ccol_indices()), 'crd1': n(obj.row_indices()), 'vals': n(obj.values())}
+    elif lay == 'sparse_bsr':
+        m = {'pos1': n(obj.crow_indices()), 'crd1': n(obj.col_indices()), 'vals': n(obj.values()).reshape(-1)}
+    else:
+        idx = n(obj._indices())
+        m = {'crd0': idx[0], 'crd1': idx[1], 'vals': n(obj._values())}
+    return m, tuple(obj.shape)
+
+
+class SparseArg:
+    """A validated sparse argument: its member arrays, sizes and ctypes struct."""
+
+    def __init__(self, argname: str, value, st: SparseType):
+        self.argname = argname
+        self.value = value
+        self.type = st
+        self.arrays: Dict[str, np.ndarray] = {}
+        self.shape: Tuple[int, int] = (0, 0)
+        self.sizes: Dict[str, int] = {}
+
+    def symbol_values(self) -> Dict[str, int]:
+        """Values of the annotation's free symbols determined by this argument."""
+        res = {}
+        st = self.type
+        for expr, val in zip((st.rows, st.cols), self.shape):
+            if isinstance(expr, dace.symbol) or (dace.symbolic.issymbolic(expr) and expr.is_Symbol):
+                res[str(expr)] = val
+        for key, expr in st.sizes.items():
+            if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
+                res[str(expr)] = self.sizes[key]
+        return res
+
+    def make_struct(self, desc: dace.data.Structure):
+        cls = struct_class(desc)
+        fields = {m: a.ctypes.data for m, a in self.arrays.items()}
+        obj = cls(**fields, rows=self.shape[0], cols=self.shape[1])
+        obj._ss_keepalive = self.arrays
+        return obj
+
+
+_STRUCT_CLASSES = {}
+
+
+def struct_class(desc: dace.data.Structure):
+    """The ctypes struct class of a sparse structure, answering ``__descriptor__``."""
+    key = (desc.name, tuple(desc.members.keys()), id(desc))
+    cls = _STRUCT_CLASSES.get(key)
+    if cls is None:
+        base = desc.dtype._typeclass.as_ctypes()
+        cls = type(f'{desc.name}_arg', (base, ), {'__descriptor__': lambda self, _d=desc: _d})
+        _STRUCT_CLASSES[key] = cls
+    return cls
+
+
+def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
+    """Check ``value`` against the expected type ``st`` and collect its member arrays.
+
+    :param st: the annotation's type, or None to take the value's own format
+               (int32 indices unless the value has int64 ones).
+    """
+    fmt = format_of_value(value)
+    if st is None:
+        it = dace.int32
+        st = SparseType(fmt, _value_dtype(value, argname), f'{argname}_rows', f'{argname}_cols', it,
+                        {k: f'{argname}_{k}' for k in fmt.size_keys})
+    if fmt.name != st.fmt.name:
+        given = fmt.name
+        raise errors.FormatMismatchError(
+            f'{argname}: the program expects {st.fmt.name} but got {given} ({type(value).__name__}); '
+            f'convert explicitly with ss.convert({argname}, ss.{st.fmt.name.rstrip("T")})')
+    arg = SparseArg(argname, value, st)
+    if isinstance(value, SparseMatrix):
+        arrays, shape = dict(value.arrays), value.shape
+    elif sp.issparse(value):
+        arrays, shape = dict(scipy_members(value, fmt)), value.shape
+    else:
+        arrays, shape = _torch_members(value)
+    arg.shape = (int(shape[0]), int(shape[1]))
+
+    # Shape against the annotation
+    for d, (expr, val) in enumerate(zip((st.rows, st.cols), arg.shape)):
+        if not dace.symbolic.issymbolic(expr) and int(expr) != val:
+            raise errors.ShapeError(f'{argname}: has {"rows" if d == 0 else "columns"} = {val}, '
+                                    f'the program expects {int(expr)}')
+    R, C = st.fmt.block
+    if arg.shape[0] % R or arg.shape[1] % C:
+        raise errors.ShapeError(f'{argname}: shape {arg.shape} is not a multiple of the block shape {R}x{C}')
+
+    # Value dtype
+    want = np.dtype(st.dtype.type)
+    vals = arrays['vals']
+    if vals.dtype != want:
+        raise errors.DTypeError(f'{argname}: values are {vals.dtype}, the program expects {want}; '
+                                f'pass {argname}.astype(np.{want.name})')
+    # Index dtype: widen/narrow the index arrays (a copy) when their values fit
+    iwant = np.dtype(st.index_dtype.type)
+    imax = np.iinfo(iwant).max
+    if max(arg.shape) > imax:
+        raise errors.IndexOverflowError(f'{argname}: shape {arg.shape} does not fit {iwant.name} indices; '
+                                        f'annotate with dace.int64 indices')
+    if vals.size > imax:
+        raise errors.IndexOverflowError(f'{argname}: {vals.size} stored values do not fit {iwant.name} '
+                                        f'positions; annotate with dace.int64 indices')
+    for m, a in list(arrays.items()):
+        if m == 'vals':
+            continue
+        if a.dtype != iwant:
+            if not np.issubdtype(a.dtype, np.integer):
+                raise errors.DTypeError(f'{argname}: index array {m} has dtype {a.dtype}')
+            if a.size and (a.max() > imax or a.min() < np.iinfo(iwant).min):
+                raise errors.IndexOverflowError(f'{argname}: index array {m} holds {int(a.max())}, '
+                                                f'which does not fit {iwant.name}')
+            warnings.warn(f'{argname}: index arrays are {a.dtype}, the program uses {iwant.name}; '
+                          'copying them (annotate the index dtype to pass them zero-copy)',
+                          errors.CopyWarning,
+                          stacklevel=4)
+            arrays[m] = a.astype(iwant)
+    for m, a in arrays.items():
+        if not a.flags.c_contiguous:
+            arrays[m] = np.ascontiguousarray(a)
+    arg.arrays = arrays
+    arg.sizes = _sizes(st.fmt, arrays, arg.shape)
+    if VALIDATE['on']:
+        validate_storage(st.fmt, arrays, arg.shape, arg.sizes, argname)
+    return arg
+
+
+def _value_dtype(value, argname):
+    if isinstance(value, SparseMatrix) or sp.issparse(value):
+        dt = value.dtype if sp.issparse(value) else value.dtype
+    else:
+        dt = _torch_members(value)[0]['vals'].dtype
+    try:
+        return dace.dtype_to_typeclass(np.dtype(dt).type)
+    except Exception:
+        raise errors.DTypeError(f'{argname}: value dtype {dt} is not supported')
+
+
+def _sizes(fmt: SparseFormat, arrays, shape) -> Dict[str, int]:
+    sizes = {}
+    for k, lvl in enumerate(fmt.levels):
+        if isinstance(lvl, Compressed):
+            sizes[f'n{k}'] = int(arrays[f'crd{k}'].size)
+        elif isinstance(lvl, Offset):
+            nd = int(arrays[f'off{k}'].size)
+            sizes['nd'] = nd
+            sizes['L'] = int(arrays['vals'].size // nd) if nd else 0
+    if 'K' in fmt.size_keys:
+        sizes['K'] = int(arrays['vals'].size // shape[0]) if shape[0] else 0
+    return sizes
+
+
+def validate_storage(fmt: SparseFormat, arrays, shape, sizes, argname: str):
+    """Run every level's checks on the arrays (errors name the array, position, value)."""
+    rows, cols = shape
+    ext = [None if e is None else int(e) for e in fmt.extents(rows, cols)]
+    counts = [int(dace.symbolic.evaluate(c, {})) if dace.symbolic.issymbolic(c) else int(c)
+              for c in fmt.counts(rows, cols, sizes)]
+    expect_vals = counts[-1]
+    if arrays['vals'].size != expect_vals:
+        raise errors.IndptrError(f'{argname}: vals (data) has {arrays["vals"].size} entries, expected {expect_vals}')
+    parent = 1
+    for k, lvl in enumerate(fmt.levels):
+        lvl.validate(k, arrays, parent, ext[k] if ext[k] is not None else 0, argname, sizes)
+        parent = counts[k]
