@@ -49,3 +49,71 @@ def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b:
 @oprepo.replaces_attribute('Structure', 'T')
 def _sparse_transpose(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str):
     return base.transposed_alias(sdfg, a)
+
+
+# ---------------------------------------------------------------------- element-wise on values
+def _map_values(sdfg, state, a: str, function: str, alpha=None):
+    from sdfgsparse.ops.map_values import ALPHA, MapValues
+    st = _stype(sdfg, a)
+    if st.fmt.name != sparse_type_of(sdfg.arrays[base.resolve_alias(a)[0]]).fmt.name:
+        raise errors.UnsupportedOperationError('element-wise functions of a transposed view: apply them to the '
+                                               'matrix first, then transpose')
+    node = MapValues(function=function)
+    state.add_node(node)
+    out_type = st
+    if alpha is not None:
+        if isinstance(alpha, str) and alpha in sdfg.arrays:
+            node.alpha_is_data = True
+            base.add_dense_input(state, node, ALPHA, alpha)
+            out_dtype = dace.dtypes.result_type_of(st.dtype, sdfg.arrays[alpha].dtype)
+        else:
+            node.alpha = str(alpha)
+            out_dtype = st.dtype if not isinstance(alpha, float) or st.dtype in (dace.float32, dace.float64) \
+                else dace.float64
+        if out_dtype != st.dtype:
+            out_type = st.fmt.type(out_dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
+    elif function in ('sqrt', 'exp', 'sigmoid', 'sin', 'tanh') and st.dtype in (dace.int32, dace.int64):
+        out_type = st.fmt.type(dace.float64, st.rows, st.cols, st.index_dtype, **st.sizes)
+    base.add_sparse_input(state, node, 'A', a)
+    out = base.new_sparse_result(sdfg, out_type, 'mapped')
+    base.add_sparse_output(state, node, 'out', out)
+    return out
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) or (dace.symbolic.issymbolic(x))
+
+
+for _other in ('NumConstant', 'symbol', 'Scalar'):
+
+    @oprepo.replaces_operator('Structure', 'Mult', otherclass=_other)
+    def _sparse_times_scalar(pv, sdfg, state, a, alpha):
+        return _map_values(sdfg, state, a, 'scale', alpha)
+
+    @oprepo.replaces_operator(_other, 'Mult', otherclass='Structure')
+    def _scalar_times_sparse(pv, sdfg, state, alpha, a):
+        return _map_values(sdfg, state, a, 'scale', alpha)
+
+    @oprepo.replaces_operator('Structure', 'Div', otherclass=_other)
+    def _sparse_div_scalar(pv, sdfg, state, a, alpha):
+        if isinstance(alpha, str):
+            raise errors.UnsupportedOperationError('A / x with a data scalar x: multiply by 1 / x instead')
+        return _map_values(sdfg, state, a, 'scale', 1.0 / alpha if isinstance(alpha, (int, float)) else 1 / alpha)
+
+
+@oprepo.replaces_operator('Structure', 'USub')
+def _sparse_neg(pv, sdfg, state, a, _none=None):
+    return _map_values(sdfg, state, a, 'neg')
+
+
+def _register_function(fname):
+
+    def impl(pv, sdfg, state, a):
+        return _map_values(sdfg, state, a, fname)
+
+    oprepo.replaces(f'sdfgsparse.{fname}')(impl)
+    oprepo.replaces(f'sdfgsparse.ops.functions.{fname}')(impl)
+
+
+for _f in ('relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid'):
+    _register_function(_f)

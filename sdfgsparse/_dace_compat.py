@@ -9,7 +9,10 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
 2. ``CompiledSDFG._initialize_return_values`` / ``_convert_return_values`` (1.0.2): a
    returned ``Structure`` cannot be allocated as a NumPy array. Sparse return structures
    are allocated member by member and handed back as scipy sparse arrays.
-3. Default cache (1.0.2): ``compiler.use_cache`` keys builds by program name, so two
+3. ``SDFG.replace_dict`` (1.0.2): renaming a structure (the frontend renames a returned
+   transient to ``__return``) leaves memlets on its members (``X.vals``) pointing at the
+   old name. The patch adds ``old.member -> new.member`` for every member.
+4. Default cache (1.0.2): ``compiler.use_cache`` keys builds by program name, so two
    programs with the same name overwrite each other's build. We set ``cache = 'hash'``
    (unless the user chose a policy through ``DACE_cache``).
 """
@@ -71,6 +74,26 @@ def _patch_returns():
     cls._convert_return_values = _convert_return_values
 
 
+def _patch_replace_dict():
+    orig = dace.SDFG.replace_dict
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def replace_dict(self, repldict, *args, **kwargs):
+        extra = {}
+        for old, new in repldict.items():
+            desc = self.arrays.get(old) if isinstance(old, str) else None
+            if isinstance(desc, dace.data.Structure) and isinstance(new, str):
+                extra.update({f'{old}.{m}': f'{new}.{m}' for m in desc.keys()})
+        if extra:
+            repldict = {**extra, **repldict}
+        return orig(self, repldict, *args, **kwargs)
+
+    replace_dict._sdfgsparse = True
+    replace_dict.__doc__ = orig.__doc__
+    dace.SDFG.replace_dict = replace_dict
+
+
 def apply():
     if _applied['done']:
         return
@@ -78,4 +101,5 @@ def apply():
         dace.Config.set('cache', value='hash')
     _patch_call()
     _patch_returns()
+    _patch_replace_dict()
     _applied['done'] = True
