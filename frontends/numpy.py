@@ -12,6 +12,12 @@ from dace.frontend.common import op_repository as oprepo
 from sdfgsparse import errors
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 from sdfgsparse.ops import base
+from sdfgsparse.ops.add_dense import SparseAddDense
+from sdfgsparse.ops.dense_spmm import DenseSpMM
+from sdfgsparse.ops.mul_dense import SparseMulDense
+from sdfgsparse.ops.reduce import SparseSum
+from sdfgsparse.ops.sddmm import SDDMM
+from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.ops.spmv import SpMV
 
 __all__ = []
@@ -43,7 +49,33 @@ def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b:
         base.add_dense_input(state, node, '_x', b)
         base.add_dense_output(state, node, '_y', out)
         return out
+    if len(bdesc.shape) == 2:
+        out, _ = sdfg.add_temp_transient([st.rows, bdesc.shape[1]], dtype)
+        node = SpMM()
+        state.add_node(node)
+        base.add_sparse_input(state, node, 'A', a)
+        base.add_dense_input(state, node, '_B', b)
+        base.add_dense_output(state, node, '_Y', out)
+        return out
     raise errors.UnsupportedOperationError(f'sparse @ dense with a {len(bdesc.shape)}-D right operand')
+
+
+@oprepo.replaces_operator('Array', 'MatMult', otherclass='Structure')
+def _dense_matmult_sparse(pv, sdfg: dace.SDFG, state: dace.SDFGState, b: str, a: str):
+    st = _stype(sdfg, a)
+    bdesc = sdfg.arrays[b]
+    _check_inner(bdesc.shape, st.shape, 'B @ A')
+    if len(bdesc.shape) not in (1, 2):
+        raise errors.UnsupportedOperationError(f'dense @ sparse with a {len(bdesc.shape)}-D left operand')
+    dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
+    shape = [st.cols] if len(bdesc.shape) == 1 else [bdesc.shape[0], st.cols]
+    out, _ = sdfg.add_temp_transient(shape, dtype)
+    node = DenseSpMM()
+    state.add_node(node)
+    base.add_sparse_input(state, node, 'A', a)
+    base.add_dense_input(state, node, '_B', b)
+    base.add_dense_output(state, node, '_C', out)
+    return out
 
 
 @oprepo.replaces_attribute('Structure', 'T')
@@ -55,9 +87,6 @@ def _sparse_transpose(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str):
 def _map_values(sdfg, state, a: str, function: str, alpha=None):
     from sdfgsparse.ops.map_values import ALPHA, MapValues
     st = _stype(sdfg, a)
-    if st.fmt.name != sparse_type_of(sdfg.arrays[base.resolve_alias(a)[0]]).fmt.name:
-        raise errors.UnsupportedOperationError('element-wise functions of a transposed view: apply them to the '
-                                               'matrix first, then transpose')
     node = MapValues(function=function)
     state.add_node(node)
     out_type = st
@@ -117,3 +146,133 @@ def _register_function(fname):
 
 for _f in ('relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid'):
     _register_function(_f)
+
+
+# ---------------------------------------------------------------------- sparse with dense, same shape
+def _same_shape(st, ddesc, what):
+    if len(ddesc.shape) != 2:
+        raise errors.ShapeError(f'{what}: the dense operand must be 2-D like the sparse one, got shape '
+                                f'{tuple(ddesc.shape)}')
+    for a, b in zip(st.shape, ddesc.shape):
+        if not dace.symbolic.issymbolic(a - b) and a != b:
+            raise errors.ShapeError(f'{what}: shapes differ: sparse {st.shape}, dense {tuple(ddesc.shape)}')
+
+
+def _mul_dense(sdfg, state, a, d):
+    st = _stype(sdfg, a)
+    ddesc = sdfg.arrays[d]
+    _same_shape(st, ddesc, 'A * D')
+    dtype = dace.dtypes.result_type_of(st.dtype, ddesc.dtype)
+    out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
+    node = SparseMulDense()
+    state.add_node(node)
+    base.add_sparse_input(state, node, 'A', a)
+    base.add_dense_input(state, node, '_D', d)
+    out = base.new_sparse_result(sdfg, out_type, 'prod')
+    base.add_sparse_output(state, node, 'out', out)
+    return out
+
+
+def _add_dense(sdfg, state, a, d, sparse_sign, dense_sign):
+    st = _stype(sdfg, a)
+    ddesc = sdfg.arrays[d]
+    _same_shape(st, ddesc, 'A + D')
+    out, _ = sdfg.add_temp_transient(list(ddesc.shape), dace.dtypes.result_type_of(st.dtype, ddesc.dtype))
+    node = SparseAddDense(sparse_sign=sparse_sign, dense_sign=dense_sign)
+    state.add_node(node)
+    base.add_sparse_input(state, node, 'A', a)
+    base.add_dense_input(state, node, '_D', d)
+    base.add_dense_output(state, node, '_out', out)
+    return out
+
+
+@oprepo.replaces_operator('Structure', 'Mult', otherclass='Array')
+def _sparse_mul_dense(pv, sdfg, state, a, d):
+    return _mul_dense(sdfg, state, a, d)
+
+
+@oprepo.replaces_operator('Array', 'Mult', otherclass='Structure')
+def _dense_mul_sparse(pv, sdfg, state, d, a):
+    return _mul_dense(sdfg, state, a, d)
+
+
+@oprepo.replaces_operator('Structure', 'Add', otherclass='Array')
+def _sparse_add_dense(pv, sdfg, state, a, d):
+    return _add_dense(sdfg, state, a, d, 1, 1)
+
+
+@oprepo.replaces_operator('Array', 'Add', otherclass='Structure')
+def _dense_add_sparse(pv, sdfg, state, d, a):
+    return _add_dense(sdfg, state, a, d, 1, 1)
+
+
+@oprepo.replaces_operator('Structure', 'Sub', otherclass='Array')
+def _sparse_sub_dense(pv, sdfg, state, a, d):
+    return _add_dense(sdfg, state, a, d, 1, -1)
+
+
+@oprepo.replaces_operator('Array', 'Sub', otherclass='Structure')
+def _dense_sub_sparse(pv, sdfg, state, d, a):
+    return _add_dense(sdfg, state, a, d, -1, 1)
+
+
+# ---------------------------------------------------------------------- reductions, SDDMM, attributes
+@oprepo.replaces_method('Structure', 'sum')
+def _sparse_sum(pv, sdfg, state, a, axis=None):
+    st = _stype(sdfg, a)
+    if axis is None:
+        shape, ax = [1], -1
+    elif axis in (0, -2):
+        shape, ax = [st.cols], 0
+    elif axis in (1, -1):
+        shape, ax = [st.rows], 1
+    else:
+        raise errors.UnsupportedOperationError(f'A.sum(axis={axis!r}): axis must be None, 0 or 1')
+    return _sum_node(sdfg, state, a, shape, ax, st.dtype, count=False)
+
+
+def _sum_node(sdfg, state, a, shape, axis, dtype, count):
+    out, _ = sdfg.add_temp_transient(shape, dtype)
+    node = SparseSum(axis=axis)
+    node.count = count
+    state.add_node(node)
+    base.add_sparse_input(state, node, 'A', a)
+    base.add_dense_output(state, node, '_out', out)
+    return out
+
+
+def _sddmm(pv, sdfg, state, S, X, Y):
+    st = _stype(sdfg, S)
+    xd, yd = sdfg.arrays[X], sdfg.arrays[Y]
+    if len(xd.shape) != 2 or len(yd.shape) != 2:
+        raise errors.ShapeError('ss.sddmm(S, X, Y): X and Y must be 2-D')
+    _check_inner(xd.shape, yd.shape, 'ss.sddmm(S, X, Y): X @ Y')
+    _same_shape(st, dace.data.Array(xd.dtype, [xd.shape[0], yd.shape[1]]), 'ss.sddmm(S, X, Y)')
+    dtype = dace.dtypes.result_type_of(st.dtype, xd.dtype, yd.dtype)
+    out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
+    node = SDDMM()
+    state.add_node(node)
+    base.add_sparse_input(state, node, 'S', S)
+    base.add_dense_input(state, node, '_X', X)
+    base.add_dense_input(state, node, '_Y', Y)
+    out = base.new_sparse_result(sdfg, out_type, 'sddmm')
+    base.add_sparse_output(state, node, 'out', out)
+    return out
+
+
+oprepo.replaces('sdfgsparse.sddmm')(_sddmm)
+oprepo.replaces('sdfgsparse.ops.functions.sddmm')(_sddmm)
+
+
+@oprepo.replaces_attribute('Structure', 'shape')
+def _sparse_shape(pv, sdfg, state, a):
+    return tuple(_stype(sdfg, a).shape)
+
+
+@oprepo.replaces_attribute('Structure', 'nnz')
+def _sparse_nnz(pv, sdfg, state, a):
+    """Number of stored entries: a symbol for formats that store no padding, else a count."""
+    st = _stype(sdfg, a)
+    if st.fmt.name in ('ELL', 'DIA') or st.fmt.name.rstrip('T') in ('ELL', 'DIA'):
+        return _sum_node(sdfg, state, a, [1], -1, dace.int64, count=True)
+    return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]

@@ -14,7 +14,7 @@ _dace_compat.apply()
 from sdfgsparse import errors
 from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, SparseFormat, SparseType
 from sdfgsparse.runtime.container import SparseMatrix
-from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid
+from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, sddmm
 from sdfgsparse.runtime.call import compile
 from sdfgsparse.runtime.convert import convert as _host_convert
 from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
@@ -40,5 +40,5 @@ def convert(A, fmt, index_dtype=None):
 __all__ = [
     'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
     'convert', 'errors', 'set_validation', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
-    'sigmoid'
+    'sigmoid', 'sddmm'
 ]

@@ -19,9 +19,10 @@ from typing import Dict, List, Optional, Sequence
 import dace
 
 from sdfgsparse.formats import SparseType
+from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.kernel import KernelBuilder
 
-__all__ = ['Entries', 'kernel_for_node', 'zero_fill']
+__all__ = ['Entries', 'kernel_for_node', 'zero_fill', 'copy_index_members', 'update']
 
 
 class Entries:
@@ -101,8 +102,22 @@ def kernel_for_node(node, state, sdfg, name: Optional[str] = None) -> KernelBuil
 
 def zero_fill(kb: KernelBuilder, name: str, shape: Sequence, indent: int = 0, value: str = '0'):
     """Emit a parallel fill of a dense array."""
-    from sdfgsparse._symbolic import pyexpr
     idx = [f'z{d}' for d in range(len(shape))]
     rng = ', '.join(f'{i}' for i in idx)
     kb.line(f'for {rng} in dace.map[{", ".join(f"0:{pyexpr(s)}" for s in shape)}]:', indent)
     kb.line(f'{name}[{rng}] = {value}', indent + 1)
+
+
+def copy_index_members(kb, members, src_prefix: str, dst_prefix: str):
+    """Emit parallel copies of every index member (all but ``vals``)."""
+    for m, desc in members.items():
+        if m == 'vals':
+            continue
+        kb.line(f'for q in dace.map[0:{pyexpr(desc.shape[0])}]:')
+        kb.line(f'    _{dst_prefix}_{m}[q] = _{src_prefix}_{m}[q]')
+
+
+def update(target: str, term: str, op: str = '+') -> str:
+    """``target = target op (term)``: an explicit read-modify-write. DaCe 1.0.2 drops the
+    accumulation of ``X[..., idx[p]] += v`` (an indirect index) inside a map."""
+    return f'{target} = {target} {op} ({term})'

@@ -12,7 +12,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.lowering.entries import kernel_for_node
+from sdfgsparse.lowering.entries import copy_index_members, kernel_for_node
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse._symbolic import pyexpr
 
@@ -50,14 +50,10 @@ class ExpandMapValuesPure(ExpandTransformation):
             expr = expr.replace('alpha', ALPHA if node.alpha_is_data else f'({node.alpha})')
         kb.globals['math'] = math
         T = kb.dtype(out['vals'].dtype)
-        for m, desc in members.items():
-            src, dst = member_conn('A', m), member_conn('out', m)
-            kb.line(f'for q in dace.map[0:{pyexpr(desc.shape[0])}]:')
-            if m == 'vals':
-                kb.line(f'    v = {src}[q]')
-                kb.line(f'    {dst}[q] = {T}({expr})')
-            else:
-                kb.line(f'    {dst}[q] = {src}[q]')
+        copy_index_members(kb, members, 'A', 'out')
+        kb.line(f'for q in dace.map[0:{pyexpr(members["vals"].shape[0])}]:')
+        kb.line(f'    v = {member_conn("A", "vals")}[q]')
+        kb.line(f'    {member_conn("out", "vals")}[q] = {T}({expr})')
         return kb.build()
 
 

@@ -4,7 +4,7 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.entries import Entries, kernel_for_node, zero_fill
+from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SpMV']
@@ -31,7 +31,7 @@ class ExpandSpMVPure(ExpandTransformation):
             ent.emit(kb, [f'acc += {term}'], parallel=True, pro=[f'acc = {T}(0)'], epi=[f'{Y}[{ent.i}] = acc'])
         else:
             zero_fill(kb, Y, y.shape)
-            ent.emit(kb, [f'{Y}[{ent.i}] += {term}'], parallel=strat != 'sequential')
+            ent.emit(kb, [update(f'{Y}[{ent.i}]', term)], parallel=strat != 'sequential')
         return kb.build()
 
 

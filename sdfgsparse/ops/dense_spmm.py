@@ -1,0 +1,51 @@
+"""Dense times sparse: ``C = B @ A`` (B: P x M or a vector of length M, A sparse M x N)."""
+import dace
+import dace.library
+from dace import properties
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+
+__all__ = ['DenseSpMM']
+
+B, C = '_B', '_C'
+
+
+@dace.library.expansion
+class ExpandDenseSpMMPure(ExpandTransformation):
+    """Each stored ``A[i, j]`` adds ``B[:, i] * A[i, j]`` to column ``j`` of C: parallel over
+    A's outer level when it owns columns (CSC), else sequential (see ``ExpandSpMMPure``)."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'DenseSpMM', state, sdfg):
+        st = node.operand_type(state, 'A')
+        kb = kernel_for_node(node, state, sdfg)
+        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
+        c = node.connected(state, C)
+        zero_fill(kb, C, c.shape)
+        strat = ent.strategy(1, node.schedule_hint)
+        if len(c.shape) == 1:
+            inner = [update(f'{C}[{ent.j}]', f'{B}[{ent.i}] * {ent.val}')]
+        else:
+            inner = [
+                f'for k in range(0, {pyexpr(c.shape[0])}):',
+                '    ' + update(f'{C}[k, {ent.j}]', f'{B}[k, {ent.i}] * {ent.val}')
+            ]
+        ent.emit(kb, inner, parallel=strat != 'sequential')
+        return kb.build()
+
+
+@dace.library.node
+class DenseSpMM(SparseLibraryNode):
+    """Dense (``_B``: P x M, or M) times sparse A (M x N) -> ``_C`` (P x N, or N)."""
+    implementations = {'pure': ExpandDenseSpMMPure}
+    default_implementation = 'pure'
+    SPARSE_INPUTS = ('A', )
+
+    transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
+
+    def __init__(self, name='dense_spmm', *args, **kwargs):
+        super().__init__(name, *args, inputs={B}, outputs={C}, **kwargs)

@@ -1,0 +1,59 @@
+"""Sums of stored values: ``A.sum()``, ``A.sum(axis=0)``, ``A.sum(axis=1)``."""
+import dace
+import dace.library
+from dace import properties
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+
+__all__ = ['SparseSum']
+
+OUT = '_out'
+
+
+@dace.library.expansion
+class ExpandSparseSumPure(ExpandTransformation):
+    """Row sums run like SpMV with x = 1; column sums like a transposed SpMV; the total
+    walks all entries sequentially with one accumulator."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseSum', state, sdfg):
+        st = node.operand_type(state, 'A')
+        kb = kernel_for_node(node, state, sdfg)
+        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
+        out = node.connected(state, OUT)
+        T = kb.dtype(out.dtype)
+        term = '1' if node.count else ent.val
+        if node.axis < 0:
+            kb.line(f'acc = {T}(0)')
+            ent.emit(kb, [f'acc += {term}'], parallel=False)
+            kb.line(f'{OUT}[0] = acc')
+            return kb.build()
+        written = 1 - node.axis  # axis=1 sums along columns -> one value per row
+        index = ent.i if written == 0 else ent.j
+        strat = ent.strategy(written, node.schedule_hint)
+        if strat == 'acc':
+            ent.emit(kb, [f'acc += {term}'], parallel=True, pro=[f'acc = {T}(0)'], epi=[f'{OUT}[{index}] = acc'])
+        else:
+            zero_fill(kb, OUT, out.shape)
+            ent.emit(kb, [update(f'{OUT}[{index}]', term)], parallel=strat != 'sequential')
+        return kb.build()
+
+
+@dace.library.node
+class SparseSum(SparseLibraryNode):
+    """Sum of A's stored values: ``axis=-1`` (all, output of length 1), ``0`` (per column)
+    or ``1`` (per row)."""
+    implementations = {'pure': ExpandSparseSumPure}
+    default_implementation = 'pure'
+    SPARSE_INPUTS = ('A', )
+
+    axis = properties.Property(dtype=int, default=-1, desc='-1: total, 0: per column, 1: per row')
+    count = properties.Property(dtype=bool, default=False, desc='Count stored entries instead of summing values')
+    transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
+
+    def __init__(self, name='sparse_sum', axis=-1, *args, **kwargs):
+        super().__init__(name, *args, inputs=set(), outputs={OUT}, **kwargs)
+        self.axis = axis

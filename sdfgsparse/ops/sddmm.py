@@ -1,0 +1,52 @@
+"""SDDMM: ``ss.sddmm(S, X, Y) = S ∘ (X @ Y)`` on S's pattern (S sparse M x N, X: M x K, Y: K x N)."""
+import dace
+import dace.library
+from dace import properties
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.entries import Entries, copy_index_members, kernel_for_node, zero_fill
+from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+
+__all__ = ['SDDMM']
+
+X, Y = '_X', '_Y'
+
+
+@dace.library.expansion
+class ExpandSDDMMPure(ExpandTransformation):
+    """One dot product of length K per stored entry; entries own distinct value slots, so
+    the outer level always runs in parallel. Index arrays of S are copied to the result."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SDDMM', state, sdfg):
+        st = node.operand_type(state, 'S')
+        kb = kernel_for_node(node, state, sdfg)
+        ent = Entries(st, {m: member_conn('S', m) for m in st.fmt.member_names})
+        out = node.member_arrays(state, 'out')
+        x = node.connected(state, X)
+        T = kb.dtype(out['vals'].dtype)
+        copy_index_members(kb, node.member_arrays(state, 'S'), 'S', 'out')
+        zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
+        ent.emit(kb, [
+            f'acc = {T}(0)', f'for k in range(0, {pyexpr(x.shape[1])}):', f'    acc += {X}[{ent.i}, k] * {Y}[k, {ent.j}]',
+            f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * acc'
+        ],
+                 parallel=True)
+        return kb.build()
+
+
+@dace.library.node
+class SDDMM(SparseLibraryNode):
+    """Sampled dense-dense product: members of ``S``, ``_X`` (M x K), ``_Y`` (K x N) ->
+    members of ``out`` (S's pattern and format)."""
+    implementations = {'pure': ExpandSDDMMPure}
+    default_implementation = 'pure'
+    SPARSE_INPUTS = ('S', )
+    SPARSE_OUTPUTS = ('out', )
+
+    transpose_S = properties.Property(dtype=bool, default=False, desc='Use the transposed view of S (no copy)')
+
+    def __init__(self, name='sddmm', *args, **kwargs):
+        super().__init__(name, *args, inputs={X, Y}, outputs=set(), **kwargs)

@@ -1,0 +1,49 @@
+"""SpMM: ``Y = A @ B`` with sparse ``A`` and dense ``B`` (N x K)."""
+import dace
+import dace.library
+from dace import properties
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+
+__all__ = ['SpMM']
+
+B, Y = '_B', '_Y'
+
+
+@dace.library.expansion
+class ExpandSpMMPure(ExpandTransformation):
+    """Rows of A in parallel when the outer level owns them (each row updates its own row of
+    Y over the K columns); otherwise a sequential walk over the stored entries.
+
+    (Running the K columns in parallel around the sequential walk would be race-free, but
+    DaCe 1.0.2 miscompiles ``range(pos[c], pos[c + 1])`` in a loop nested in a map.)"""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SpMM', state, sdfg):
+        st = node.operand_type(state, 'A')
+        kb = kernel_for_node(node, state, sdfg)
+        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
+        y = node.connected(state, Y)
+        K = pyexpr(y.shape[1])
+        zero_fill(kb, Y, y.shape)
+        inner = [f'for k in range(0, {K}):', '    ' + update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')]
+        ent.emit(kb, inner, parallel=ent.strategy(0, node.schedule_hint) != 'sequential')
+        return kb.build()
+
+
+@dace.library.node
+class SpMM(SparseLibraryNode):
+    """Sparse matrix times dense matrix: members of ``A``, ``_B`` (N x K) -> ``_Y`` (M x K).
+    ``transpose_A`` iterates A's storage as ``A.T`` (no copy)."""
+    implementations = {'pure': ExpandSpMMPure}
+    default_implementation = 'pure'
+    SPARSE_INPUTS = ('A', )
+
+    transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
+
+    def __init__(self, name='spmm', *args, **kwargs):
+        super().__init__(name, *args, inputs={B}, outputs={Y}, **kwargs)
