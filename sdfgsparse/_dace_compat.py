@@ -8,7 +8,9 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    pointers, zero-copy) plus the size symbols they determine; other calls are untouched.
 2. ``CompiledSDFG._initialize_return_values`` / ``_convert_return_values`` (1.0.2): a
    returned ``Structure`` cannot be allocated as a NumPy array. Sparse return structures
-   are allocated member by member and handed back as scipy sparse arrays.
+   are allocated member by member and handed back as scipy sparse arrays. Also, 1.0.2
+   orders tuple results by *string* name (``__return_10`` before ``__return_2``), which
+   scrambles programs returning more than ten values; results are put back in order.
 3. ``SDFG.replace_dict`` (1.0.2): renaming a structure (the frontend renames a returned
    transient to ``__return``) leaves memlets on its members (``X.vals``) pointing at the
    old name. The patch adds ``old.member -> new.member`` for every member.
@@ -66,6 +68,9 @@ def _patch_returns():
         if is_sparse_return(res):
             return struct_to_python(res)
         if isinstance(res, tuple):
+            names = [d[0] for d in self._retarray_shapes]
+            if len(names) == len(res) and all(n.startswith('__return_') for n in names):
+                res = tuple(r for _, r in sorted(zip(names, res), key=lambda t: int(t[0][len('__return_'):])))
             return tuple(struct_to_python(r) if is_sparse_return(r) else r for r in res)
         return res
 

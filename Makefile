@@ -1,0 +1,27 @@
+# The two commands of the README:
+#   make demo   creates .venv (pinned packages) and runs the main job on bundled data
+#   make test   creates .venv (pinned packages) and runs the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+export DACE_cache ?= hash
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: venv demo test clean
+
+$(STAMP): setup.cfg pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m sdfgsparse demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+clean:
+	rm -rf $(VENV) .dacecache tests/.dacecache _dacegraphs
