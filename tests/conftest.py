@@ -13,7 +13,7 @@ os.environ.setdefault('OMP_NUM_THREADS', '2')
 
 import sdfgsparse as ss  # noqa: E402
 from sdfgsparse.runtime.container import SparseMatrix  # noqa: E402
-from sdfgsparse.runtime.convert import to_storage  # noqa: E402
+from sdfgsparse.runtime.convert import to_scipy_twin, to_storage  # noqa: E402
 
 DATA = os.path.join(os.path.dirname(__file__), 'data')
 
@@ -98,8 +98,7 @@ def as_format(A, fmt: str, index_dtype=np.int32, rng=None, duplicates=True):
     arrays, shape = to_storage(A, f, index_dtype)
     m = SparseMatrix(f, arrays, shape)
     if index_dtype == np.int32 and f.scipy_format:
-        from sdfgsparse.runtime.convert import _to_scipy_twin
-        return _to_scipy_twin(m)
+        return to_scipy_twin(m)
     return m
 
 

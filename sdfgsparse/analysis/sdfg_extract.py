@@ -135,6 +135,15 @@ class _Extractor:
                 self.transients.add(name)
         ctx = _Ctx([], {}, {}, '', root)
         self.walk_region(self.sdfg, ctx)
+        dims = {s for st in self.statements for s in st.syms} | {d.sym for c in self.calls for d in c.dims}
+        for st in self.statements:
+            for d in st.dims:
+                self.program_symbols |= (sympy.sympify(d.start).free_symbols | sympy.sympify(d.stop).free_symbols)
+            for a in st.accesses:
+                for i in a.index:
+                    if i is not None:
+                        self.program_symbols |= i.free_symbols
+        self.program_symbols -= dims
         return ProgramModel(root, self.statements, self.calls, self.skipped, self.transients, self.program_symbols,
                             self.notes)
 
@@ -212,7 +221,6 @@ class _Extractor:
         for n in members:
             linked = []
             if self.is_local(state, n):
-                linked = [m for m in state.all_nodes_between(n, n) or []] if False else []
                 linked = [e.src for e in state.in_edges(n)] + [e.dst for e in state.out_edges(n)]
             elif isinstance(n, nodes.Tasklet):
                 linked = [e.dst for e in state.out_edges(n)] + [n]
@@ -283,14 +291,7 @@ class _Extractor:
         if out is None:
             return None
         exact = exact and all(i is not None for i in out)
-        for i in out:
-            if i is not None:
-                self.program_symbols |= {s for s in i.free_symbols if s.name not in self.used_names_dims}
         return Access(name, tuple(out), kind, exact)
-
-    @property
-    def used_names_dims(self) -> Set[str]:
-        return {s.name for st in self.statements for s in st.syms}
 
     def trace_in(self, state, e, group, acc, seen):
         src = e.src
@@ -393,11 +394,7 @@ class _Extractor:
                 self.transients.add(prefix + name)
         if any(v is None for v in arrays.values()):
             self.notes.append(f'nested SDFG {node.label}: some connectors could not be mapped to outer arrays')
-        work = inner
-        if _needs_lifting(inner) and inner is node.sdfg and not isinstance(inner.parent_nsdfg_node, type(None)):
-            work = inner  # already lifted together with the outer copy
-        inner_ctx = _Ctx(list(ctx.dims), subs, arrays, prefix, ctx.scope)
-        self.walk_region(work, inner_ctx)
+        self.walk_region(inner, _Ctx(list(ctx.dims), subs, arrays, prefix, ctx.scope))
 
     # ------------------------------------------------------------------ library nodes
     def library(self, state, node: nodes.LibraryNode, ctx: _Ctx):
@@ -464,17 +461,14 @@ class _Extractor:
         ctx.scope.children.append(scope)
         inner = ctx.child(dims, {}, scope)
 
-        def acc(arr, ops, pat, kind, transposed):
-            order = list(range(len(ops)))
-            if transposed:
-                order = order[::-1]
+        def acc(arr, ops, pat, kind):
+            # ops are (begin, size, array dimension) in the order the operation sees them
             full = [None] * len(ops)
             for q, (begin, _, d) in enumerate(ops):
                 full[d] = begin + by[pat[q]]
-            idx = tuple(full[d] for d in (range(len(ops)) if not transposed else range(len(ops))))
-            return self.map_access(inner, arr, idx, True, kind)
+            return self.map_access(inner, arr, tuple(full), True, kind)
 
-        accesses = [acc(an, a, pat_a, READ, False), acc(bn, b, pat_b, READ, False), acc(cn, c, pat_c, UPDATE, False)]
+        accesses = [acc(an, a, pat_a, READ), acc(bn, b, pat_b, READ), acc(cn, c, pat_c, UPDATE)]
         self.emit_statement(f'{node.label} ({type(node).__name__})', inner, [x for x in accesses if x is not None],
                             ['library node analysed by its known domain'])
         return True
@@ -512,7 +506,7 @@ class _Extractor:
             sub = e.data.subset
             shape = tuple(ctx.expr(s) for s in sub.size()) if sub is not None else ()
             target = ctx.array(e.data.data) if e.data.data else None
-            dense[c] = (target[0] if target else e.data.data, shape)
+            dense[c] = (target[0] if target else e.data.data, shape, 'in' if e.dst is node else 'out')
         self.calls.append(LibraryCall(node.label, type(node).__name__, dense, sparse, list(ctx.dims),
                                       self.next_order()))
 

@@ -187,20 +187,36 @@ class _Pos:
         self.key, self.exps, self.offset = key, exps, offset
 
 
-def _positions(access: Access, rep: Dict, dims: List[sympy.Symbol]) -> List[_Pos]:
+def _positions(index: Sequence[Optional[sympy.Expr]], dims: List[sympy.Symbol], uid) -> List[_Pos]:
+    """Index positions of an access with their exponents and constant offsets.
+
+    When every position uses at most one variable and no variable repeats (the SOAP case)
+    each position is a factor ``t_v + span``. Otherwise (``A[k, k]``, ``A[i + j]``) the access
+    is one factor: a rank-``r`` map over ``V`` variables touches at least
+    ``prod_V t_v**(r/|V|)`` elements (the geometric mean of its injective restrictions).
+    """
     syms = set(dims)
+    decs = [_decompose(e, syms) for e in index]
+    used = [set(d[0]) if d is not None else set() for d in decs]
+    flat = [v for u in used for v in u]
+    simple = all(d is not None for d in decs) and all(len(u) <= 1 for u in used) and len(flat) == len(set(flat))
     out = []
-    for p, e in enumerate(access.index):
-        d = _decompose(e.xreplace(rep) if e is not None else None, syms)
-        if d is None:
-            out.append(_Pos(('?', id(access), p), (), Fraction(0)))
-            continue
-        lin, symc, num = d
-        k = len(lin)
-        exps = tuple(Fraction(1, k) if s in lin else Fraction(0) for s in dims) if k else ()
-        key = (tuple(sorted(((str(v), str(c)) for v, c in lin.items()))), str(symc))
-        out.append(_Pos(key, exps, num))
-    return out
+    if simple:
+        for p, (lin, symc, num) in enumerate(decs):
+            exps = tuple(Fraction(1) if v in lin else Fraction(0) for v in dims) if lin else ()
+            key = (tuple(sorted(((str(v), str(c)) for v, c in lin.items()))), str(symc))
+            out.append(_Pos(key, exps, num))
+        return out
+    allv = [v for v in dims if any(v in u for u in used)]
+    if not allv:
+        return [_Pos(('?', uid), (), Fraction(0))]
+    rows = [[d[0].get(v, 0) for v in allv] for d in decs if d is not None and d[0]]
+    rank = sympy.Matrix(rows).rank()
+    frac = Fraction(int(rank), len(allv))
+    exps = tuple(frac if v in allv else Fraction(0) for v in dims)
+    key = ('multi', tuple((tuple(sorted((str(v), str(c)) for v, c in d[0].items())), str(d[1])) if d else ('?', uid)
+                          for d in decs))
+    return [_Pos(key, exps, Fraction(0))]
 
 
 def _factor(exps, n: int, const) -> Poly:
@@ -265,24 +281,28 @@ def dominator_poly(group: Group) -> Tuple[Poly, List[str]]:
         writers = [st for st in group.statements if _touches(st, arr, (WRITE, UPDATE))]
         # key -> role -> list of position lists
         classes: Dict[tuple, Dict[str, list]] = defaultdict(lambda: {'R': [], 'W': [], 'U': [], 'prev': False})
+        opaque = False
         for st in group.statements:
             rep = group.subs(st)
             for a in st.accesses:
                 if a.array != arr:
                     continue
-                pos = _positions(a, rep, dims)
+                index = [e.xreplace(rep) if e is not None else None for e in a.index]
+                if any(e is None for e in index) or not a.exact:
+                    opaque = True
                 if vdim is not None:
                     prev = any(w.order < st.order for w in writers if w is not st)
-                    rd = pos + [_Pos(('version', ), vexp, Fraction(0 if prev else -1))]
-                    wr = pos + [_Pos(('version', ), vexp, Fraction(0))]
-                    key = tuple(p.key for p in rd)
                     if a.kind in (READ, UPDATE):
-                        classes[key]['R'].append(rd if a.kind == READ else pos +
-                                                 [_Pos(('version', ), vexp, Fraction(-1))])
+                        off = 0 if (prev and a.kind == READ) else -1
+                        rd = _positions(index + [vdim + off], dims, id(a))
+                        classes[tuple(p.key for p in rd)]['R'].append(rd)
+                        classes[tuple(p.key for p in rd)]['prev'] = True
                     if a.kind in (WRITE, UPDATE):
-                        classes[key]['W'].append(wr)
-                    classes[key]['prev'] = True
+                        wr = _positions(index + [vdim], dims, id(a))
+                        classes[tuple(p.key for p in wr)]['W'].append(wr)
+                        classes[tuple(p.key for p in wr)]['prev'] = True
                 else:
+                    pos = _positions(index, dims, id(a))
                     key = tuple(p.key for p in pos)
                     role = {READ: 'R', WRITE: 'W', UPDATE: 'U'}[a.kind]
                     classes[key][role].append(pos)
@@ -296,9 +316,8 @@ def dominator_poly(group: Group) -> Tuple[Poly, List[str]]:
                 produced = c['W'] + c['U']
                 if produced and c['prev']:
                     total = poly_sub(total, _intersection(c['R'], produced, n))
-        if any(p.key[0] == '?' for st in group.statements for a in st.accesses if a.array == arr
-               for p in _positions(a, group.subs(st), dims)):
-            notes.append(f'{arr}: non-affine or opaque index treated as a single element (weaker bound)')
+        if opaque:
+            notes.append(f'{arr}: opaque index (range or data-dependent) treated as a single element')
     return clean_poly(total), notes
 
 

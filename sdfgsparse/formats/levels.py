@@ -50,7 +50,8 @@ class LevelPiece:
     """Python source emitted for one level.
 
     ``var`` and ``bounds`` describe the loop the level opens (``var`` in ``[begin, end)``;
-    ``var is None`` for a loop-free level such as a singleton); ``body`` lines run inside it
+    ``var is None`` for a loop-free level such as a singleton); ``pre`` lines run before
+    the loop (in the parent's body); ``body`` lines run inside it
     before inner levels; ``coord`` and ``pos`` are the expressions of this level's
     coordinate and position (inlined expressions, not scalar variables: DaCe 1.0.2
     mistypes scalars assigned inside loops when they reach a condition); ``guard`` is a condition stored entries must satisfy
@@ -62,6 +63,7 @@ class LevelPiece:
     guard: Optional[str] = None
     bounds: Optional[tuple] = None
     var: Optional[str] = None
+    pre: List[str] = field(default_factory=list)
 
     @property
     def has_loop(self) -> bool:
@@ -135,8 +137,16 @@ class Dense(Level):
     def iterate(self, ctx, k, parent_pos, root):
         ext = ctx.sizes[self.size_key] if self.size_key else ctx.extent[k]
         c = f'c{k}'
-        pos = c if parent_pos is None else f'({parent_pos}) * ({ext}) + {c}'
-        return LevelPiece(body=[], coord=c, pos=pos, bounds=('0', ext), var=c)
+        if parent_pos is None:
+            return LevelPiece(body=[], coord=c, pos=c, bounds=('0', ext), var=c)
+        # The base position goes through a data scalar: DaCe 1.0.2 mis-offsets nested-SDFG
+        # arguments indexed by ``map_var * symbol + loop_var``.
+        return LevelPiece(body=[],
+                          coord=c,
+                          pos=f'b{k} + {c}',
+                          bounds=('0', ext),
+                          var=c,
+                          pre=[f'b{k} = dace.int64(({parent_pos}) * ({ext}))'])
 
 
 class Compressed(Level):

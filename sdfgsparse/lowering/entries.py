@@ -63,9 +63,13 @@ class Entries:
              indent: int = 0):
         """Emit the loop nest; ``pro``/``epi`` run once per outer iteration around the
         inner loops (after the outer coordinate is defined), ``inner`` once per entry."""
+        st = self.type
+        kb.symbols_of(st.rows, st.cols, *st.sizes.values())
         ind = indent
         outer_body = None
         for k, piece in enumerate(self.pieces):
+            for l in piece.pre:
+                kb.line(l, ind)
             if piece.has_loop:
                 b, e = piece.bounds
                 if k == 0 and parallel:

@@ -13,7 +13,7 @@ from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat
 from sdfgsparse.formats.levels import Compressed, Dense, Offset, Singleton
 
-__all__ = ['to_storage', 'storage_to_coo', 'scipy_members', 'convert']
+__all__ = ['to_storage', 'storage_to_coo', 'scipy_members', 'convert', 'to_scipy_twin', 'has_scipy_twin']
 
 
 def scipy_members(obj, fmt: SparseFormat) -> Dict[str, np.ndarray]:
@@ -172,12 +172,16 @@ def convert(A, fmt, index_dtype=None):
     if dtype is not None:
         arrays['vals'] = arrays['vals'].astype(dtype, copy=False)
     m = SparseMatrix(fmt, arrays, shape)
-    if fmt.scipy_format and fmt.name in ('CSR', 'CSC', 'COO', 'DIA') or fmt.name.startswith('BSR'):
-        return _to_scipy_twin(m)
-    return m
+    return to_scipy_twin(m) if has_scipy_twin(fmt) else m
 
 
-def _to_scipy_twin(m):
+def has_scipy_twin(fmt: SparseFormat) -> bool:
+    return fmt.scipy_format is not None
+
+
+def to_scipy_twin(m):
+    """The scipy sparse array sharing the storage arrays of a ``SparseMatrix`` whose format
+    has a scipy twin (CSR, CSC, COO, BSR, DIA)."""
     a, f = m.arrays, m.format
     if f.name == 'CSR':
         return sp.csr_array((a['vals'], a['crd1'], a['pos1']), shape=m.shape)

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from sdfgsparse.formats import sparse_type_of
 from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.convert import has_scipy_twin, to_scipy_twin
 from sdfgsparse.runtime.marshal import struct_class
 
 __all__ = ['allocate_return', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return']
@@ -52,19 +53,7 @@ def struct_to_python(obj):
         a['crd1'] = a['crd1'][:n]
         a['vals'] = a['vals'][:n * R * C]
     m = SparseMatrix(fmt, a, obj._ss_shape)
-    if fmt.name == 'CSR':
-        return sp.csr_array((a['vals'], a['crd1'], a['pos1']), shape=m.shape)
-    if fmt.name == 'CSC':
-        return sp.csc_array((a['vals'], a['crd1'], a['pos1']), shape=m.shape)
-    if fmt.name == 'COO':
-        return sp.coo_array((a['vals'], (a['crd0'], a['crd1'])), shape=m.shape)
-    if fmt.name.startswith('BSR'):
-        R, C = fmt.block
-        return sp.bsr_array((a['vals'].reshape(-1, R, C), a['crd1'], a['pos1']), shape=m.shape)
-    if fmt.name == 'DIA':
-        nd = a['off1'].size
-        return sp.dia_array((a['vals'].reshape(nd, -1), a['off1']), shape=m.shape)
-    return m
+    return to_scipy_twin(m) if has_scipy_twin(fmt) else m
 
 
 def scipy_to_torch(A):

@@ -1,0 +1,446 @@
+"""``io_lower_bound``: the SOAP I/O lower bound of an SDFG, dense and sparse.
+
+The bound counts words moved between a fast memory of ``S`` words and slow memory in the
+red-blue pebble game (loads and stores; recomputation allowed). For every group of
+statements (:mod:`~sdfgsparse.analysis.soap_groups`) the SOAP argument splits any schedule
+into subcomputations that each move ``X - S`` words; each computes at most ``chi(X)``
+vertices, so ``Q >= |V| (X - S) / chi(X) = |V| / rho`` with ``rho`` minimised over ``X``
+(:mod:`~sdfgsparse.analysis.soap_solver`). Only leading terms are kept: ``|V|`` is reduced to
+its dominant terms as the program's sizes grow, the dominator set to its leading
+monomials, and the ``- (X0 - S)`` correction of the argument is dropped.
+
+Groups that share no input add up (SOAP). Groups that share an input but could not be
+analysed together are combined by the maximum of their bounds (the dominant one when
+their growth differs), which stays a lower bound. Sparse library nodes contribute the
+models of :mod:`~sdfgsparse.analysis.sparse_models`.
+"""
+import json
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Tuple, Union
+
+import dace
+import sympy
+
+from sdfgsparse.analysis.errors import InvalidCacheSizeError, SymbolClashError, UnsupportedProgramError
+from sdfgsparse.analysis.program_model import LibraryCall, ProgramModel
+from sdfgsparse.analysis.sdfg_extract import extract
+from sdfgsparse.analysis.soap_groups import count_points, dominator_poly, form_groups, leading_terms
+from sdfgsparse.analysis.soap_solver import poly_to_sympy, solve_tiles
+from sdfgsparse.analysis import sparse_models as sm
+from sdfgsparse.analysis.symbols import S, S_POS, X
+
+__all__ = ['StatementBound', 'GroupBound', 'SparseOpBound', 'IOBoundResult', 'io_lower_bound', 'analyse_model']
+
+
+def _pretty(e) -> str:
+    return sympy.sstr(e) if isinstance(e, sympy.Basic) else str(e)
+
+
+@dataclass
+class StatementBound:
+    """One statement: its domain, access functions and its share of the group's bound.
+
+    :ivar domain: ``(variable, start, stop)`` per loop/map, outermost first (``stop`` exclusive).
+    :ivar accesses: array -> access functions (``'A[i, k] read'``).
+    :ivar volume: ``|V|``, the number of executions (exact).
+    :ivar bound: ``leading(|V|) / rho`` — this statement's share of its group's bound.
+    :ivar tiles: optimal tile extent per variable as expressions of ``S`` (the whole
+        domain for streaming groups, None when unbounded).
+    :ivar intensity: ``rho``, the bound on the computational intensity ``|V| / Q``.
+    """
+    name: str
+    domain: List[Tuple[str, sympy.Expr, sympy.Expr]]
+    accesses: Dict[str, List[str]]
+    volume: sympy.Expr
+    bound: sympy.Expr
+    tiles: Optional[Dict[str, sympy.Expr]]
+    intensity: sympy.Expr
+    group: int
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass
+class GroupBound:
+    """A SOAP group: ``dominator`` is ``|Dom(H)|`` in the tile extents ``t_<var>``."""
+    index: int
+    statements: List[str]
+    dims: List[str]
+    dominator: sympy.Expr
+    gamma: Optional[sympy.Expr]
+    X0: sympy.Expr
+    chi: sympy.Expr
+    intensity: sympy.Expr
+    volume: sympy.Expr
+    bound: sympy.Expr
+    tiles: Optional[Dict[str, sympy.Expr]]
+    notes: List[str] = field(default_factory=list)
+
+
+@dataclass
+class SparseOpBound:
+    """A sparse library node and the model that bounds it."""
+    name: str
+    op: str
+    model: sm.SparseBound
+    bound: sympy.Expr
+    notes: List[str] = field(default_factory=list)
+
+
+class IOBoundResult:
+    """The I/O lower bound of a program.
+
+    :ivar total: lower bound on the words moved (sympy, program symbols and ``S``).
+    :ivar statements: :class:`StatementBound` per statement.
+    :ivar groups: :class:`GroupBound` per SOAP group.
+    :ivar sparse_ops: :class:`SparseOpBound` per sparse library node.
+    :ivar skipped: library nodes / scopes that were not analysed.
+    :ivar notes: approximations made while reading the program.
+    :ivar cache_size: the fast-memory size (the symbol ``S`` or an integer).
+    """
+
+    def __init__(self, label, total, statements, groups, sparse_ops, skipped, notes, cache_size):
+        self.label = label
+        self.total: sympy.Expr = total
+        self.statements: List[StatementBound] = statements
+        self.groups: List[GroupBound] = groups
+        self.sparse_ops: List[SparseOpBound] = sparse_ops
+        self.skipped: List[str] = skipped
+        self.notes: List[str] = notes
+        self.cache_size = cache_size
+
+    @property
+    def leading(self) -> sympy.Expr:
+        """The dominant terms of :attr:`total` as all program sizes grow (``S`` fixed)."""
+        return leading_terms(self.total, keep={S})
+
+    def evaluate(self, **values) -> float:
+        """:attr:`total` as a number, given values for its symbols by name (``N=64, S=1024``)."""
+        by_name = {s.name: s for s in self.total.free_symbols}
+        missing = sorted(set(by_name) - set(values))
+        if missing:
+            raise UnsupportedProgramError(f'evaluate: no value for symbol(s) {", ".join(missing)}')
+        return float(self.total.xreplace({by_name[k]: sympy.sympify(v) for k, v in values.items() if k in by_name}))
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable summary (expressions as strings)."""
+        return {
+            'program': self.label,
+            'cache_size': _pretty(self.cache_size),
+            'total': _pretty(self.total),
+            'leading': _pretty(self.leading),
+            'statements': [{
+                'name': s.name,
+                'group': s.group,
+                'domain': [[v, _pretty(a), _pretty(b)] for v, a, b in s.domain],
+                'accesses': s.accesses,
+                'volume': _pretty(s.volume),
+                'bound': _pretty(s.bound),
+                'tiles': None if s.tiles is None else {k: _pretty(v) for k, v in s.tiles.items()},
+                'intensity': _pretty(s.intensity),
+                'notes': s.notes
+            } for s in self.statements],
+            'sparse_ops': [{
+                'name': o.name,
+                'op': o.op,
+                'bound': _pretty(o.bound),
+                'volume': _pretty(o.model.volume),
+                'intensity': _pretty(o.model.intensity),
+                'notes': o.notes
+            } for o in self.sparse_ops],
+            'skipped': self.skipped,
+            'notes': self.notes,
+        }
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_dict(), **kw)
+
+    def table(self) -> str:
+        """A readable table: one row per statement, then sparse operations and notes."""
+        lines = [f'I/O lower bound (SOAP) of {self.label}: fast memory {_pretty(self.cache_size)} words',
+                 f'  Q >= {_pretty(self.total)}']
+        if self.leading != self.total:
+            lines.append(f'  leading: {_pretty(self.leading)}')
+        if self.statements:
+            head = ('statement', 'grp', 'domain', '|V|', 'Q >=', 'tiles', '|V|/Q')
+            rows = []
+            for s in self.statements:
+                dom = ' '.join(f'{v}:[{_pretty(a)},{_pretty(b)})' for v, a, b in s.domain)
+                tiles = '-' if s.tiles is None else ' '.join(f'{k}={_pretty(v)}' for k, v in s.tiles.items())
+                rows.append((s.name, str(s.group), dom, _pretty(s.volume), _pretty(s.bound), tiles,
+                             _pretty(s.intensity)))
+            widths = [min(40, max(len(r[i]) for r in rows + [head])) for i in range(len(head))]
+            lines.append('  ' + '  '.join(h.ljust(w) for h, w in zip(head, widths)))
+            for r, s in zip(rows, self.statements):
+                lines.append('  ' + '  '.join(c.ljust(w) for c, w in zip(r, widths)))
+                acc = '; '.join(f'{", ".join(v)}' for v in s.accesses.values())
+                lines.append(f'      accesses: {acc}')
+                for n in s.notes:
+                    lines.append(f'      note: {n}')
+        for o in self.sparse_ops:
+            lines.append(f'  sparse {o.op} {o.name}: Q >= {_pretty(o.bound)}  (|V| = {_pretty(o.model.volume)}, '
+                         f'|V|/Q <= {_pretty(o.model.intensity)})')
+            for n in o.notes:
+                lines.append(f'      note: {n}')
+        if self.skipped:
+            lines.append('  skipped (not analysed): ' + ', '.join(self.skipped))
+        for n in self.notes:
+            lines.append(f'  note: {n}')
+        return '\n'.join(lines)
+
+    def __str__(self):
+        return self.table()
+
+    def __repr__(self):
+        return f'IOBoundResult({self.label}: Q >= {_pretty(self.total)})'
+
+
+# ---------------------------------------------------------------------- helpers
+def _as_sdfg(obj) -> dace.SDFG:
+    if isinstance(obj, dace.SDFG):
+        return obj
+    if hasattr(obj, 'to_sdfg'):
+        try:
+            return obj.to_sdfg()
+        except Exception as exc:
+            raise UnsupportedProgramError(f'sdfg_or_program: {obj!r}.to_sdfg() failed ({exc}); pass a dace.SDFG or '
+                                          'a @dace.program whose arguments are annotated') from exc
+    raise UnsupportedProgramError(f'sdfg_or_program: expected a dace.SDFG or a @dace.program, got '
+                                  f'{type(obj).__name__}')
+
+
+def _check_cache(cache_size) -> Union[int, None]:
+    if cache_size is None:
+        return None
+    if isinstance(cache_size, bool) or not isinstance(cache_size, (int, sympy.Integer)) and not (
+            hasattr(cache_size, 'dtype') and getattr(cache_size.dtype, 'kind', '') in 'iu'):
+        raise InvalidCacheSizeError(f'cache_size={cache_size!r}: expected a positive integer number of words '
+                                    '(or None for the symbol S)')
+    if int(cache_size) <= 0:
+        raise InvalidCacheSizeError(f'cache_size={cache_size!r}: the fast memory must hold at least one word')
+    return int(cache_size)
+
+
+def _degree(e: sympy.Expr) -> Optional[sympy.Expr]:
+    """Growth degree of ``e`` as all symbols but ``S`` scale together, or None if unknown."""
+    if e.has(sympy.Max, sympy.Min, sympy.floor, sympy.ceiling):
+        return None
+    lam = sympy.Dummy('lam', positive=True)
+    syms = [s for s in e.free_symbols if s.name != 'S']
+    scaled = sympy.expand(e.xreplace({s: lam * s for s in syms}))
+    degs = []
+    for t in sympy.Add.make_args(scaled):
+        coeff, d = t.as_coeff_exponent(lam)
+        if lam in coeff.free_symbols or not d.is_number:
+            return None
+        degs.append(d)
+    return max(degs) if degs else sympy.Integer(0)
+
+
+def _dominant(exprs: List[sympy.Expr]) -> sympy.Expr:
+    exprs = [e for e in exprs if e != 0]
+    if not exprs:
+        return sympy.Integer(0)
+    if len(exprs) == 1:
+        return exprs[0]
+    degs = [_degree(e) for e in exprs]
+    if any(d is None for d in degs):
+        return sympy.Max(*exprs)
+    top = max(degs)
+    keep = [e for e, d in zip(exprs, degs) if d == top]
+    return keep[0] if len(keep) == 1 else sympy.Max(*keep)
+
+
+def _stats_for(name: str, stats: Optional[Mapping], matrices: Optional[Mapping]) -> Dict:
+    res = {}
+    if matrices and name in matrices:
+        res.update(sm.structure_stats(matrices[name]))
+    if stats and name in stats:
+        res.update(sm.check_stats(stats[name], f'stats[{name!r}]'))
+    return res
+
+
+def _width(call: LibraryCall, direction: str, exclude=()) -> Optional[sympy.Expr]:
+    for _, (_, shape, d) in sorted(call.dense.items()):
+        if d == direction and len(shape) == 2:
+            return shape[1]
+    return None
+
+
+def _sparse_bound(call: LibraryCall, stats, matrices, S_) -> SparseOpBound:
+    notes = []
+    infos = list(call.sparse.values())
+    if not infos:
+        infos = [{'name': 'A', 'rows': None, 'cols': None, 'nnz': None}]
+        notes.append('sparse operand not found; its sizes are symbols')
+    a = infos[0]
+    name = a['name']
+    rows = a['rows'] if a['rows'] is not None else sympy.Symbol(f'rows_{name}', positive=True)
+    cols = a['cols'] if a['cols'] is not None else sympy.Symbol(f'cols_{name}', positive=True)
+    nnz = a['nnz'] if a['nnz'] is not None else sympy.Symbol(f'nnz_{name}', nonnegative=True)
+    st = _stats_for(name, stats, matrices)
+    dense_in = [n for n, (_, _, d) in call.dense.items() if d == 'in']
+    dense_out = [n for n, (_, _, d) in call.dense.items() if d == 'out']
+    dname = lambda conns, i, dflt: call.dense[conns[i]][0] if len(conns) > i else dflt
+    op = call.cls_name
+    if op == 'SpMV':
+        model = sm.spmv_model(nnz, rows, cols, S_, st, (name, dname(dense_in, 0, 'x'), dname(dense_out, 0, 'y')))
+    elif op in ('SpMM', 'SDDMM'):
+        k = _width(call, 'out' if op == 'SpMM' else 'in')
+        if k is None:
+            k = _width(call, 'in') or sympy.Symbol('k', positive=True)
+            notes.append('dense width not found in the operands; using their second dimension or the symbol k')
+        if op == 'SpMM':
+            model = sm.spmm_model(nnz, rows, cols, k, S_, st,
+                                  (name, dname(dense_in, 0, 'B'), dname(dense_out, 0, 'Y')))
+        else:
+            out = infos[1]['name'] if len(infos) > 1 else dname(dense_out, 0, 'C')
+            model = sm.sddmm_model(nnz, rows, cols, k, S_, st,
+                                   (name, dname(dense_in, 0, 'X'), dname(dense_in, 1, 'Y'), out))
+    else:  # SpGEMM
+        b = infos[1] if len(infos) > 1 else {'name': 'B', 'rows': None, 'cols': None, 'nnz': None}
+        c_name = infos[2]['name'] if len(infos) > 2 else 'C'
+        nnz_b = b['nnz'] if b['nnz'] is not None else sympy.Symbol(f'nnz_{b["name"]}', nonnegative=True)
+        out_cols = b['cols'] if b['cols'] is not None else sympy.Symbol(f'cols_{b["name"]}', positive=True)
+        sb = _stats_for(b['name'], stats, matrices)
+        flops = nnz_c = None
+        if matrices and name in matrices and b['name'] in matrices:
+            flops, nnz_c = _spgemm_counts(matrices[name], matrices[b['name']])
+        model = sm.spgemm_model(nnz, nnz_b, rows, cols, out_cols, S_, flops, nnz_c, st, sb,
+                                (name, b['name'], c_name))
+    if call.dims:
+        notes.append('enclosing loops are not multiplied in: operands may stay in fast memory across iterations')
+    return SparseOpBound(call.name, op, model, model.total, notes)
+
+
+def _spgemm_counts(a, b):
+    import numpy as np
+    import scipy.sparse as sp
+    pa = sp.csr_matrix(a, copy=True)
+    pb = sp.csr_matrix(b, copy=True)
+    pa.sum_duplicates()
+    pb.sum_duplicates()
+    col_a = np.bincount(pa.indices, minlength=pa.shape[1])
+    row_b = np.diff(pb.indptr)
+    flops = int(np.dot(col_a.astype(np.int64), row_b.astype(np.int64)))
+    pa.data[:] = 1
+    pb.data[:] = 1
+    return flops, int((pa @ pb).nnz)
+
+
+# ---------------------------------------------------------------------- main entry points
+def analyse_model(model: ProgramModel, cache_size=None, stats=None, matrices=None, label='program') -> IOBoundResult:
+    """SOAP analysis of an extracted :class:`~sdfgsparse.analysis.program_model.ProgramModel`."""
+    S_ = S_POS
+    statements, groups_out, items = [], [], []
+    for gi, g in enumerate(form_groups(model.statements)):
+        dom, notes = dominator_poly(g)
+        n = len(g.dims)
+        volumes = [count_points(st.dims) for st in g.statements]
+        leads = [leading_terms(v) for v in volumes]
+        tile_syms = [sympy.Symbol(f't_{d.sym}', positive=True) for d in g.dims]
+        if n == 0:
+            sol = None
+            notes.append('no iteration variables: nothing to tile')
+        else:
+            sol = solve_tiles(dom, (1, ) * n, len(g.statements), S_, X)
+        if sol is None or sol.unbounded:
+            rho, tiles, gamma, X0, chi = sympy.oo, None, None, sympy.oo, sympy.oo
+            bounds = [sympy.Integer(0)] * len(g.statements)
+            if n:
+                notes.append('a tile can grow along a variable no access depends on: no SOAP bound')
+        else:
+            rho, gamma, X0, chi = sol.rho, sol.gamma, sol.X0, sol.chi
+            bounds = [sympy.powsimp(v / rho) for v in leads]
+            if sol.tiles is None:
+                tiles = {str(d.sym): d.extent for d in g.dims}
+            else:
+                tiles = {str(d.sym): t for d, t in zip(g.dims, sol.tiles)}
+        gbound = sympy.Add(*bounds)
+        groups_out.append(
+            GroupBound(gi, [st.name for st in g.statements], [str(d.sym) for d in g.dims], poly_to_sympy(dom, tile_syms),
+                       gamma, X0, chi, rho, sympy.Add(*volumes), gbound, tiles, notes))
+        reads = set()
+        for st, vol, b in zip(g.statements, volumes, bounds):
+            rep = g.subs(st)
+            acc: Dict[str, List[str]] = {}
+            for a in st.accesses:
+                idx = ', '.join('?' if i is None else sympy.sstr(i.xreplace(rep)) for i in a.index)
+                acc.setdefault(a.array, []).append(f'{a.array}[{idx}] {a.kind}')
+                if a.kind != 'write':
+                    reads.add(a.array)
+            dom_desc = [(str(rep[d.sym]), d.start.xreplace(rep), d.stop.xreplace(rep)) for d in st.dims]
+            statements.append(StatementBound(st.name, dom_desc, acc, vol, b, tiles, rho, gi, st.notes + notes))
+        items.append((reads, gbound))
+    sparse_ops = []
+    for call in model.library_calls:
+        op = _sparse_bound(call, stats, matrices, S_)
+        sparse_ops.append(op)
+        reads = {i['name'] for i in call.sparse.values()} | {v[0] for v in call.dense.values() if v[2] == 'in'}
+        items.append((reads, op.bound))
+    # components of items that share an input: maximum, otherwise sum
+    parent = list(range(len(items)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            if items[i][0] & items[j][0]:
+                parent[find(i)] = find(j)
+    comps: Dict[int, List[sympy.Expr]] = {}
+    for i, (_, b) in enumerate(items):
+        comps.setdefault(find(i), []).append(b)
+    total = sympy.Add(*(_dominant(bs) if len(bs) > 1 else bs[0] for bs in comps.values()))
+    target = S if cache_size is None else sympy.Integer(cache_size)
+
+    def fix(e):
+        return e.xreplace({S_: target}) if isinstance(e, sympy.Basic) else e
+
+    for s in statements:
+        s.volume, s.bound, s.intensity = fix(s.volume), fix(s.bound), fix(s.intensity)
+        s.tiles = None if s.tiles is None else {k: fix(v) for k, v in s.tiles.items()}
+    for g in groups_out:
+        g.X0, g.chi, g.intensity, g.bound = fix(g.X0), fix(g.chi), fix(g.intensity), fix(g.bound)
+        g.tiles = None if g.tiles is None else {k: fix(v) for k, v in g.tiles.items()}
+    for o in sparse_ops:
+        o.bound = fix(o.bound)
+    return IOBoundResult(label, fix(total), statements, groups_out, sparse_ops, list(model.skipped), list(model.notes),
+                         target)
+
+
+def io_lower_bound(sdfg_or_program, cache_size: Optional[int] = None, stats: Optional[Mapping] = None,
+                   matrices: Optional[Mapping] = None) -> IOBoundResult:
+    """Lower bound on the words an execution of a program moves between fast and slow memory.
+
+    :param sdfg_or_program: a ``dace.SDFG`` or a ``@dace.program`` (converted with ``to_sdfg()``).
+    :param cache_size: fast-memory size in words; None keeps it as the symbol ``S``.
+    :param stats: sparse operand name -> structure statistics (see
+        :mod:`~sdfgsparse.analysis.sparse_models`), e.g. ``{'A': {'nnz': 1000, 'max_row': 8}}``.
+    :param matrices: sparse operand name -> ``scipy.sparse`` matrix; statistics (and SpGEMM
+        ``flops``/``nnz_C``) are computed from it; ``stats`` entries take precedence.
+    :returns: :class:`IOBoundResult` (``.total``, ``.statements``, ``.leading``, a table as ``str``).
+    :raises UnsupportedProgramError: for objects that are not SDFGs or programs.
+    :raises InvalidCacheSizeError: for a ``cache_size`` that is not a positive integer.
+    :raises SymbolClashError: when the program has its own symbol ``S`` and ``cache_size`` is None.
+
+    Example::
+
+        N, M, K = (dace.symbol(s) for s in 'NMK')
+
+        @dace.program
+        def mm(A: dace.float64[N, K], B: dace.float64[K, M], C: dace.float64[N, M]):
+            for i, j, k in dace.map[0:N, 0:M, 0:K]:
+                C[i, j] += A[i, k] * B[k, j]
+
+        io_lower_bound(mm).total   # 2*K*M*N/sqrt(S)
+    """
+    cache = _check_cache(cache_size)
+    sdfg = _as_sdfg(sdfg_or_program)
+    model = extract(sdfg)
+    if cache is None and any(s.name == 'S' for s in model.symbols) or (cache is None and 'S' in sdfg.symbols):
+        raise SymbolClashError(f'{sdfg.label} has its own symbol S, which names the fast-memory size in the '
+                               'result; pass cache_size=<words> or rename the symbol')
+    return analyse_model(model, cache, stats, matrices, sdfg.label)
