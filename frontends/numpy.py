@@ -276,3 +276,115 @@ def _sparse_nnz(pv, sdfg, state, a):
     if st.fmt.name in ('ELL', 'DIA') or st.fmt.name.rstrip('T') in ('ELL', 'DIA'):
         return _sum_node(sdfg, state, a, [1], -1, dace.int64, count=True)
     return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
+
+
+# ---------------------------------------------------------------------- sparse with sparse
+def _csr_type(dtype, rows, cols, itype, cap):
+    from sdfgsparse.formats import CSR
+    return CSR.type(dtype, rows, cols, itype, n1=cap)
+
+
+def _vals_count(st):
+    return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
+
+
+def _index_type(*sts):
+    return dace.int64 if any(s.index_dtype == dace.int64 for s in sts) else dace.int32
+
+
+def _convert(sdfg, state, a: str, target: str = 'CSR') -> str:
+    from sdfgsparse.formats import CSC
+    from sdfgsparse.ops.convert import TARGETS, Convert
+    if target not in TARGETS:
+        raise errors.UnsupportedOperationError(f'ss.convert inside a program supports {", ".join(TARGETS)}; '
+                                               f'convert to {target} outside the program with ss.convert')
+    st = _stype(sdfg, a)
+    cap = _vals_count(st)
+    out_type = _csr_type(st.dtype, st.rows, st.cols, st.index_dtype, cap) if target == 'CSR' else \
+        CSC.type(st.dtype, st.rows, st.cols, st.index_dtype, n1=cap)
+    node = Convert(target=target)
+    state.add_node(node)
+    base.add_sparse_input(state, node, 'A', a)
+    out = base.new_sparse_result(sdfg, out_type, 'converted')
+    base.add_sparse_output(state, node, 'out', out)
+    return out
+
+
+def _sparse_binary(sdfg, state, a, b, kind, sign=1):
+    from sdfgsparse.ops.add import SparseAdd
+    from sdfgsparse.ops.mul import SparseMul
+    sta, stb = _stype(sdfg, a), _stype(sdfg, b)
+    for x, y in zip(sta.shape, stb.shape):
+        if not dace.symbolic.issymbolic(x - y) and x != y:
+            raise errors.ShapeError(f'A {"+" if kind == "add" else "*"} B: shapes differ: {sta.shape} and '
+                                    f'{stb.shape}')
+    if kind == 'mul':
+        if not all(l.unique for l in sta.fmt.levels):
+            a, sta = _convert(sdfg, state, a), None
+            sta = _stype(sdfg, a)
+        if not all(l.unique for l in stb.fmt.levels):
+            b = _convert(sdfg, state, b)
+            stb = _stype(sdfg, b)
+    dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
+    node = SparseAdd(sign_B=sign) if kind == 'add' else SparseMul()
+    state.add_node(node)
+    base.add_sparse_input(state, node, 'A', a)
+    base.add_sparse_input(state, node, 'B', b)
+    cap = _vals_count(sta) + _vals_count(stb)
+    out = base.new_sparse_result(sdfg, _csr_type(dtype, sta.rows, sta.cols, _index_type(sta, stb), cap), kind)
+    base.add_sparse_output(state, node, 'out', out)
+    return out
+
+
+@oprepo.replaces_operator('Structure', 'Add', otherclass='Structure')
+def _sparse_add_sparse(pv, sdfg, state, a, b):
+    return _sparse_binary(sdfg, state, a, b, 'add', 1)
+
+
+@oprepo.replaces_operator('Structure', 'Sub', otherclass='Structure')
+def _sparse_sub_sparse(pv, sdfg, state, a, b):
+    return _sparse_binary(sdfg, state, a, b, 'add', -1)
+
+
+@oprepo.replaces_operator('Structure', 'Mult', otherclass='Structure')
+def _sparse_mul_sparse(pv, sdfg, state, a, b):
+    return _sparse_binary(sdfg, state, a, b, 'mul')
+
+
+@oprepo.replaces_operator('Structure', 'MatMult', otherclass='Structure')
+def _sparse_matmult_sparse(pv, sdfg, state, a, b):
+    from sdfgsparse.ops.spgemm import SpGEMM
+    from sdfgsparse.runtime.capacity import capacity_symbol
+    sta, stb = _stype(sdfg, a), _stype(sdfg, b)
+    _check_inner(sta.shape, stb.shape, 'A @ B')
+    (abase, ta), (bbase, tb) = base.resolve_alias(a), base.resolve_alias(b)
+    for name in (abase, bbase):
+        if sdfg.arrays[name].transient:
+            raise errors.UnsupportedOperationError('sparse @ sparse: both operands must be program arguments (or '
+                                                   'their .T), so that the result can be sized before the call')
+    cap = dace.symbol(capacity_symbol(abase, ta, bbase, tb), dace.int64)
+    if stb.fmt.name != 'CSR':
+        b = _convert(sdfg, state, b)
+    dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
+    node = SpGEMM()
+    state.add_node(node)
+    base.add_sparse_input(state, node, 'A', a)
+    base.add_sparse_input(state, node, 'B', b)
+    out = base.new_sparse_result(sdfg, _csr_type(dtype, sta.rows, stb.cols, _index_type(sta, stb), cap), 'spgemm')
+    base.add_sparse_output(state, node, 'out', out)
+    return out
+
+
+def _convert_call(pv, sdfg, state, a, fmt):
+    from sdfgsparse.formats import SparseFormat, is_sparse_desc, sparse_type_of as _st
+    if isinstance(fmt, str):
+        import sdfgsparse
+        fmt = eval(fmt, {'ss': sdfgsparse, 'sdfgsparse': sdfgsparse})
+    if isinstance(fmt, dace.data.Structure) and is_sparse_desc(fmt):
+        fmt = _st(fmt).fmt
+    if not isinstance(fmt, SparseFormat):
+        raise errors.UnsupportedOperationError(f'ss.convert(A, fmt): fmt must be a format such as ss.CSR, got {fmt!r}')
+    return _convert(sdfg, state, a, fmt.name)
+
+
+oprepo.replaces('sdfgsparse.convert')(_convert_call)

@@ -11,6 +11,8 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    are allocated member by member and handed back as scipy sparse arrays. Also, 1.0.2
    orders tuple results by *string* name (``__return_10`` before ``__return_2``), which
    scrambles programs returning more than ten values; results are put back in order.
+   Before the arguments are built, capacity symbols of data-dependent results
+   (:mod:`sdfgsparse.runtime.capacity`) are computed from the argument structs.
 3. ``SDFG.replace_dict`` (1.0.2): renaming a structure (the frontend renames a returned
    transient to ``__return``) leaves memlets on its members (``X.vals``) pointing at the
    old name. The patch adds ``old.member -> new.member`` for every member.
@@ -74,6 +76,20 @@ def _patch_returns():
             return tuple(struct_to_python(r) if is_sparse_return(r) else r for r in res)
         return res
 
+    orig_construct = cls._construct_args
+
+    def _construct_args(self, kwargs):
+        caps = getattr(self, '_ss_capacity_symbols', None)
+        if caps is None:
+            from sdfgsparse.runtime.capacity import PREFIX
+            caps = sorted(str(s) for s in self.sdfg.free_symbols if str(s).startswith(PREFIX))
+            self._ss_capacity_symbols = caps
+        if caps:
+            from sdfgsparse.runtime.capacity import fill_capacities
+            fill_capacities(caps, kwargs)
+        return orig_construct(self, kwargs)
+
+    cls._construct_args = _construct_args
     _initialize_return_values._sdfgsparse = True
     cls._initialize_return_values = _initialize_return_values
     cls._convert_return_values = _convert_return_values

@@ -327,6 +327,19 @@ def _spgemm_counts(a, b):
     return flops, int((pa @ pb).nnz)
 
 
+def _version(model: ProgramModel, array: str, readers, order: Optional[int] = None) -> int:
+    """How many statements outside ``readers`` write ``array`` before ``readers`` first read it
+    (program order): two groups share an input only if they read the same version."""
+    own = {id(s) for s in readers}
+    first = order if order is not None else min(s.order for s in readers)
+    n = sum(1 for s in model.statements if id(s) not in own and s.order < first and any(
+        a.array == array and a.kind in ('write', 'update') for a in s.accesses))
+    n += sum(1 for c in model.library_calls if c.order < first and array in
+             ({i['name'] for p, i in c.sparse.items() if p not in ('A', 'B')} | {v[0] for v in c.dense.values() if
+                                                                                 v[2] == 'out'}))
+    return n
+
+
 # ---------------------------------------------------------------------- main entry points
 def analyse_model(model: ProgramModel, cache_size=None, stats=None, matrices=None, label='program') -> IOBoundResult:
     """SOAP analysis of an extracted :class:`~sdfgsparse.analysis.program_model.ProgramModel`."""
@@ -367,7 +380,7 @@ def analyse_model(model: ProgramModel, cache_size=None, stats=None, matrices=Non
                 idx = ', '.join('?' if i is None else sympy.sstr(i.xreplace(rep)) for i in a.index)
                 acc.setdefault(a.array, []).append(f'{a.array}[{idx}] {a.kind}')
                 if a.kind != 'write':
-                    reads.add(a.array)
+                    reads.add((a.array, _version(model, a.array, g.statements)))
             dom_desc = [(str(rep[d.sym]), d.start.xreplace(rep), d.stop.xreplace(rep)) for d in st.dims]
             statements.append(StatementBound(st.name, dom_desc, acc, vol, b, tiles, rho, gi, st.notes + notes))
         items.append((reads, gbound))
@@ -375,8 +388,8 @@ def analyse_model(model: ProgramModel, cache_size=None, stats=None, matrices=Non
     for call in model.library_calls:
         op = _sparse_bound(call, stats, matrices, S_)
         sparse_ops.append(op)
-        reads = {i['name'] for i in call.sparse.values()} | {v[0] for v in call.dense.values() if v[2] == 'in'}
-        items.append((reads, op.bound))
+        names = {i['name'] for i in call.sparse.values()} | {v[0] for v in call.dense.values() if v[2] == 'in'}
+        items.append(({(a, _version(model, a, [], call.order)) for a in names}, op.bound))
     # components of items that share an input: maximum, otherwise sum
     parent = list(range(len(items)))
 

@@ -111,7 +111,7 @@ class _Extractor:
         self.skipped: List[str] = []
         self.transients: Set[str] = set()
         self.order = 0
-        self.used_names: Set[str] = {str(s) for s in sdfg.free_symbols} | set(sdfg.symbols)
+        self.used_names: Set[str] = {str(s) for s in sdfg.free_symbols}
         self.program_symbols: Set[sympy.Symbol] = set()
 
     # ------------------------------------------------------------------ names

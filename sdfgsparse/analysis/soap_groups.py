@@ -308,20 +308,52 @@ def dominator_poly(group: Group) -> Tuple[Poly, List[str]]:
                     classes[key][role].append(pos)
                     if a.kind == READ and any(w.order < st.order for w in writers if w is not st):
                         classes[key]['prev'] = True
+        pure: Dict[frozenset, Poly] = {}
         for key, c in classes.items():
             if c['U']:
                 total = poly_add(total, _box(c['U'], n))
             if c['R']:
-                total = poly_add(total, _box(c['R'], n))
                 produced = c['W'] + c['U']
                 if produced and c['prev']:
-                    total = poly_sub(total, _intersection(c['R'], produced, n))
+                    total = poly_add(total, poly_sub(_box(c['R'], n), _intersection(c['R'], produced, n)))
+                    continue
+                # reads of one array over the same variables in another order (A[i, j], A[j, i])
+                # can cover the same elements: count the largest once
+                sig = frozenset(d for p in c['R'][0] for d, e in enumerate(p.exps) if e)
+                box = _box(c['R'], n)
+                if sig not in pure or sum(box.values()) > sum(pure[sig].values()):
+                    pure[sig] = box
+        for box in pure.values():
+            total = poly_add(total, box)
         if opaque:
             notes.append(f'{arr}: opaque index (range or data-dependent) treated as a single element')
     return clean_poly(total), notes
 
 
 # ---------------------------------------------------------------------- volumes
+_FAULHABER: Dict[int, sympy.Expr] = {}
+_NVAR = sympy.Symbol('n')
+
+
+def _power_sum(k: int, n: sympy.Expr) -> sympy.Expr:
+    """``sum_{x=0}^{n-1} x**k`` (Faulhaber, via Bernoulli polynomials)."""
+    if k not in _FAULHABER:
+        b = sympy.bernoulli(k + 1, _NVAR)
+        _FAULHABER[k] = sympy.expand((b - b.subs(_NVAR, 0)) / (k + 1))
+    return _FAULHABER[k].xreplace({_NVAR: n})
+
+
+def _sum(expr: sympy.Expr, x: sympy.Symbol, lo: sympy.Expr, hi: sympy.Expr) -> sympy.Expr:
+    """``sum_{x=lo}^{hi} expr`` for ``expr`` polynomial in ``x`` (sympy's summation otherwise)."""
+    poly = sympy.Poly(expr, x) if expr.is_polynomial(x) else None
+    if poly is None:
+        return sympy.summation(expr, (x, lo, hi))
+    total = sympy.Integer(0)
+    for (k, ), c in poly.terms():
+        total += c * (_power_sum(k, hi + 1) - _power_sum(k, lo))
+    return sympy.expand(total)
+
+
 def count_points(dims: Sequence[Dim]) -> sympy.Expr:
     """``|V|``: number of points of the (possibly triangular) iteration domain."""
     expr = sympy.Integer(1)
@@ -329,10 +361,9 @@ def count_points(dims: Sequence[Dim]) -> sympy.Expr:
         if d.sym not in expr.free_symbols:
             expr = expr * d.extent
         elif d.step == 1:
-            expr = sympy.summation(expr, (d.sym, d.start, d.stop - 1))
+            expr = _sum(expr, d.sym, d.start, d.stop - 1)
         else:
-            expr = sympy.summation(expr.xreplace({d.sym: d.start + d.step * d.sym}),
-                                   (d.sym, 0, d.extent - 1))
+            expr = _sum(expr.xreplace({d.sym: d.start + d.step * d.sym}), d.sym, 0, d.extent - 1)
     return sympy.expand(expr)
 
 

@@ -93,15 +93,15 @@ def _dominates(a: Exps, b: Exps) -> bool:
 def clean_poly(p: Poly) -> Poly:
     """A posynomial ``q <= p`` on extents >= 1 that keeps ``p``'s leading terms.
 
-    Negative terms are absorbed into a positive term that dominates them (``c' m' - c m >=
-    (c' - c) m'``) and otherwise dropped together with the smallest dominating mass; positive
-    terms dominated by another positive term are dropped. Both steps only lower the
-    dominator size, so the resulting bound stays a lower bound.
+    Negative terms are absorbed into the lowest-degree positive terms that dominate them
+    (``c' m' - c m >= (c' - c) m'``; a footprint is never negative, so such terms exist);
+    positive terms dominated by another positive term are dropped. Both steps only lower
+    the dominator size, so the resulting bound stays a lower bound.
     """
     pos = {k: v for k, v in p.items() if v > 0}
     for k, v in sorted(((k, -v) for k, v in p.items() if v < 0), key=lambda kv: sum(kv[0])):
         need = v
-        for k2 in sorted((k2 for k2 in pos if _dominates(k2, k)), key=lambda e: -sum(e)):
+        for k2 in sorted((k2 for k2 in pos if _dominates(k2, k)), key=lambda e: sum(e)):
             take = min(pos[k2], need)
             pos[k2] -= take
             need -= take

@@ -120,7 +120,10 @@ def add_sparse_input(state: SDFGState, node: SparseLibraryNode, prefix: str, nam
     base, transposed = resolve_alias(name)
     desc = sdfg.arrays[base]
     st = sparse_type_of(desc)
-    acc = state.add_read(base)
+    # Read from the node that wrote the data in this state, if any, so that the
+    # dataflow orders the producer before this consumer.
+    written = [n for n in state.data_nodes() if n.data == base and state.in_degree(n) > 0]
+    acc = written[-1] if written else state.add_read(base)
     for member in st.fmt.member_names:
         mdesc = desc.members[member]
         view = _member_view(sdfg, base, member, mdesc)

@@ -110,6 +110,7 @@ class SparseArg:
         fields = {m: a.ctypes.data for m, a in self.arrays.items()}
         obj = cls(**fields, rows=self.shape[0], cols=self.shape[1])
         obj._ss_keepalive = self.arrays
+        obj._ss_arg = self
         return obj
 
 

@@ -1,0 +1,57 @@
+"""``ss.convert(A, ss.CSR)`` / ``ss.convert(A, ss.CSC)`` inside a program: any catalogue
+format (or transposed view) into canonical CSR or CSC (sorted, duplicates summed).
+
+The frontend also inserts this node itself where an operation needs a row-accessible
+or duplicate-free operand (SpGEMM's right operand, the intersection of a COO)."""
+import dace
+import dace.library
+from dace import properties
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfgsparse.lowering.compress import emit_append, emit_buffers, emit_sort_compress
+from sdfgsparse.lowering.entries import Entries, kernel_for_node
+from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+
+__all__ = ['Convert', 'TARGETS']
+
+TARGETS = ('CSR', 'CSC')
+
+
+@dace.library.expansion
+class ExpandConvertPure(ExpandTransformation):
+    """Expand the entries of A (any format), sort, compress (see :mod:`..lowering.compress`).
+    A CSC result is the CSR of the transposed entries."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'Convert', state, sdfg):
+        st = node.operand_type(state, 'A')
+        kb = kernel_for_node(node, state, sdfg)
+        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
+        out = node.member_arrays(state, 'out')
+        cap = out['crd1'].shape[0]
+        vt = kb.dtype(out['vals'].dtype)
+        rows, cols, r, c = (st.rows, st.cols, ent.i, ent.j) if node.target == 'CSR' else (st.cols, st.rows, ent.j,
+                                                                                         ent.i)
+        kb.symbols_of(cap)
+        emit_buffers(kb, cap, vt)
+        ent.emit(kb, emit_append(r, c, ent.val), parallel=False)
+        emit_sort_compress(kb, rows, cols, cap, member_conn('out', 'pos1'), member_conn('out', 'crd1'),
+                           member_conn('out', 'vals'), vt)
+        return kb.build()
+
+
+@dace.library.node
+class Convert(SparseLibraryNode):
+    """Members of ``A`` -> members of ``out`` in format ``target`` (CSR or CSC)."""
+    implementations = {'pure': ExpandConvertPure}
+    default_implementation = 'pure'
+    SPARSE_INPUTS = ('A', )
+    SPARSE_OUTPUTS = ('out', )
+
+    target = properties.Property(dtype=str, default='CSR', choices=list(TARGETS), desc='Result format')
+    transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
+
+    def __init__(self, name='convert', target='CSR', *args, **kwargs):
+        super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
+        self.target = target

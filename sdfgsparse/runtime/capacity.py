@@ -1,0 +1,59 @@
+"""Capacities of data-dependent results that no symbol of the program bounds.
+
+SpGEMM's expansion list holds one entry per product ``A[i, k] * B[k, j]``; its length
+(``flops``) depends on the data. The frontend names that capacity with a symbol that
+records the operands, ``sscap<uid>__<A>__<tA>__<B>__<tB>`` (``t``: 1 for a transposed
+view), and :func:`fill_capacities` computes it from the argument structs right before the
+compiled program runs.
+"""
+import itertools
+from typing import Dict
+
+import numpy as np
+
+from sdfgsparse import errors
+from sdfgsparse.runtime.convert import storage_to_coo
+
+__all__ = ['capacity_symbol', 'fill_capacities', 'spgemm_flops']
+
+PREFIX = 'sscap'
+_uid = itertools.count()
+
+
+def capacity_symbol(a: str, ta: bool, b: str, tb: bool) -> str:
+    if '__' in a or '__' in b:
+        raise errors.UnsupportedOperationError(f'SpGEMM operands named {a!r}, {b!r}: names with "__" are reserved')
+    return f'{PREFIX}{next(_uid)}__{a}__{int(ta)}__{b}__{int(tb)}'
+
+
+def _entries(arg, transposed):
+    r, c, _ = storage_to_coo(arg.type.fmt, arg.arrays, arg.shape)
+    return (c, r) if transposed else (r, c)
+
+
+def spgemm_flops(a_arg, ta: bool, b_arg, tb: bool) -> int:
+    """Number of products of A @ B: sum over A's entries (i, k) of the length of B's row k."""
+    _, ak = _entries(a_arg, ta)
+    br, _ = _entries(b_arg, tb)
+    nrows_b = b_arg.shape[1] if tb else b_arg.shape[0]
+    rowlen = np.bincount(br, minlength=nrows_b)
+    return int(rowlen[ak].sum()) if ak.size else 0
+
+
+def fill_capacities(names, kwargs: Dict[str, object]):
+    """Add the value of every capacity symbol in ``names`` missing from ``kwargs``."""
+    for name in names:
+        if name in kwargs:
+            continue
+        parts = name.split('__')
+        if len(parts) != 5:
+            raise errors.SparseError(f'malformed capacity symbol {name!r}')
+        _, a, ta, b, tb = parts
+        args = {}
+        for argname in (a, b):
+            struct = kwargs.get(argname)
+            arg = getattr(struct, '_ss_arg', None)
+            if arg is None:
+                raise errors.SparseError(f'cannot size the result of {a} @ {b}: argument {argname!r} is missing')
+            args[argname] = arg
+        kwargs[name] = max(1, spgemm_flops(args[a], ta == '1', args[b], tb == '1'))
