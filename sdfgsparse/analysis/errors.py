@@ -6,7 +6,7 @@ handlers keep working; each message names the argument, the value and the fix.
 from sdfgsparse.errors import SparseError
 
 __all__ = ['AnalysisError', 'UnsupportedProgramError', 'InvalidCacheSizeError', 'SymbolClashError', 'StatsError',
-           'SimulationError']
+           'SimulationError', 'UnboundSymbolError', 'SkippedNodeWarning']
 
 
 class AnalysisError(SparseError, ValueError):
@@ -31,3 +31,11 @@ class StatsError(AnalysisError):
 
 class SimulationError(AnalysisError):
     """The cache simulator cannot run the program (missing symbol values, cache too small, ...)."""
+
+
+class UnboundSymbolError(AnalysisError):
+    """A bound is evaluated without a value for one of its symbols."""
+
+
+class SkippedNodeWarning(UserWarning):
+    """Some library nodes or scopes were not analysed; the bound ignores their traffic."""

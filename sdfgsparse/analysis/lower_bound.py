@@ -15,13 +15,15 @@ their growth differs), which stays a lower bound. Sparse library nodes contribut
 models of :mod:`~sdfgsparse.analysis.sparse_models`.
 """
 import json
+import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Tuple, Union
 
 import dace
 import sympy
 
-from sdfgsparse.analysis.errors import InvalidCacheSizeError, SymbolClashError, UnsupportedProgramError
+from sdfgsparse.analysis.errors import (InvalidCacheSizeError, SkippedNodeWarning, SymbolClashError,
+                                        UnboundSymbolError, UnsupportedProgramError)
 from sdfgsparse.analysis.program_model import LibraryCall, ProgramModel
 from sdfgsparse.analysis.sdfg_extract import extract
 from sdfgsparse.analysis.soap_groups import count_points, dominator_poly, form_groups, leading_terms
@@ -118,7 +120,8 @@ class IOBoundResult:
         by_name = {s.name: s for s in self.total.free_symbols}
         missing = sorted(set(by_name) - set(values))
         if missing:
-            raise UnsupportedProgramError(f'evaluate: no value for symbol(s) {", ".join(missing)}')
+            raise UnboundSymbolError(f'evaluate: no value for symbol(s) {", ".join(missing)}; pass them by name, '
+                                     f'e.g. evaluate({missing[0]}=64)')
         return float(self.total.xreplace({by_name[k]: sympy.sympify(v) for k, v in values.items() if k in by_name}))
 
     def to_dict(self) -> dict:
@@ -304,27 +307,15 @@ def _sparse_bound(call: LibraryCall, stats, matrices, S_) -> SparseOpBound:
         sb = _stats_for(b['name'], stats, matrices)
         flops = nnz_c = None
         if matrices and name in matrices and b['name'] in matrices:
-            flops, nnz_c = _spgemm_counts(matrices[name], matrices[b['name']])
+            counts = sm.spgemm_counts(matrices[name], matrices[b['name']])
+            flops, nnz_c, nnz, nnz_b = counts['flops'], counts['nnz_c'], counts['nnz_a'], counts['nnz_b']
+            st.pop('nnz', None)
+            sb.pop('nnz', None)
         model = sm.spgemm_model(nnz, nnz_b, rows, cols, out_cols, S_, flops, nnz_c, st, sb,
                                 (name, b['name'], c_name))
     if call.dims:
         notes.append('enclosing loops are not multiplied in: operands may stay in fast memory across iterations')
     return SparseOpBound(call.name, op, model, model.total, notes)
-
-
-def _spgemm_counts(a, b):
-    import numpy as np
-    import scipy.sparse as sp
-    pa = sp.csr_matrix(a, copy=True)
-    pb = sp.csr_matrix(b, copy=True)
-    pa.sum_duplicates()
-    pb.sum_duplicates()
-    col_a = np.bincount(pa.indices, minlength=pa.shape[1])
-    row_b = np.diff(pb.indptr)
-    flops = int(np.dot(col_a.astype(np.int64), row_b.astype(np.int64)))
-    pa.data[:] = 1
-    pb.data[:] = 1
-    return flops, int((pa @ pb).nnz)
 
 
 def _version(model: ProgramModel, array: str, readers, order: Optional[int] = None) -> int:
@@ -334,9 +325,11 @@ def _version(model: ProgramModel, array: str, readers, order: Optional[int] = No
     first = order if order is not None else min(s.order for s in readers)
     n = sum(1 for s in model.statements if id(s) not in own and s.order < first and any(
         a.array == array and a.kind in ('write', 'update') for a in s.accesses))
-    n += sum(1 for c in model.library_calls if c.order < first and array in
-             ({i['name'] for p, i in c.sparse.items() if p not in ('A', 'B')} | {v[0] for v in c.dense.values() if
-                                                                                 v[2] == 'out'}))
+    for c in model.library_calls:
+        outputs = {i['name'] for i in c.sparse.values() if i.get('output')}
+        outputs |= {v[0] for v in c.dense.values() if v[2] == 'out'}
+        if c.order < first and array in outputs:
+            n += 1
     return n
 
 
@@ -388,7 +381,8 @@ def analyse_model(model: ProgramModel, cache_size=None, stats=None, matrices=Non
     for call in model.library_calls:
         op = _sparse_bound(call, stats, matrices, S_)
         sparse_ops.append(op)
-        names = {i['name'] for i in call.sparse.values()} | {v[0] for v in call.dense.values() if v[2] == 'in'}
+        names = {i['name'] for i in call.sparse.values() if not i.get('output')}
+        names |= {v[0] for v in call.dense.values() if v[2] == 'in'}
         items.append(({(a, _version(model, a, [], call.order)) for a in names}, op.bound))
     # components of items that share an input: maximum, otherwise sum
     parent = list(range(len(items)))
@@ -456,4 +450,7 @@ def io_lower_bound(sdfg_or_program, cache_size: Optional[int] = None, stats: Opt
     if cache is None and any(s.name == 'S' for s in model.symbols) or (cache is None and 'S' in sdfg.symbols):
         raise SymbolClashError(f'{sdfg.label} has its own symbol S, which names the fast-memory size in the '
                                'result; pass cache_size=<words> or rename the symbol')
+    if model.skipped:
+        warnings.warn(f'{sdfg.label}: not analysed (their traffic is not in the bound): {", ".join(model.skipped)}',
+                      SkippedNodeWarning, stacklevel=2)
     return analyse_model(model, cache, stats, matrices, sdfg.label)

@@ -404,6 +404,9 @@ class _Extractor:
         elif cls in ('MatMul', 'Gemm'):
             if not self.matmul(state, node, ctx):
                 self.skipped.append(f'{cls} {node.label} (operand shapes not supported)')
+        elif cls == 'Reduce':
+            if not self.reduce(state, node, ctx):
+                self.skipped.append(f'{cls} {node.label} (operand shapes not supported)')
         else:
             self.skipped.append(f'{cls} {node.label}')
 
@@ -473,14 +476,48 @@ class _Extractor:
                             ['library node analysed by its known domain'])
         return True
 
+    def reduce(self, state, node, ctx: _Ctx) -> bool:
+        """``Reduce``: one statement over the input's shape, the output updated over the kept axes."""
+        ins = [e for e in state.in_edges(node) if not e.data.is_empty()]
+        outs = [e for e in state.out_edges(node) if not e.data.is_empty()]
+        if len(ins) != 1 or len(outs) != 1:
+            return False
+        ie, oe = ins[0], outs[0]
+        isub = ie.data.get_src_subset(ie, state) or ie.data.subset
+        osub = oe.data.get_dst_subset(oe, state) or oe.data.subset
+        iarr = ie.src.data if isinstance(ie.src, nodes.AccessNode) else ie.data.data
+        oarr = oe.dst.data if isinstance(oe.dst, nodes.AccessNode) else oe.data.data
+        ranges = isub.ndrange()
+        axes = list(range(len(ranges))) if node.axes is None else [a % len(ranges) for a in node.axes]
+        kept = [d for d in range(len(ranges)) if d not in axes]
+        dims = [Dim(self.fresh(f'r{d}'), f'r{d}', sympy.Integer(0), ctx.expr(e) - ctx.expr(b) + 1)
+                for d, (b, e, _) in enumerate(ranges)]
+        scope = Scope('map', dims, label=node.label)
+        ctx.scope.children.append(scope)
+        inner = ctx.child(dims, {}, scope)
+        iidx = tuple(ctx.expr(b) + d.sym for (b, _, _), d in zip(ranges, dims))
+        obegin = [ctx.expr(b) for b, _, _ in osub.ndrange()]
+        nonunit = [q for q, (b, e, _) in enumerate(osub.ndrange()) if sympy.expand(_sym(e) - _sym(b)) != 0]
+        if len(nonunit) != len(kept):
+            return False
+        oidx = list(obegin)
+        for q, d in zip(nonunit, kept):
+            oidx[q] = oidx[q] + dims[d].sym
+        accesses = [self.map_access(inner, iarr, iidx, True, READ), self.map_access(inner, oarr, tuple(oidx), True,
+                                                                                       UPDATE)]
+        self.emit_statement(f'{node.label} (Reduce)', inner, [a for a in accesses if a is not None],
+                            ['library node analysed by its known domain'])
+        return True
+
     def sparse_call(self, state, node, ctx: _Ctx):
         conns = self._conn_edges(state, node)
         prefixes = list(getattr(node, 'SPARSE_INPUTS', ())) + list(getattr(node, 'SPARSE_OUTPUTS', ()))
         if not prefixes:
             prefixes = sorted({c.split('_')[1] for c in conns if c.count('_') >= 2 and c.startswith('_')})
         sparse = {}
+        outputs = set(getattr(node, 'SPARSE_OUTPUTS', ()))
         for p in prefixes:
-            info = {'name': p, 'rows': None, 'cols': None, 'nnz': None}
+            info = {'name': p, 'rows': None, 'cols': None, 'nnz': None, 'output': p in outputs}
             for c, e in conns.items():
                 if c.startswith(f'_{p}_'):
                     view = e.src if e.dst is node else e.dst

@@ -40,7 +40,7 @@ from sdfgsparse.analysis.errors import StatsError
 from sdfgsparse.analysis.symbols import S as S_SYM
 
 __all__ = ['STAT_KEYS', 'SparseBound', 'structure_stats', 'spmv_model', 'spmm_model', 'sddmm_model',
-           'spgemm_model', 'dense_mm_model', 'spmv_bound', 'spmm_bound', 'sddmm_bound', 'spgemm_bound',
+           'spgemm_model', 'spgemm_counts', 'dense_mm_model', 'spmv_bound', 'spmm_bound', 'sddmm_bound', 'spgemm_bound',
            'chain_bound']
 
 STAT_KEYS = ('nnz', 'rows', 'cols', 'max_row', 'max_col', 'avg_row', 'bandwidth', 'nonempty_rows', 'nonempty_cols')
@@ -118,6 +118,8 @@ class SparseBound:
 
     @property
     def reuse(self) -> sympy.Expr:
+        if self.volume == 0 or self.intensity == 0:  # no work (an empty matrix caps rho at 0)
+            return sympy.Integer(0)
         return self.volume / self.intensity
 
     @property
@@ -202,7 +204,9 @@ def spgemm_model(nnz_a, nnz_b, rows, inner, cols, S=S_SYM, flops=None, nnz_c=Non
     (i, k, j) triples gives ``rho <= sqrt(S)/2``, and each ``A`` entry meets at most
     ``max_row(B)`` entries, each ``B`` entry ``max_col(A)``, each ``C`` entry
     ``min(max_row(A), max_col(B))``; compulsory ``nnz_A + nnz_B + nnz_C`` (``nnz_C`` the
-    symbol ``nnz_C`` unless given).
+    symbol ``nnz_C`` unless given). ``nnz_a`` / ``nnz_b`` must count the entries that meet a
+    partner (an entry of ``A`` in a column whose row of ``B`` is empty is never read);
+    :func:`spgemm_counts` computes them, with ``flops`` and ``nnz_C``, from scipy matrices.
     """
     sa, sb = check_stats(stats_a, 'stats_a'), check_stats(stats_b, 'stats_b')
     nnz_a, nnz_b = _s(sa.get('nnz', nnz_a)), _s(sb.get('nnz', nnz_b))
@@ -219,6 +223,28 @@ def spgemm_model(nnz_a, nnz_b, rows, inner, cols, S=S_SYM, flops=None, nnz_c=Non
     a, b, c = names
     return SparseBound('SpGEMM', flops, rho, nnz_a + nnz_b + nnz_c, {a: nnz_a, b: nnz_b}, {c: nnz_c}, (a, b),
                        'max(flops / min(sqrt(S)/2, max_row(B), max_col(A)), nnz_A + nnz_B + nnz_C)')
+
+
+def spgemm_counts(a, b) -> Dict[str, int]:
+    """``flops``, structural ``nnz_c`` and the participating ``nnz_a`` / ``nnz_b`` of ``a @ b``."""
+    import scipy.sparse as sp
+    if not (sp.issparse(a) and sp.issparse(b)):
+        raise StatsError('spgemm_counts: expected two scipy.sparse matrices')
+    pa, pb = sp.csr_matrix(a, copy=True), sp.csr_matrix(b, copy=True)
+    pa.sum_duplicates()
+    pb.sum_duplicates()
+    if pa.shape[1] != pb.shape[0]:
+        raise StatsError(f'spgemm_counts: inner dimensions differ ({pa.shape[1]} vs {pb.shape[0]})')
+    col_a = np.bincount(pa.indices, minlength=pa.shape[1]).astype(np.int64)
+    row_b = np.diff(pb.indptr).astype(np.int64)
+    pa.data[:] = 1
+    pb.data[:] = 1
+    return {
+        'flops': int(col_a @ row_b),
+        'nnz_c': int((pa @ pb).nnz),
+        'nnz_a': int(np.count_nonzero(row_b[pa.indices])) if pa.nnz else 0,
+        'nnz_b': int(col_a[np.repeat(np.arange(pb.shape[0]), row_b)].astype(bool).sum()) if pb.nnz else 0,
+    }
 
 
 def dense_mm_model(n, m, k, S=S_SYM, names=('A', 'B', 'C')) -> SparseBound:

@@ -217,7 +217,11 @@ class SparseType:
 
     @property
     def name(self) -> str:
-        return f'ss_{self.fmt.name}_{_typename(self.dtype)}_{_typename(self.index_dtype)}'
+        # Constant dimensions are part of the type name (a Structure member cannot be a
+        # plain integer in DaCe 1.0.2); symbolic ones are members ``rows`` / ``cols``.
+        dims = ''.join(f'_{tag}{int(v)}' for tag, v in (('r', self.rows), ('c', self.cols))
+                       if not dace.symbolic.issymbolic(v))
+        return f'ss_{self.fmt.name}_{_typename(self.dtype)}_{_typename(self.index_dtype)}{dims}'
 
     @property
     def shape(self):
@@ -235,8 +239,9 @@ class SparseType:
         for name, size in self.member_shapes().items():
             dt = self.dtype if name == 'vals' else self.index_dtype
             members[name] = dace.data.Array(dt, [size])
-        members['rows'] = self.rows if dace.symbolic.issymbolic(self.rows) else int(self.rows)
-        members['cols'] = self.cols if dace.symbolic.issymbolic(self.cols) else int(self.cols)
+        for key, v in (('rows', self.rows), ('cols', self.cols)):
+            if dace.symbolic.issymbolic(v):
+                members[key] = v
         return dace.data.Structure(members, name=self.name, transient=transient)
 
     @property
@@ -251,7 +256,8 @@ class SparseType:
         return f'{self.fmt!r}[{self.dtype}, {self.rows}, {self.cols}, index={self.index_dtype}]'
 
 
-_NAME_RE = re.compile(r'ss_(?P<fmt>\w+?)_(?P<dt>float32|float64|int32|int64)_(?P<it>int32|int64)')
+_NAME_RE = re.compile(r'ss_(?P<fmt>\w+?)_(?P<dt>float32|float64|int32|int64)_(?P<it>int32|int64)'
+                      r'(_r(?P<r>\d+))?(_c(?P<c>\d+))?')
 
 
 def is_sparse_desc(desc) -> bool:
@@ -271,7 +277,8 @@ def sparse_type_of(desc: dace.data.Structure) -> SparseType:
     def sym(v):
         return dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v
 
-    rows, cols = sym(members['rows']), sym(members['cols'])
+    rows = int(m.group('r')) if m.group('r') else sym(members['rows'])
+    cols = int(m.group('c')) if m.group('c') else sym(members['cols'])
     sizes = {}
     for k, lvl in enumerate(fmt.levels):
         if isinstance(lvl, Compressed):

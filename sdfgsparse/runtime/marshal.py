@@ -108,7 +108,10 @@ class SparseArg:
     def make_struct(self, desc: dace.data.Structure):
         cls = struct_class(desc)
         fields = {m: a.ctypes.data for m, a in self.arrays.items()}
-        obj = cls(**fields, rows=self.shape[0], cols=self.shape[1])
+        for key, v in (('rows', self.shape[0]), ('cols', self.shape[1])):
+            if key in desc.members:
+                fields[key] = v
+        obj = cls(**fields)
         obj._ss_keepalive = self.arrays
         obj._ss_arg = self
         return obj

@@ -34,7 +34,9 @@ def allocate_return(desc: dace.data.Structure, syms: Dict[str, int]):
         arrays[name] = np.zeros(max(n, 0), dtype=dt.as_numpy_dtype())
     shape = tuple(int(dace.symbolic.evaluate(e, syms)) if dace.symbolic.issymbolic(e) else int(e)
                   for e in (st.rows, st.cols))
-    obj = struct_class(desc)(**{m: a.ctypes.data for m, a in arrays.items()}, rows=shape[0], cols=shape[1])
+    fields = {m: a.ctypes.data for m, a in arrays.items()}
+    fields.update({k: v for k, v in zip(('rows', 'cols'), shape) if k in desc.members})
+    obj = struct_class(desc)(**fields)
     obj._ss_keepalive = arrays
     obj._ss_result_type = st
     obj._ss_shape = shape

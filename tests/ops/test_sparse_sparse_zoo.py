@@ -1,0 +1,86 @@
+"""Operations with data-dependent results (sparse ± sparse, sparse ∘ sparse, SpGEMM,
+conversions inside programs) x every format, against scipy."""
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from conftest import FORMATS, REAL, as_format, dense, real_matrix, tol, zoo
+
+M, N = dace.symbol('M'), dace.symbol('N')
+
+OPS = ['A+B', 'A-B', 'A*B', 'A@B.T', 'A.T@A', 'convert(A,CSR)', 'convert(A,CSC)', '(A+B)@x']
+
+_PROGRAMS = {}
+
+
+def _fmt(fmt):
+    return ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
+
+
+def program(fmt, vt, it):
+    key = (fmt, vt, it)
+    if key not in _PROGRAMS:
+        TA = _fmt(fmt)[vt, M, N, it]
+        TB = _fmt(fmt)[vt, M, N, it]
+
+        @dace.program
+        def sparse_ops(A: TA, B: TB, x: vt[N]):
+            return (A + B, A - B, A * B, A @ B.T, A.T @ A, ss.convert(A, ss.CSR), ss.convert(A, ss.CSC), (A + B) @ x)
+
+        _PROGRAMS[key] = sparse_ops
+    return _PROGRAMS[key]
+
+
+def run_case(fmt, vt, it, A, B, seed=0):
+    npv = np.dtype(vt.type)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(A.shape[1]).astype(npv)
+    a = as_format(A, fmt, np.dtype(it.type), rng)
+    b = as_format(B, fmt, np.dtype(it.type), rng)
+    out = program(fmt, vt, it)(a, b, x)
+    Ad, Bd = A.toarray(), B.toarray()
+    ref = [Ad + Bd, Ad - Bd, Ad * Bd, Ad @ Bd.T, Ad.T @ Ad, Ad, Ad, (Ad + Bd) @ x]
+    for name, got, want in zip(OPS, out, ref):
+        if name.startswith('convert'):
+            assert sp.issparse(got) and got.format == name[-4:-1].lower(), f'{name}: got {type(got)}'
+            assert got.has_canonical_format, f'{name}: result is not canonical'
+        np.testing.assert_allclose(dense(got), want, **tol(npv), err_msg=f'{fmt} {vt} {it}: {name}')
+
+
+def _pairs(fmt, dtype):
+    mats = zoo(dtype)
+    other = zoo(dtype, seed=99)
+    pairs = {k: (mats[k], other[k]) for k in mats}
+    if fmt == 'BSR':
+        pairs = {k: v for k, v in pairs.items() if v[0].shape[0] % 2 == 0 and v[0].shape[1] % 2 == 0}
+    return pairs
+
+
+@pytest.mark.parametrize('vt,it', [(dace.float64, dace.int32), (dace.float32, dace.int64)], ids=['f64-i32', 'f32-i64'])
+@pytest.mark.parametrize('fmt', FORMATS)
+def test_sparse_sparse_zoo(fmt, vt, it):
+    for name, (A, B) in _pairs(fmt, np.dtype(vt.type)).items():
+        try:
+            run_case(fmt, vt, it, A, B)
+        except AssertionError as ex:
+            raise AssertionError(f'matrix {name}: {ex}') from ex
+
+
+@pytest.mark.parametrize('name', REAL)
+def test_sparse_sparse_real(name):
+    A = real_matrix(name)
+    B = sp.csr_array(A.T)
+    run_case('CSR', dace.float64, dace.int32, A, B)
+
+
+def test_spgemm_capacity_is_exact_flops(rng):
+    from sdfgsparse.runtime.capacity import spgemm_flops
+    from sdfgsparse.runtime.marshal import marshal_sparse
+    A = sp.random_array((9, 7), density=0.3, format='csr', rng=rng)
+    B = sp.random_array((7, 5), density=0.3, format='csr', rng=rng)
+    a = marshal_sparse('A', A, None)
+    b = marshal_sparse('B', B, None)
+    expected = sum(B[[k], :].nnz for k in A.tocoo().col)
+    assert spgemm_flops(a, False, b, False) == expected
