@@ -19,6 +19,7 @@ from sdfgsparse.runtime.call import compile
 from sdfgsparse.runtime.convert import convert as _host_convert
 from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
 import sdfgsparse.frontends.numpy  # registers the sparse operators with DaCe's frontend
+from sdfgsparse import analysis
 
 __version__ = '0.1.0'
 
@@ -39,6 +40,6 @@ def convert(A, fmt, index_dtype=None):
 
 __all__ = [
     'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
-    'convert', 'errors', 'set_validation', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
+    'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
     'sigmoid', 'sddmm'
 ]

@@ -16,7 +16,9 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
 3. ``SDFG.replace_dict`` (1.0.2): renaming a structure (the frontend renames a returned
    transient to ``__return``) leaves memlets on its members (``X.vals``) pointing at the
    old name. The patch adds ``old.member -> new.member`` for every member.
-4. Default cache (1.0.2): ``compiler.use_cache`` keys builds by program name, so two
+4. ``Structure.from_json`` (1.0.2): symbolic members (our ``rows`` / ``cols``) come back
+   from JSON as strings, which breaks ``free_symbols``; they are parsed back to symbols.
+5. Default cache (1.0.2): ``compiler.use_cache`` keys builds by program name, so two
    programs with the same name overwrite each other's build. We set ``cache = 'hash'``
    (unless the user chose a policy through ``DACE_cache``).
 """
@@ -115,6 +117,23 @@ def _patch_replace_dict():
     dace.SDFG.replace_dict = replace_dict
 
 
+def _patch_structure_json():
+    orig = dace.data.Structure.__dict__['from_json']
+    func = orig.__func__ if isinstance(orig, staticmethod) else orig
+    if getattr(func, '_sdfgsparse', False):
+        return
+
+    def from_json(json_obj, context=None):
+        ret = func(json_obj, context)
+        for k, v in list(ret.members.items()):
+            if isinstance(v, str):
+                ret.members[k] = dace.symbolic.pystr_to_symbolic(v)
+        return ret
+
+    from_json._sdfgsparse = True
+    dace.data.Structure.from_json = staticmethod(from_json)
+
+
 def apply():
     if _applied['done']:
         return
@@ -123,4 +142,5 @@ def apply():
     _patch_call()
     _patch_returns()
     _patch_replace_dict()
+    _patch_structure_json()
     _applied['done'] = True

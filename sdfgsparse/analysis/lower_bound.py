@@ -22,7 +22,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import dace
 import sympy
 
-from sdfgsparse.analysis.errors import (InvalidCacheSizeError, SkippedNodeWarning, SymbolClashError,
+from sdfgsparse.analysis.errors import (InvalidCacheSizeError, SkippedNodeWarning, StatsError, SymbolClashError,
                                         UnboundSymbolError, UnsupportedProgramError)
 from sdfgsparse.analysis.program_model import LibraryCall, ProgramModel
 from sdfgsparse.analysis.sdfg_extract import extract
@@ -253,16 +253,40 @@ def _dominant(exprs: List[sympy.Expr]) -> sympy.Expr:
     return keep[0] if len(keep) == 1 else sympy.Max(*keep)
 
 
-def _stats_for(name: str, stats: Optional[Mapping], matrices: Optional[Mapping]) -> Dict:
+_SWAP = {'rows': 'cols', 'cols': 'rows', 'max_row': 'max_col', 'max_col': 'max_row', 'nonempty_rows': 'nonempty_cols',
+         'nonempty_cols': 'nonempty_rows'}
+
+
+def _stats_for(info: dict, stats: Optional[Mapping], matrices: Optional[Mapping]) -> Dict:
+    """Statistics of a sparse operand as the operation sees it (transposed views swap them)."""
+    name = info['name']
     res = {}
     if matrices and name in matrices:
         res.update(sm.structure_stats(matrices[name]))
     if stats and name in stats:
         res.update(sm.check_stats(stats[name], f'stats[{name!r}]'))
+    if info.get('transposed'):
+        res = {_SWAP.get(k, k): v for k, v in res.items() if k != 'avg_row'}
     return res
 
 
-def _width(call: LibraryCall, direction: str, exclude=()) -> Optional[sympy.Expr]:
+def _check_operands(model: ProgramModel, stats, matrices):
+    known = sorted({i['name'] for c in model.library_calls for i in c.sparse.values()})
+    for arg, mapping in (('stats', stats), ('matrices', matrices)):
+        if mapping is None:
+            continue
+        if not isinstance(mapping, Mapping):
+            what = 'statistics' if arg == 'stats' else 'scipy.sparse matrices'
+            raise StatsError(f'{arg} must map sparse operand names to {what}, got {type(mapping).__name__}')
+        for key in mapping:
+            if key not in known:
+                have = ', '.join(known) if known else 'none'
+                raise StatsError(f'{arg}[{key!r}]: the program has no sparse operand {key!r} (its sparse operands: '
+                                 f'{have})')
+
+
+def _width(call: LibraryCall, direction: str) -> Optional[sympy.Expr]:
+    """Second dimension of the first 2-D dense operand in ``direction`` ('in' / 'out')."""
     for _, (_, shape, d) in sorted(call.dense.items()):
         if d == direction and len(shape) == 2:
             return shape[1]
@@ -280,12 +304,26 @@ def _sparse_bound(call: LibraryCall, stats, matrices, S_) -> SparseOpBound:
     rows = a['rows'] if a['rows'] is not None else sympy.Symbol(f'rows_{name}', positive=True)
     cols = a['cols'] if a['cols'] is not None else sympy.Symbol(f'cols_{name}', positive=True)
     nnz = a['nnz'] if a['nnz'] is not None else sympy.Symbol(f'nnz_{name}', nonnegative=True)
-    st = _stats_for(name, stats, matrices)
-    dense_in = [n for n, (_, _, d) in call.dense.items() if d == 'in']
-    dense_out = [n for n, (_, _, d) in call.dense.items() if d == 'out']
-    dname = lambda conns, i, dflt: call.dense[conns[i]][0] if len(conns) > i else dflt
+    st = _stats_for(a, stats, matrices)
+    dense_in = [n for n, (_, _, d) in sorted(call.dense.items()) if d == 'in']
+    dense_out = [n for n, (_, _, d) in sorted(call.dense.items()) if d == 'out']
+
+    def dname(conns, i, default):
+        return call.dense[conns[i]][0] if len(conns) > i else default
     op = call.cls_name
-    if op == 'SpMV':
+    if op == 'DenseSpMM':  # C = B @ A is C.T = A.T @ B.T: an SpMM over A's transposed view
+        a = dict(a, transposed=not a.get('transposed'))
+        st = _stats_for(a, stats, matrices)
+        rows, cols = cols, rows
+        b_shape = next((shape for _, shape, d in call.dense.values() if d == 'in'), ())
+        op = 'SpMM' if len(b_shape) == 2 else 'SpMV'
+        if op == 'SpMM':
+            model = sm.spmm_model(nnz, rows, cols, b_shape[0], S_, st,
+                                  (name, dname(dense_in, 0, 'B'), dname(dense_out, 0, 'C')))
+        else:
+            model = sm.spmv_model(nnz, rows, cols, S_, st, (name, dname(dense_in, 0, 'x'), dname(dense_out, 0, 'y')))
+        notes.append('dense @ sparse: analysed as the SpMM of the transposed operands')
+    elif op == 'SpMV':
         model = sm.spmv_model(nnz, rows, cols, S_, st, (name, dname(dense_in, 0, 'x'), dname(dense_out, 0, 'y')))
     elif op in ('SpMM', 'SDDMM'):
         k = _width(call, 'out' if op == 'SpMM' else 'in')
@@ -304,9 +342,10 @@ def _sparse_bound(call: LibraryCall, stats, matrices, S_) -> SparseOpBound:
         c_name = infos[2]['name'] if len(infos) > 2 else 'C'
         nnz_b = b['nnz'] if b['nnz'] is not None else sympy.Symbol(f'nnz_{b["name"]}', nonnegative=True)
         out_cols = b['cols'] if b['cols'] is not None else sympy.Symbol(f'cols_{b["name"]}', positive=True)
-        sb = _stats_for(b['name'], stats, matrices)
+        sb = _stats_for(b, stats, matrices)
         flops = nnz_c = None
-        if matrices and name in matrices and b['name'] in matrices:
+        if matrices and name in matrices and b['name'] in matrices and not (a.get('transposed') or
+                                                                            b.get('transposed')):
             counts = sm.spgemm_counts(matrices[name], matrices[b['name']])
             flops, nnz_c, nnz, nnz_b = counts['flops'], counts['nnz_c'], counts['nnz_a'], counts['nnz_b']
             st.pop('nnz', None)
@@ -315,7 +354,7 @@ def _sparse_bound(call: LibraryCall, stats, matrices, S_) -> SparseOpBound:
                                 (name, b['name'], c_name))
     if call.dims:
         notes.append('enclosing loops are not multiplied in: operands may stay in fast memory across iterations')
-    return SparseOpBound(call.name, op, model, model.total, notes)
+    return SparseOpBound(call.name, call.cls_name, model, model.total, notes)
 
 
 def _version(model: ProgramModel, array: str, readers, order: Optional[int] = None) -> int:
@@ -336,9 +375,10 @@ def _version(model: ProgramModel, array: str, readers, order: Optional[int] = No
 # ---------------------------------------------------------------------- main entry points
 def analyse_model(model: ProgramModel, cache_size=None, stats=None, matrices=None, label='program') -> IOBoundResult:
     """SOAP analysis of an extracted :class:`~sdfgsparse.analysis.program_model.ProgramModel`."""
+    _check_operands(model, stats, matrices)
     S_ = S_POS
     statements, groups_out, items = [], [], []
-    for gi, g in enumerate(form_groups(model.statements)):
+    for gi, g in enumerate(form_groups([st for st in model.statements if not st.data_dependent])):
         dom, notes = dominator_poly(g)
         n = len(g.dims)
         volumes = [count_points(st.dims) for st in g.statements]
@@ -353,7 +393,8 @@ def analyse_model(model: ProgramModel, cache_size=None, stats=None, matrices=Non
             rho, tiles, gamma, X0, chi = sympy.oo, None, None, sympy.oo, sympy.oo
             bounds = [sympy.Integer(0)] * len(g.statements)
             if n:
-                notes.append('a tile can grow along a variable no access depends on: no SOAP bound')
+                notes.append('the inputs do not bound the tile (no reads, or a variable no read depends on): '
+                             'no SOAP bound')
         else:
             rho, gamma, X0, chi = sol.rho, sol.gamma, sol.X0, sol.chi
             bounds = [sympy.powsimp(v / rho) for v in leads]
@@ -447,6 +488,8 @@ def io_lower_bound(sdfg_or_program, cache_size: Optional[int] = None, stats: Opt
     cache = _check_cache(cache_size)
     sdfg = _as_sdfg(sdfg_or_program)
     model = extract(sdfg)
+    model.skipped.extend(f'{st.name} (data-dependent iteration domain)' for st in model.statements
+                         if st.data_dependent)
     if cache is None and any(s.name == 'S' for s in model.symbols) or (cache is None and 'S' in sdfg.symbols):
         raise SymbolClashError(f'{sdfg.label} has its own symbol S, which names the fast-memory size in the '
                                'result; pass cache_size=<words> or rename the symbol')

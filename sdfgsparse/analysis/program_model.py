@@ -78,6 +78,8 @@ class Statement:
     accesses: List[Access]
     order: int = 0
     notes: List[str] = field(default_factory=list)
+    #: a loop/map range depends on values read from memory (e.g. a lowered sparse kernel)
+    data_dependent: bool = False
 
     @property
     def syms(self) -> List[sympy.Symbol]:

@@ -17,7 +17,8 @@ What is read
   ``update`` (``C[i, j] += ...``).
 * **Library nodes**: ``MatMul``/``Gemm`` (2-D, matrix-vector, batched) become statements
   over their known domain; sparse nodes (``SpMV``, ``SpMM``, ``SDDMM``, ``SpGEMM``, by class
-  name) become :class:`~sdfgsparse.analysis.program_model.LibraryCall` s for the sparse
+  name; ``DenseSpMM`` is ``B @ A`` = ``(A.T @ B.T).T``) become
+  :class:`~sdfgsparse.analysis.program_model.LibraryCall` s for the sparse
   models; any other library node is skipped and listed in ``ProgramModel.skipped``.
 """
 import copy
@@ -35,7 +36,7 @@ from sdfgsparse.analysis.program_model import (READ, UPDATE, WRITE, Access, Dim,
 __all__ = ['extract', 'SPARSE_OPS']
 
 #: library-node class names handled by :mod:`sdfgsparse.analysis.sparse_models`
-SPARSE_OPS = ('SpMV', 'SpMM', 'SDDMM', 'SpGEMM')
+SPARSE_OPS = ('SpMV', 'SpMM', 'SDDMM', 'SpGEMM', 'DenseSpMM')
 
 Mapper = Callable[[Tuple], Optional[Tuple]]
 
@@ -135,17 +136,38 @@ class _Extractor:
                 self.transients.add(name)
         ctx = _Ctx([], {}, {}, '', root)
         self.walk_region(self.sdfg, ctx)
+        self.mark_data_dependence()
+        return ProgramModel(root, self.statements, self.calls, self.skipped, self.transients, self.program_symbols,
+                            self.notes)
+
+    def mark_data_dependence(self):
+        """Symbols that are neither program parameters nor iteration variables hold values read
+        from memory (interstate assignments, dynamic map ranges): indices using them are
+        indirect (opaque), and ranges using them make the statement's domain data-dependent."""
+        params = {str(s) for s in self.sdfg.free_symbols}
         dims = {s for st in self.statements for s in st.syms} | {d.sym for c in self.calls for d in c.dims}
+
+        def foreign(e) -> bool:
+            return any(s not in dims and s.name not in params for s in sympy.sympify(e).free_symbols)
+
         for st in self.statements:
+            if any(foreign(d.start) or foreign(d.stop) or foreign(d.step) for d in st.dims):
+                st.data_dependent = True
+                st.notes.append('data-dependent iteration domain (e.g. a lowered sparse kernel): not bounded; '
+                                'analyse the SDFG before expanding its library nodes')
+            for a in st.accesses:
+                if any(i is not None and foreign(i) for i in a.index):
+                    a.index = tuple(None if i is None or foreign(i) else i for i in a.index)
+                    a.exact = False
             for d in st.dims:
-                self.program_symbols |= (sympy.sympify(d.start).free_symbols | sympy.sympify(d.stop).free_symbols)
+                for e in (d.start, d.stop):
+                    self.program_symbols |= {x for x in sympy.sympify(e).free_symbols if x.name in params}
             for a in st.accesses:
                 for i in a.index:
                     if i is not None:
-                        self.program_symbols |= i.free_symbols
-        self.program_symbols -= dims
-        return ProgramModel(root, self.statements, self.calls, self.skipped, self.transients, self.program_symbols,
-                            self.notes)
+                        self.program_symbols |= {x for x in i.free_symbols if x.name in params}
+            if any(not a.exact for a in st.accesses) and not any('opaque' in n for n in st.notes):
+                st.notes.append('some indices are ranges or data-dependent; treated as opaque')
 
     def ordered_blocks(self, region) -> list:
         if nx.is_directed_acyclic_graph(region.nx):
@@ -340,8 +362,6 @@ class _Extractor:
     def emit_statement(self, name, ctx: _Ctx, accesses: List[Access], notes=None):
         accesses = merge_updates(accesses)
         st = Statement(name, list(ctx.dims), accesses, self.next_order(), list(notes or []))
-        if any(not a.exact for a in accesses):
-            st.notes.append('some indices are ranges or data-dependent; treated as opaque')
         self.statements.append(st)
         ctx.scope.children.append(st)
         return st
@@ -517,7 +537,8 @@ class _Extractor:
         sparse = {}
         outputs = set(getattr(node, 'SPARSE_OUTPUTS', ()))
         for p in prefixes:
-            info = {'name': p, 'rows': None, 'cols': None, 'nnz': None, 'output': p in outputs}
+            info = {'name': p, 'rows': None, 'cols': None, 'nnz': None, 'output': p in outputs,
+                    'transposed': bool(getattr(node, f'transpose_{p}', False))}
             for c, e in conns.items():
                 if c.startswith(f'_{p}_'):
                     view = e.src if e.dst is node else e.dst

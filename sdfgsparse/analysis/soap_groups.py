@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import sympy
 
-from sdfgsparse.analysis.program_model import READ, UPDATE, WRITE, Access, Dim, Statement
+from sdfgsparse.analysis.program_model import READ, UPDATE, WRITE, Dim, Statement
 from sdfgsparse.analysis.soap_solver import Poly, clean_poly, poly_add, poly_mono, poly_mul, poly_sub
 
 __all__ = ['Group', 'form_groups', 'dominator_poly', 'count_points', 'leading_terms']

@@ -10,8 +10,9 @@ constant-offset overlap terms).
 
 ``chi(X) = max |H|  s.t. |Dom(H)| <= X`` is a geometric programme. We solve it through
 its dual (the KKT conditions in logarithmic coordinates), which gives a closed form: for
-weights ``delta_m >= 0`` with ``sum delta_m = 1`` and ``sum_m delta_m e_m = h / gamma``,
-the weighted AM-GM inequality yields, for *every* tile,
+weights ``delta_m >= 0`` with ``sum delta_m = 1`` and ``sum_m delta_m e_m >= h / gamma``
+(componentwise; ``>`` is allowed because extents are at least 1), the weighted AM-GM
+inequality yields, for *every* tile,
 
     X >= |Dom(H)| >= K * (|H| / c)**(1/gamma),     K = prod_m (w_m / delta_m)**delta_m
 
@@ -142,28 +143,38 @@ def _solve_exact(rows: List[List[Fraction]], rhs: List[Fraction]) -> Optional[Li
     return [m[i][n] for i in range(n)]
 
 
-def _vertices(monos: List[Exps], h: Exps) -> List[Tuple[Fraction, Dict[int, Fraction]]]:
-    """Vertices (s, delta) of {delta >= 0, sum delta = 1, E^T delta = s h} with s > 0."""
+def _vertices(monos: List[Exps], h: Exps) -> List[Tuple[Fraction, Dict[int, Fraction], frozenset]]:
+    """Vertices of ``{delta >= 0, sum delta = 1, E^T delta >= s h}`` with ``s > 0``.
+
+    Returns ``(s, delta, slack dims)``. The inequality (rather than ``=``) is the dual of the
+    extents being at least 1: a dimension with slack has tile extent 1 at the optimum
+    (e.g. the batch dimension of a batched matrix product).
+    """
     n = len(h)
     res = []
-    sizes = range(1, min(len(monos), n) + 1)
-    total = sum(math.comb(len(monos), b) for b in sizes)
-    if total > _MAX_SUPPORTS:
+    if len(monos) > 8 and math.comb(len(monos) + n, n) > _MAX_SUPPORTS:
         # keep the highest-degree monomials (the leading terms) to stay fast
-        monos = sorted(monos, key=lambda e: -sum(e))[:12]
-        sizes = range(1, min(len(monos), n) + 1)
-    for b in sizes:
-        for support in itertools.combinations(range(len(monos)), b):
-            rows = [[monos[m][d] for m in support] + [-h[d]] for d in range(n)]
-            rows.append([Fraction(1)] * b + [Fraction(0)])
+        monos = sorted(monos, key=lambda e: -sum(e))[:8]
+    cols = [('m', m) for m in range(len(monos))] + [('slack', d) for d in range(n)]
+    for size in range(1, n + 1):
+        for basis in itertools.combinations(cols, size):
+            support = [m for kind, m in basis if kind == 'm']
+            if not support:
+                continue
+            slack = [d for kind, d in basis if kind == 'slack']
+            rows = []
+            for d in range(n):
+                row = [monos[m][d] for m in support] + [Fraction(-1) if d == q else Fraction(0) for q in slack]
+                rows.append(row + [-h[d]])
+            rows.append([Fraction(1)] * len(support) + [Fraction(0)] * len(slack) + [Fraction(0)])
             rhs = [Fraction(0)] * n + [Fraction(1)]
             sol = _solve_exact(rows, rhs)
             if sol is None:
                 continue
-            s, delta = sol[-1], sol[:-1]
-            if s <= 0 or any(x <= 0 for x in delta):
+            s_val, x = sol[-1], sol[:-1]
+            if s_val <= 0 or any(v <= 0 for v in x):
                 continue
-            res.append((s, dict(zip(support, delta))))
+            res.append((s_val, dict(zip(support, x[:len(support)])), frozenset(slack)))
     return res
 
 
@@ -196,8 +207,9 @@ def _rat(f: Fraction) -> sympy.Rational:
     return sympy.Rational(f.numerator, f.denominator)
 
 
-def _least_norm(E: List[List[Fraction]]) -> Optional[sympy.Matrix]:
-    """``P`` with ``E P y`` = y for consistent y and minimal-norm ``P y`` (independent rows)."""
+def _least_norm(E: List[List[Fraction]]) -> Tuple[sympy.Matrix, List[int]]:
+    """``(P, rows)``: ``u = P y`` is the minimal-norm solution of ``E[rows] u = y`` (the rows kept
+    are linearly independent; the others are implied for the consistent systems we solve)."""
     M = sympy.Matrix([[_rat(x) for x in row] for row in E])
     # keep linearly independent rows
     keep, basis = [], sympy.zeros(0, M.cols)
@@ -225,13 +237,14 @@ def solve_tiles(dom: Poly, h: Exps, count: int, S: sympy.Symbol, X: sympy.Symbol
     verts = _vertices(monos, h) if monos and any(h) else []
     if not verts:
         return SoapSolution(None, sympy.Integer(0), sympy.oo, sympy.oo, sympy.oo, None, {})
-    best_s = max(s for s, _ in verts)
-    cands = [d for s, d in verts if s == best_s]
+    best_s = max(s for s, _, _ in verts)
+    cands = [(d, sl) for s, d, sl in verts if s == best_s]
 
-    def log_k(delta):
+    def log_k(cand):
+        delta = cand[0]
         return sum(float(x) * (math.log(float(dom[monos[m]])) - math.log(float(x))) for m, x in delta.items())
 
-    delta = max(cands, key=log_k)
+    delta, slack = max(cands, key=log_k)
     gamma = _rat(1 / best_s)
     K = sympy.Integer(1)
     for m, x in delta.items():
@@ -242,15 +255,19 @@ def solve_tiles(dom: Poly, h: Exps, count: int, S: sympy.Symbol, X: sympy.Symbol
         return SoapSolution(gamma, K, chi, sympy.oo, c / K, None, weights)
     X0 = gamma / (gamma - 1) * S
     rho = sympy.powsimp(c * (X0 / K)**gamma / (X0 - S))
+    # tiles: w_m prod t**e_m = delta_m X0 on the support, t_d = 1 on dimensions with slack
     support = sorted(delta)
-    E = [[monos[m][d] for d in range(len(h))] for m in support]
+    free = [d for d in range(len(h)) if d not in slack]
+    E = [[monos[m][d] for d in free] for m in support]
     P, keep = _least_norm(E)
     tiles = []
     for d in range(len(h)):
         t = sympy.Integer(1)
-        for q, r in enumerate(keep):
-            m = support[r]
-            base = _rat(delta[m]) * X0 / _rat(dom[monos[m]])
-            t = t * base**P[d, q]
+        if d in free:
+            col = free.index(d)
+            for q, r in enumerate(keep):
+                m = support[r]
+                base = _rat(delta[m]) * X0 / _rat(dom[monos[m]])
+                t = t * base**P[col, q]
         tiles.append(sympy.powsimp(t))
     return SoapSolution(gamma, K, chi, X0, rho, tiles, weights)

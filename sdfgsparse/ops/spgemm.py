@@ -56,6 +56,8 @@ class SpGEMM(SparseLibraryNode):
     SPARSE_OUTPUTS = ('out', )
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
+    transpose_B = properties.Property(dtype=bool, default=False,
+                                      desc='Use the transposed view of B (no copy; B.T must iterate as CSR)')
 
     def __init__(self, name='spgemm', *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)

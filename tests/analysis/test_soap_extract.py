@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 import sympy
 
-from sdfgsparse.analysis import S, SkippedNodeWarning, extract, io_lower_bound
+from sdfgsparse.analysis import S, SkippedNodeWarning, StatsError, extract, io_lower_bound
 from sdfgsparse.analysis.program_model import UPDATE
 from soap_kernels import K, M, N, T
 
@@ -96,6 +96,34 @@ def test_reduce_node_is_streaming():
     assert sympy.expand(res.leading - N * M) == 0
 
 
+def test_gemm_node_with_transposed_operand():
+    from dace.libraries.blas import Gemm
+    sdfg = dace.SDFG('gemm_node')
+    sdfg.add_array('A', [K, N], dace.float64)
+    sdfg.add_array('B', [K, M], dace.float64)
+    sdfg.add_array('C', [N, M], dace.float64)
+    state = sdfg.add_state()
+    node = Gemm('gemm', transA=True, alpha=1.0, beta=0.0)
+    state.add_node(node)
+    state.add_edge(state.add_read('A'), None, node, '_a', dace.Memlet('A[0:K, 0:N]'))
+    state.add_edge(state.add_read('B'), None, node, '_b', dace.Memlet('B[0:K, 0:M]'))
+    state.add_edge(node, '_c', state.add_write('C'), None, dace.Memlet('C[0:N, 0:M]'))
+    res = io_lower_bound(sdfg)
+    assert res.statements[0].accesses['A'] == ['A[k, i] read']
+    assert sympy.expand(res.total - 2 * N * M * K / sympy.sqrt(S)) == 0
+
+
+def test_batched_matmul_tiles_one_batch():
+
+    @dace.program
+    def bmm(A: dace.float64[K, N, M], B: dace.float64[K, M, N], C: dace.float64[K, N, N]):
+        C[:] = A @ B
+
+    res = io_lower_bound(bmm)
+    assert sympy.expand(res.total - 2 * K * M * N**2 / sympy.sqrt(S)) == 0
+    assert res.statements[0].tiles['b'] == 1
+
+
 # ---------------------------------------------------------------------- sparse library nodes
 ss = pytest.importorskip('sdfgsparse.formats')
 try:
@@ -144,6 +172,21 @@ def test_spmm_node_with_stats_and_matrix(rng):
 
 
 @needs_frontend
+def test_stats_for_unknown_operands_are_rejected(kernel_sdfg):
+
+    @dace.program
+    def spmv2(A: _csr(M, N), x: dace.float64[N], y: dace.float64[M]):
+        y[:] = A @ x
+
+    with pytest.raises(StatsError, match="no sparse operand 'B' \\(its sparse operands: A\\)"):
+        io_lower_bound(spmv2, stats={'B': {'nnz': 3}})
+    with pytest.raises(StatsError, match='its sparse operands: none'):
+        io_lower_bound(kernel_sdfg('gemm'), matrices={'A': sp.identity(3, format='csr')})
+    with pytest.raises(StatsError, match='must map sparse operand names'):
+        io_lower_bound(spmv2, stats=[1])
+
+
+@needs_frontend
 def test_sddmm_and_spgemm_nodes():
 
     @dace.program
@@ -164,6 +207,45 @@ def test_sddmm_and_spgemm_nodes():
     assert op.op == 'SpGEMM' and op.model.volume == (A.astype(bool).astype(int).T.sum(axis=1).A1 @
                                                        B.astype(bool).astype(int).sum(axis=1).A1)
     assert res.total.is_number
+
+
+@needs_frontend
+def test_transposed_and_dense_times_sparse_swap_statistics():
+
+    @dace.program
+    def spmv_t(A: _csr(M, N), x: dace.float64[M], y: dace.float64[N]):
+        y[:] = A.T @ x
+
+    @dace.program
+    def dense_sparse(B: dace.float64[K, M], A: _csr(M, N), C: dace.float64[K, N]):
+        C[:] = B @ A
+
+    A = sp.random(30, 20, density=0.1, random_state=np.random.RandomState(4), format='lil')
+    A[:, 3] = 0  # an empty column
+    A = sp.csr_matrix(A)
+    A.eliminate_zeros()
+    ne_rows = np.count_nonzero(np.diff(A.indptr))
+    # A.T @ x reads the entries of x that meet a nonzero row of A and writes all N of y
+    assert io_lower_bound(spmv_t, matrices={'A': A}).total == A.nnz + ne_rows + 20
+    res = io_lower_bound(dense_sparse, cache_size=16, matrices={'A': A})
+    assert res.sparse_ops[0].op == 'DenseSpMM'
+    assert res.total.subs(K, 1) == A.nnz + ne_rows + 20
+
+
+@needs_frontend
+def test_lowered_sparse_kernel_is_data_dependent():
+
+    @dace.program
+    def spmv3(A: _csr(M, N), x: dace.float64[N], y: dace.float64[M]):
+        y[:] = A @ x
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', UserWarning)
+        sdfg = spmv3.to_sdfg()
+        sdfg.expand_library_nodes()
+    with pytest.warns(SkippedNodeWarning, match='data-dependent iteration domain'):
+        res = io_lower_bound(sdfg)
+    assert res.total == 0 and not res.sparse_ops
 
 
 @needs_frontend

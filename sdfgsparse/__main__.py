@@ -1,0 +1,5 @@
+import sys
+
+from sdfgsparse.cli import main
+
+sys.exit(main())
