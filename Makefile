@@ -12,7 +12,7 @@ export OMP_NUM_THREADS ?= 2
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,torch]'
 	touch $(STAMP)
 
 venv: $(STAMP)
