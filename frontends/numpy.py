@@ -43,20 +43,10 @@ def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b:
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
     if len(bdesc.shape) == 1:
         out, _ = sdfg.add_temp_transient([st.rows], dtype)
-        node = SpMV()
-        state.add_node(node)
-        base.add_sparse_input(state, node, 'A', a)
-        base.add_dense_input(state, node, '_x', b)
-        base.add_dense_output(state, node, '_y', out)
-        return out
+        return base.insert_node(state, SpMV(), {'A': a}, {'_x': b}, ('_y', out))
     if len(bdesc.shape) == 2:
         out, _ = sdfg.add_temp_transient([st.rows, bdesc.shape[1]], dtype)
-        node = SpMM()
-        state.add_node(node)
-        base.add_sparse_input(state, node, 'A', a)
-        base.add_dense_input(state, node, '_B', b)
-        base.add_dense_output(state, node, '_Y', out)
-        return out
+        return base.insert_node(state, SpMM(), {'A': a}, {'_B': b}, ('_Y', out))
     raise errors.UnsupportedOperationError(f'sparse @ dense with a {len(bdesc.shape)}-D right operand')
 
 
@@ -70,12 +60,7 @@ def _dense_matmult_sparse(pv, sdfg: dace.SDFG, state: dace.SDFGState, b: str, a:
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
     shape = [st.cols] if len(bdesc.shape) == 1 else [bdesc.shape[0], st.cols]
     out, _ = sdfg.add_temp_transient(shape, dtype)
-    node = DenseSpMM()
-    state.add_node(node)
-    base.add_sparse_input(state, node, 'A', a)
-    base.add_dense_input(state, node, '_B', b)
-    base.add_dense_output(state, node, '_C', out)
-    return out
+    return base.insert_node(state, DenseSpMM(), {'A': a}, {'_B': b}, ('_C', out))
 
 
 @oprepo.replaces_attribute('Structure', 'T')
@@ -88,29 +73,20 @@ def _map_values(sdfg, state, a: str, function: str, alpha=None):
     from sdfgsparse.ops.map_values import ALPHA, MapValues
     st = _stype(sdfg, a)
     node = MapValues(function=function)
-    state.add_node(node)
-    out_type = st
-    if alpha is not None:
-        if isinstance(alpha, str) and alpha in sdfg.arrays:
-            node.alpha_is_data = True
-            base.add_dense_input(state, node, ALPHA, alpha)
-            out_dtype = dace.dtypes.result_type_of(st.dtype, sdfg.arrays[alpha].dtype)
-        else:
-            node.alpha = str(alpha)
-            out_dtype = st.dtype if not isinstance(alpha, float) or st.dtype in (dace.float32, dace.float64) \
-                else dace.float64
-        if out_dtype != st.dtype:
-            out_type = st.fmt.type(out_dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
+    dense_in = {}
+    out_dtype = st.dtype
+    if isinstance(alpha, str) and alpha in sdfg.arrays:
+        node.alpha_is_data = True
+        dense_in[ALPHA] = alpha
+        out_dtype = dace.dtypes.result_type_of(st.dtype, sdfg.arrays[alpha].dtype)
+    elif alpha is not None:
+        node.alpha = str(alpha)
+        if isinstance(alpha, float) and st.dtype not in (dace.float32, dace.float64):
+            out_dtype = dace.float64
     elif function in ('sqrt', 'exp', 'sigmoid', 'sin', 'tanh') and st.dtype in (dace.int32, dace.int64):
-        out_type = st.fmt.type(dace.float64, st.rows, st.cols, st.index_dtype, **st.sizes)
-    base.add_sparse_input(state, node, 'A', a)
-    out = base.new_sparse_result(sdfg, out_type, 'mapped')
-    base.add_sparse_output(state, node, 'out', out)
-    return out
-
-
-def _is_number(x):
-    return isinstance(x, (int, float)) or (dace.symbolic.issymbolic(x))
+        out_dtype = dace.float64
+    out_type = st if out_dtype == st.dtype else st.fmt.type(out_dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
+    return base.insert_node(state, node, {'A': a}, dense_in, sparse_out=('out', out_type, 'mapped'))
 
 
 for _other in ('NumConstant', 'symbol', 'Scalar'):
@@ -164,13 +140,7 @@ def _mul_dense(sdfg, state, a, d):
     _same_shape(st, ddesc, 'A * D')
     dtype = dace.dtypes.result_type_of(st.dtype, ddesc.dtype)
     out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
-    node = SparseMulDense()
-    state.add_node(node)
-    base.add_sparse_input(state, node, 'A', a)
-    base.add_dense_input(state, node, '_D', d)
-    out = base.new_sparse_result(sdfg, out_type, 'prod')
-    base.add_sparse_output(state, node, 'out', out)
-    return out
+    return base.insert_node(state, SparseMulDense(), {'A': a}, {'_D': d}, sparse_out=('out', out_type, 'prod'))
 
 
 def _add_dense(sdfg, state, a, d, sparse_sign, dense_sign):
@@ -179,11 +149,7 @@ def _add_dense(sdfg, state, a, d, sparse_sign, dense_sign):
     _same_shape(st, ddesc, 'A + D')
     out, _ = sdfg.add_temp_transient(list(ddesc.shape), dace.dtypes.result_type_of(st.dtype, ddesc.dtype))
     node = SparseAddDense(sparse_sign=sparse_sign, dense_sign=dense_sign)
-    state.add_node(node)
-    base.add_sparse_input(state, node, 'A', a)
-    base.add_dense_input(state, node, '_D', d)
-    base.add_dense_output(state, node, '_out', out)
-    return out
+    return base.insert_node(state, node, {'A': a}, {'_D': d}, ('_out', out))
 
 
 @oprepo.replaces_operator('Structure', 'Mult', otherclass='Array')
@@ -235,10 +201,7 @@ def _sum_node(sdfg, state, a, shape, axis, dtype, count):
     out, _ = sdfg.add_temp_transient(shape, dtype)
     node = SparseSum(axis=axis)
     node.count = count
-    state.add_node(node)
-    base.add_sparse_input(state, node, 'A', a)
-    base.add_dense_output(state, node, '_out', out)
-    return out
+    return base.insert_node(state, node, {'A': a}, dense_out=('_out', out))
 
 
 def _sddmm(pv, sdfg, state, S, X, Y):
@@ -250,14 +213,7 @@ def _sddmm(pv, sdfg, state, S, X, Y):
     _same_shape(st, dace.data.Array(xd.dtype, [xd.shape[0], yd.shape[1]]), 'ss.sddmm(S, X, Y)')
     dtype = dace.dtypes.result_type_of(st.dtype, xd.dtype, yd.dtype)
     out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
-    node = SDDMM()
-    state.add_node(node)
-    base.add_sparse_input(state, node, 'S', S)
-    base.add_dense_input(state, node, '_X', X)
-    base.add_dense_input(state, node, '_Y', Y)
-    out = base.new_sparse_result(sdfg, out_type, 'sddmm')
-    base.add_sparse_output(state, node, 'out', out)
-    return out
+    return base.insert_node(state, SDDMM(), {'S': S}, {'_X': X, '_Y': Y}, sparse_out=('out', out_type, 'sddmm'))
 
 
 oprepo.replaces('sdfgsparse.sddmm')(_sddmm)
@@ -302,12 +258,7 @@ def _convert(sdfg, state, a: str, target: str = 'CSR') -> str:
     cap = _vals_count(st)
     out_type = _csr_type(st.dtype, st.rows, st.cols, st.index_dtype, cap) if target == 'CSR' else \
         CSC.type(st.dtype, st.rows, st.cols, st.index_dtype, n1=cap)
-    node = Convert(target=target)
-    state.add_node(node)
-    base.add_sparse_input(state, node, 'A', a)
-    out = base.new_sparse_result(sdfg, out_type, 'converted')
-    base.add_sparse_output(state, node, 'out', out)
-    return out
+    return base.insert_node(state, Convert(target=target), {'A': a}, sparse_out=('out', out_type, 'converted'))
 
 
 def _sparse_binary(sdfg, state, a, b, kind, sign=1):
@@ -327,13 +278,9 @@ def _sparse_binary(sdfg, state, a, b, kind, sign=1):
             stb = _stype(sdfg, b)
     dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
     node = SparseAdd(sign_B=sign) if kind == 'add' else SparseMul()
-    state.add_node(node)
-    base.add_sparse_input(state, node, 'A', a)
-    base.add_sparse_input(state, node, 'B', b)
     cap = _vals_count(sta) + _vals_count(stb)
-    out = base.new_sparse_result(sdfg, _csr_type(dtype, sta.rows, sta.cols, _index_type(sta, stb), cap), kind)
-    base.add_sparse_output(state, node, 'out', out)
-    return out
+    out_type = _csr_type(dtype, sta.rows, sta.cols, _index_type(sta, stb), cap)
+    return base.insert_node(state, node, {'A': a, 'B': b}, sparse_out=('out', out_type, kind))
 
 
 @oprepo.replaces_operator('Structure', 'Add', otherclass='Structure')
@@ -366,13 +313,8 @@ def _sparse_matmult_sparse(pv, sdfg, state, a, b):
     if stb.fmt.name != 'CSR':
         b = _convert(sdfg, state, b)
     dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
-    node = SpGEMM()
-    state.add_node(node)
-    base.add_sparse_input(state, node, 'A', a)
-    base.add_sparse_input(state, node, 'B', b)
-    out = base.new_sparse_result(sdfg, _csr_type(dtype, sta.rows, stb.cols, _index_type(sta, stb), cap), 'spgemm')
-    base.add_sparse_output(state, node, 'out', out)
-    return out
+    out_type = _csr_type(dtype, sta.rows, stb.cols, _index_type(sta, stb), cap)
+    return base.insert_node(state, SpGEMM(), {'A': a, 'B': b}, sparse_out=('out', out_type, 'spgemm'))
 
 
 def _convert_call(pv, sdfg, state, a, fmt):

@@ -13,12 +13,15 @@ number of entries (conversion to CSR/CSC, sparse ± sparse, sparse ∘ sparse, S
 The result arrays are ``cap`` long; ``pos[rows]`` holds the real count (the runtime trims
 returned results to it). Explicit zeros produced by cancellation are kept.
 """
-from typing import Sequence
+from typing import Callable, Sequence
+
+import dace
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.entries import kernel_for_node
 from sdfgsparse.lowering.kernel import KernelBuilder
 
-__all__ = ['emit_buffers', 'emit_append', 'emit_sort_compress']
+__all__ = ['emit_buffers', 'emit_append', 'emit_sort_compress', 'compress_kernel']
 
 
 def emit_buffers(kb: KernelBuilder, cap, vdtype: str, idtype: str = 'dace.int64'):
@@ -107,3 +110,18 @@ def emit_sort_compress(kb: KernelBuilder, rows, cols, cap, pos: str, crd: str, v
         L('        if flag[q] == 1:')
         L(f'            {crd}[acc] = U_c[q]')
         L(f'            {vals}[acc] = U_v[q] * U_v[q + 1]')
+
+
+def compress_kernel(node, state, sdfg, expand: Callable[[KernelBuilder, str], None], rows, cols,
+                    mode: str = 'sum') -> dace.SDFG:
+    """The whole kernel of a compress-based node whose CSR result members are ``_out_*``:
+    buffers of the result's capacity, ``expand(kb, value_dtype)`` appending the candidate
+    entries, then sort and compress into the result."""
+    kb = kernel_for_node(node, state, sdfg)
+    out = node.member_arrays(state, 'out')
+    cap = out['crd1'].shape[0]
+    vt = kb.dtype(out['vals'].dtype)
+    emit_buffers(kb, cap, vt)
+    expand(kb, vt)
+    emit_sort_compress(kb, rows, cols, cap, '_out_pos1', '_out_crd1', '_out_vals', vt, mode)
+    return kb.build()

@@ -22,7 +22,7 @@ from sdfgsparse.formats import SparseType
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.kernel import KernelBuilder
 
-__all__ = ['Entries', 'kernel_for_node', 'zero_fill', 'copy_index_members', 'update']
+__all__ = ['Entries', 'kernel_for_node', 'zero_fill', 'copy_index_members', 'update', 'emit_accumulate']
 
 
 class Entries:
@@ -125,3 +125,17 @@ def update(target: str, term: str, op: str = '+') -> str:
     """``target = target op (term)``: an explicit read-modify-write. DaCe 1.0.2 drops the
     accumulation of ``X[..., idx[p]] += v`` (an indirect index) inside a map."""
     return f'{target} = {target} {op} ({term})'
+
+
+def emit_accumulate(kb: KernelBuilder, ent: Entries, target: str, index: str, term: str, written_dim: int,
+                    hint: str, dtype, shape: Sequence):
+    """``target[index] += term`` over all stored entries, where ``index`` runs along matrix
+    dimension ``written_dim``: one scalar accumulator per outer iteration when the outer
+    level is that dimension, in-place updates otherwise (see :meth:`Entries.strategy`)."""
+    strat = ent.strategy(written_dim, hint)
+    if strat == 'acc':
+        ent.emit(kb, [f'acc += {term}'], parallel=True, pro=[f'acc = {kb.dtype(dtype)}(0)'],
+                 epi=[f'{target}[{index}] = acc'])
+    else:
+        zero_fill(kb, target, shape)
+        ent.emit(kb, [update(f'{target}[{index}]', term)], parallel=strat != 'sequential')

@@ -5,8 +5,8 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.compress import emit_append, emit_buffers, emit_sort_compress
-from sdfgsparse.lowering.entries import Entries, kernel_for_node
+from sdfgsparse.lowering.compress import compress_kernel, emit_append
+from sdfgsparse.lowering.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseAdd']
@@ -19,20 +19,15 @@ class ExpandSparseAddPure(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SparseAdd', state, sdfg):
-        kb = kernel_for_node(node, state, sdfg)
-        out = node.member_arrays(state, 'out')
-        cap = out['crd1'].shape[0]
-        vt = kb.dtype(out['vals'].dtype)
-        kb.symbols_of(cap)
-        emit_buffers(kb, cap, vt)
+
+        def expand(kb, vt):
+            for prefix, sign in (('A', ''), ('B', '' if node.sign_B > 0 else '-')):
+                st = node.operand_type(state, prefix)
+                ent = Entries(st, {m: member_conn(prefix, m) for m in st.fmt.member_names})
+                ent.emit(kb, emit_append(ent.i, ent.j, f'{sign}{vt}({ent.val})'), parallel=False)
+
         sta = node.operand_type(state, 'A')
-        for prefix, sign in (('A', ''), ('B', '' if node.sign_B > 0 else '-')):
-            st = node.operand_type(state, prefix)
-            ent = Entries(st, {m: member_conn(prefix, m) for m in st.fmt.member_names})
-            ent.emit(kb, emit_append(ent.i, ent.j, f'{sign}{vt}({ent.val})'), parallel=False)
-        emit_sort_compress(kb, sta.rows, sta.cols, cap, member_conn('out', 'pos1'), member_conn('out', 'crd1'),
-                           member_conn('out', 'vals'), vt)
-        return kb.build()
+        return compress_kernel(node, state, sdfg, expand, sta.rows, sta.cols)
 
 
 @dace.library.node

@@ -20,7 +20,7 @@ from sdfgsparse import errors
 from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
 
 __all__ = ['SparseLibraryNode', 'member_conn', 'resolve_alias', 'transposed_alias', 'add_sparse_input',
-           'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result']
+           'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node']
 
 #: Suffix of the name that stands for ``X.T`` in a program (a zero-copy transposed view).
 T_SUFFIX = '_ssT'
@@ -171,3 +171,31 @@ def add_dense_output(state: SDFGState, node: nodes.LibraryNode, conn: str, name:
     sdfg = state.parent
     node.add_out_connector(conn)
     state.add_edge(node, conn, state.add_write(name), None, dace.Memlet.from_array(name, sdfg.arrays[name]))
+
+
+def insert_node(state: SDFGState,
+                node: SparseLibraryNode,
+                sparse_in: Dict[str, str] = None,
+                dense_in: Dict[str, str] = None,
+                dense_out: Tuple[str, str] = None,
+                sparse_out: Tuple[str, SparseType, str] = None) -> str:
+    """Add ``node`` to ``state`` and wire it.
+
+    :param sparse_in: operand prefix -> sparse data name (or ``X.T`` alias).
+    :param dense_in: connector -> dense data name.
+    :param dense_out: (connector, data name) of a dense result.
+    :param sparse_out: (prefix, type, name hint) of a sparse result, created here.
+    :return: the name of the result.
+    """
+    state.add_node(node)
+    for prefix, name in (sparse_in or {}).items():
+        add_sparse_input(state, node, prefix, name)
+    for conn, name in (dense_in or {}).items():
+        add_dense_input(state, node, conn, name)
+    if dense_out is not None:
+        add_dense_output(state, node, *dense_out)
+        return dense_out[1]
+    prefix, st, hint = sparse_out
+    out = new_sparse_result(state.parent, st, hint)
+    add_sparse_output(state, node, prefix, out)
+    return out

@@ -8,8 +8,8 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.compress import emit_append, emit_buffers, emit_sort_compress
-from sdfgsparse.lowering.entries import Entries, kernel_for_node
+from sdfgsparse.lowering.compress import compress_kernel, emit_append
+from sdfgsparse.lowering.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['Convert', 'TARGETS']
@@ -26,19 +26,14 @@ class ExpandConvertPure(ExpandTransformation):
     @staticmethod
     def expansion(node: 'Convert', state, sdfg):
         st = node.operand_type(state, 'A')
-        kb = kernel_for_node(node, state, sdfg)
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-        out = node.member_arrays(state, 'out')
-        cap = out['crd1'].shape[0]
-        vt = kb.dtype(out['vals'].dtype)
-        rows, cols, r, c = (st.rows, st.cols, ent.i, ent.j) if node.target == 'CSR' else (st.cols, st.rows, ent.j,
-                                                                                         ent.i)
-        kb.symbols_of(cap)
-        emit_buffers(kb, cap, vt)
-        ent.emit(kb, emit_append(r, c, ent.val), parallel=False)
-        emit_sort_compress(kb, rows, cols, cap, member_conn('out', 'pos1'), member_conn('out', 'crd1'),
-                           member_conn('out', 'vals'), vt)
-        return kb.build()
+        to_csr = node.target == 'CSR'
+        r, c = (ent.i, ent.j) if to_csr else (ent.j, ent.i)
+
+        def expand(kb, vt):
+            ent.emit(kb, emit_append(r, c, ent.val), parallel=False)
+
+        return compress_kernel(node, state, sdfg, expand, *((st.rows, st.cols) if to_csr else (st.cols, st.rows)))
 
 
 @dace.library.node

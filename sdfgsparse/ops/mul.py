@@ -7,8 +7,8 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.lowering.compress import emit_append, emit_buffers, emit_sort_compress
-from sdfgsparse.lowering.entries import Entries, kernel_for_node
+from sdfgsparse.lowering.compress import compress_kernel, emit_append
+from sdfgsparse.lowering.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseMul']
@@ -22,23 +22,18 @@ class ExpandSparseMulPure(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SparseMul', state, sdfg):
-        kb = kernel_for_node(node, state, sdfg)
-        out = node.member_arrays(state, 'out')
-        cap = out['crd1'].shape[0]
-        vt = kb.dtype(out['vals'].dtype)
-        kb.symbols_of(cap)
-        emit_buffers(kb, cap, vt)
+
+        def expand(kb, vt):
+            for prefix in ('A', 'B'):
+                st = node.operand_type(state, prefix)
+                if not all(l.unique for l in st.fmt.levels):
+                    raise errors.UnsupportedOperationError(f'{node.label}: operand {prefix} ({st.fmt.name}) may '
+                                                           'store a coordinate twice; convert it to CSR first')
+                ent = Entries(st, {m: member_conn(prefix, m) for m in st.fmt.member_names})
+                ent.emit(kb, emit_append(ent.i, ent.j, f'{vt}({ent.val})'), parallel=False)
+
         sta = node.operand_type(state, 'A')
-        for prefix in ('A', 'B'):
-            st = node.operand_type(state, prefix)
-            if not all(l.unique for l in st.fmt.levels):
-                raise errors.UnsupportedOperationError(f'{node.label}: operand {prefix} ({st.fmt.name}) may store '
-                                                       'a coordinate twice; convert it to CSR first')
-            ent = Entries(st, {m: member_conn(prefix, m) for m in st.fmt.member_names})
-            ent.emit(kb, emit_append(ent.i, ent.j, f'{vt}({ent.val})'), parallel=False)
-        emit_sort_compress(kb, sta.rows, sta.cols, cap, member_conn('out', 'pos1'), member_conn('out', 'crd1'),
-                           member_conn('out', 'vals'), vt, mode='intersect')
-        return kb.build()
+        return compress_kernel(node, state, sdfg, expand, sta.rows, sta.cols, mode='intersect')
 
 
 @dace.library.node

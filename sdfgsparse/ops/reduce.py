@@ -4,7 +4,7 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.lowering.entries import Entries, emit_accumulate, kernel_for_node
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseSum']
@@ -32,13 +32,8 @@ class ExpandSparseSumPure(ExpandTransformation):
             kb.line(f'{OUT}[0] = acc')
             return kb.build()
         written = 1 - node.axis  # axis=1 sums along columns -> one value per row
-        index = ent.i if written == 0 else ent.j
-        strat = ent.strategy(written, node.schedule_hint)
-        if strat == 'acc':
-            ent.emit(kb, [f'acc += {term}'], parallel=True, pro=[f'acc = {T}(0)'], epi=[f'{OUT}[{index}] = acc'])
-        else:
-            zero_fill(kb, OUT, out.shape)
-            ent.emit(kb, [update(f'{OUT}[{index}]', term)], parallel=strat != 'sequential')
+        emit_accumulate(kb, ent, OUT, ent.i if written == 0 else ent.j, term, written, node.schedule_hint, out.dtype,
+                        out.shape)
         return kb.build()
 
 

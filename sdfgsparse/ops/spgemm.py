@@ -11,8 +11,8 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.lowering.compress import emit_append, emit_buffers, emit_sort_compress
-from sdfgsparse.lowering.entries import Entries, kernel_for_node
+from sdfgsparse.lowering.compress import compress_kernel, emit_append
+from sdfgsparse.lowering.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SpGEMM']
@@ -25,26 +25,21 @@ class ExpandSpGEMMPure(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SpGEMM', state, sdfg):
-        kb = kernel_for_node(node, state, sdfg)
         sta = node.operand_type(state, 'A')
         stb = node.operand_type(state, 'B')
         if stb.fmt.name != 'CSR':
-            raise errors.UnsupportedOperationError(f'{node.label}: B must be CSR (got {stb.fmt.name}); '
+            raise errors.UnsupportedOperationError(f'{node.label}: B must iterate as CSR (got {stb.fmt.name}); '
                                                    'the frontend converts it')
-        out = node.member_arrays(state, 'out')
-        cap = out['crd1'].shape[0]
-        vt = kb.dtype(out['vals'].dtype)
-        kb.symbols_of(cap)
-        emit_buffers(kb, cap, vt)
         ent = Entries(sta, {m: member_conn('A', m) for m in sta.fmt.member_names})
         bp, bc, bv = (member_conn('B', m) for m in ('pos1', 'crd1', 'vals'))
-        k = ent.j
-        inner = [f'for qb in range({bp}[{k}], {bp}[{k} + 1]):']
-        inner += ['    ' + l for l in emit_append(ent.i, f'{bc}[qb]', f'{vt}({ent.val}) * {bv}[qb]')]
-        ent.emit(kb, inner, parallel=False)
-        emit_sort_compress(kb, sta.rows, stb.cols, cap, member_conn('out', 'pos1'), member_conn('out', 'crd1'),
-                           member_conn('out', 'vals'), vt)
-        return kb.build()
+
+        def expand(kb, vt):
+            k = ent.j
+            inner = [f'for qb in range({bp}[{k}], {bp}[{k} + 1]):']
+            inner += ['    ' + l for l in emit_append(ent.i, f'{bc}[qb]', f'{vt}({ent.val}) * {bv}[qb]')]
+            ent.emit(kb, inner, parallel=False)
+
+        return compress_kernel(node, state, sdfg, expand, sta.rows, stb.cols)
 
 
 @dace.library.node

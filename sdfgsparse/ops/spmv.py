@@ -4,7 +4,7 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.lowering.entries import Entries, emit_accumulate, kernel_for_node
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SpMV']
@@ -24,14 +24,7 @@ class ExpandSpMVPure(ExpandTransformation):
         kb = kernel_for_node(node, state, sdfg)
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
         y = node.connected(state, Y)
-        T = kb.dtype(y.dtype)
-        strat = ent.strategy(0, node.schedule_hint)
-        term = f'{ent.val} * {X}[{ent.j}]'
-        if strat == 'acc':
-            ent.emit(kb, [f'acc += {term}'], parallel=True, pro=[f'acc = {T}(0)'], epi=[f'{Y}[{ent.i}] = acc'])
-        else:
-            zero_fill(kb, Y, y.shape)
-            ent.emit(kb, [update(f'{Y}[{ent.i}]', term)], parallel=strat != 'sequential')
+        emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype, y.shape)
         return kb.build()
 
 

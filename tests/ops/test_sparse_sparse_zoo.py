@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from conftest import FORMATS, REAL, as_format, dense, real_matrix, tol, zoo
+from sparse_zoo import FORMATS, REAL, as_format, dense, real_matrix, tol, zoo
 
 M, N = dace.symbol('M'), dace.symbol('N')
 

@@ -1,0 +1,136 @@
+"""The format layer: levels, structures (member dtypes and symbolic sizes), the type
+registry, host conversions with exact storage arrays, and validation."""
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse import errors
+from sdfgsparse.formats import sparse_type_of
+from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.convert import storage_to_coo, to_storage
+from sdfgsparse.runtime.marshal import marshal_sparse
+
+from sparse_zoo import FORMATS, zoo
+
+M, N = dace.symbol('M'), dace.symbol('N')
+
+# 4 x 4 example:  [[1 0 2 0], [0 0 0 0], [3 0 0 4], [0 5 0 0]]
+EX = sp.csr_array(np.array([[1., 0, 2, 0], [0, 0, 0, 0], [3, 0, 0, 4], [0, 5, 0, 0]]))
+
+EXACT = {
+    'CSR': {'pos1': [0, 2, 2, 4, 5], 'crd1': [0, 2, 0, 3, 1], 'vals': [1, 2, 3, 4, 5]},
+    'CSC': {'pos1': [0, 2, 3, 4, 5], 'crd1': [0, 2, 3, 0, 2], 'vals': [1, 3, 5, 2, 4]},
+    'DCSR': {'crd0': [0, 2, 3], 'pos1': [0, 2, 4, 5], 'crd1': [0, 2, 0, 3, 1], 'vals': [1, 2, 3, 4, 5]},
+    'ELL': {'crd2': [0, 2, -1, -1, 0, 3, 1, -1], 'vals': [1, 2, 0, 0, 3, 4, 5, 0]},
+    'BSR': {'pos1': [0, 2, 4], 'crd1': [0, 1, 0, 1], 'vals': [1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 5, 0, 4, 0, 0]},
+}
+
+
+@pytest.mark.parametrize('fmt', sorted(EXACT))
+def test_exact_storage_arrays(fmt):
+    f = ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
+    arrays, shape = to_storage(EX, f)
+    assert shape == (4, 4)
+    assert set(arrays) == set(EXACT[fmt])
+    for name, want in EXACT[fmt].items():
+        np.testing.assert_array_equal(arrays[name], want, err_msg=f'{fmt}.{name}')
+
+
+@pytest.mark.parametrize('itype', [dace.int32, dace.int64])
+@pytest.mark.parametrize('vtype', [dace.float32, dace.float64, dace.int32, dace.int64])
+@pytest.mark.parametrize('fmt', FORMATS)
+def test_structure_members(fmt, vtype, itype):
+    f = ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
+    desc = f[vtype, M, N, itype]
+    assert isinstance(desc, dace.data.Structure)
+    for name, member in desc.members.items():
+        if name in ('rows', 'cols'):
+            continue
+        assert member.dtype == (vtype if name == 'vals' else itype), name
+    st = sparse_type_of(desc)
+    assert st.fmt is f and st.dtype == vtype and st.index_dtype == itype
+    assert (st.rows, st.cols) == (M, N)
+    shapes = {k: v.shape[0] for k, v in desc.members.items() if k not in ('rows', 'cols')}
+    if fmt in ('CSR', 'CSC'):
+        assert shapes['pos1'] == (M if fmt == 'CSR' else N) + 1
+        assert shapes['crd1'] == shapes['vals'] == st.sizes['n1']
+    if fmt == 'BSR':
+        assert shapes['vals'] == 4 * st.sizes['n1']
+    if fmt == 'ELL':
+        assert shapes['vals'] == M * st.sizes['K']
+    if fmt == 'DIA':
+        assert shapes['vals'] == st.sizes['nd'] * st.sizes['L']
+
+
+def test_each_annotation_gets_its_own_size_symbols():
+    a, b = sparse_type_of(ss.CSR[dace.float64, M, N]), sparse_type_of(ss.CSR[dace.float64, M, N])
+    assert a.sizes['n1'] != b.sizes['n1']
+
+
+def test_constant_shape_annotation():
+    st = sparse_type_of(ss.CSC[dace.float32, 5, 7])
+    assert (st.rows, st.cols) == (5, 7) and st.fmt is ss.CSC
+
+
+def test_json_round_trip_of_structure():
+    sdfg = dace.SDFG('fmt_json')
+    sdfg.add_datadesc('A', ss.DIA[dace.float64, M, N])
+    again = dace.SDFG.from_json(sdfg.to_json()).arrays['A']
+    st = sparse_type_of(again)
+    assert st.fmt is ss.DIA and (st.rows, st.cols) == (M, N)
+
+
+def test_transposed_format_is_the_twin():
+    assert ss.CSR.T is ss.CSC and ss.CSC.T is ss.CSR
+    assert ss.COO.T.T is ss.COO
+    assert ss.CSR.outer_dim == 0 and ss.CSC.outer_dim == 1 and ss.COO.outer_dim is None
+
+
+def test_bad_annotations():
+    with pytest.raises(errors.DTypeError, match='value dtype bool is not supported'):
+        ss.CSR[dace.bool, M, N]
+    with pytest.raises(TypeError, match='unexpected annotation argument'):
+        ss.CSR[dace.float64, M, N, 'nnz']
+    with pytest.raises(errors.DTypeError, match='index dtype .* not supported'):
+        ss.CSR[dace.float64, M, N, dace.int16]
+
+
+@pytest.mark.parametrize('fmt', FORMATS)
+def test_host_convert_round_trip_every_format(fmt):
+    f = ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
+    for name, A in zoo().items():
+        if fmt == 'BSR' and (A.shape[0] % 2 or A.shape[1] % 2):
+            continue
+        B = ss.convert(A, f)
+        assert (sp.issparse(B) and B.format == f.scipy_format) or isinstance(B, SparseMatrix)
+        got = B.toarray() if not isinstance(B, SparseMatrix) else B.toarray()
+        np.testing.assert_array_equal(got, A.toarray(), err_msg=f'{fmt} {name}')
+        # storage walk by levels agrees too
+        arrays, shape = to_storage(A, f)
+        r, c, v = storage_to_coo(f, arrays, shape)
+        D = np.zeros(shape)
+        np.add.at(D, (r, c), v)
+        np.testing.assert_array_equal(D, A.toarray())
+
+
+def test_convert_with_annotation_applies_dtypes():
+    B = ss.convert(EX, ss.ELL[dace.float32, M, N, dace.int64])
+    assert B.dtype == np.float32 and B.index_dtype == np.int64
+
+
+@pytest.mark.parametrize('fmt', FORMATS)
+def test_every_format_validates(fmt):
+    f = ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
+    arrays, shape = to_storage(EX, f)
+    bad = {k: v.copy() for k, v in arrays.items()}
+    key = next(k for k in bad if k.startswith('crd') or k.startswith('off'))
+    if key.startswith('off'):
+        bad[key][:] = bad[key][0]  # duplicate diagonal
+        with pytest.raises(errors.DuplicateIndicesError, match='A: offsets contain a diagonal twice'):
+            marshal_sparse('A', SparseMatrix(f, bad, shape), None)
+        return
+    bad[key][-1] = 10**6
+    with pytest.raises(errors.InvalidIndexError, match=f'A: {key}\\[.*\\] = 1000000 is out of range'):
+        marshal_sparse('A', SparseMatrix(f, bad, shape), None)

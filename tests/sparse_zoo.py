@@ -1,0 +1,106 @@
+"""Test helpers: a seeded matrix zoo, the small real matrices in tests/data, and
+conversion of a reference scipy CSR matrix into any catalogue format's argument."""
+import gzip
+import os
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.convert import to_scipy_twin, to_storage
+
+DATA = os.path.join(os.path.dirname(__file__), 'data')
+
+FORMATS = ['CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA']
+
+
+def _random(m, n, density, rng, dtype):
+    return sp.random_array((m, n), density=density, format='csr', rng=rng, dtype=dtype,
+                           data_sampler=lambda size: rng.standard_normal(size))
+
+
+def zoo(dtype=np.float64, seed=7):
+    """Named small CSR matrices covering the shapes and structures sparse code gets wrong.
+    Even dimensions where possible so that 2x2 BSR applies."""
+    rng = np.random.default_rng(seed)
+    mats = {}
+    mats['empty'] = sp.csr_array((6, 4), dtype=dtype)
+    mats['row_1xN'] = _random(1, 9, 0.5, rng, dtype)
+    mats['col_Nx1'] = _random(9, 1, 0.5, rng, dtype)
+    mats['rect'] = _random(14, 8, 0.2, rng, dtype)
+    e = _random(12, 10, 0.3, rng, dtype).tolil()
+    e[3, :] = 0
+    e[7, :] = 0
+    e[:, 2] = 0
+    e[:, 9] = 0
+    mats['empty_rows_cols'] = sp.csr_array(e)
+    # power-law row lengths
+    rows = []
+    for i in range(20):
+        k = min(16, int(16 / (i + 1)**1.2) + (1 if i % 3 else 0))
+        cols = rng.choice(16, size=k, replace=False)
+        rows += [(i, c) for c in cols]
+    r, c = np.array(rows).T
+    mats['power_law'] = sp.csr_array((rng.standard_normal(r.size).astype(dtype), (r, c)), shape=(20, 16))
+    band = sp.diags_array([rng.standard_normal(16 - abs(k)) for k in (-2, -1, 0, 1, 3)], offsets=[-2, -1, 0, 1, 3],
+                          shape=(16, 16))
+    mats['banded'] = sp.csr_array(band, dtype=dtype)
+    mats['dense_50'] = _random(10, 12, 0.5, rng, dtype)
+    for A in mats.values():
+        A.sort_indices()
+    return mats
+
+
+def real_matrix(name, dtype=np.float64):
+    with gzip.open(os.path.join(DATA, f'{name}.mtx.gz')) as f:
+        A = scipy.io.mmread(f)
+    A = sp.csr_array(A, dtype=dtype)
+    A.sum_duplicates()
+    return A
+
+
+REAL = ['cora_A', 'adder_dcop_05', 'cryg2500']
+
+
+def as_format(A, fmt: str, index_dtype=np.int32, rng=None, duplicates=True):
+    """The argument for format ``fmt`` holding the same matrix as scipy CSR ``A``.
+
+    COO gets unsorted entries and (if ``duplicates``) some entries split in two.
+    int32 arguments use scipy objects where a twin exists; int64 ones use SparseMatrix
+    (scipy may narrow index arrays on its own)."""
+    if fmt == 'COO':
+        C = A.tocoo()
+        r, c, v = C.row.astype(index_dtype), C.col.astype(index_dtype), C.data.copy()
+        if duplicates and v.size:
+            k = max(1, v.size // 4)
+            r = np.concatenate([r, r[:k]])
+            c = np.concatenate([c, c[:k]])
+            half = v[:k] / 2
+            v = np.concatenate([v, half]).astype(A.dtype)
+            v[:k] = half
+        perm = (rng or np.random.default_rng(0)).permutation(v.size)
+        r, c, v = r[perm], c[perm], v[perm]
+        if index_dtype == np.int32:
+            return sp.coo_array((v, (r, c)), shape=A.shape)
+        return SparseMatrix(ss.COO, {'crd0': r, 'crd1': c, 'vals': v}, A.shape)
+    f = ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
+    arrays, shape = to_storage(A, f, index_dtype)
+    m = SparseMatrix(f, arrays, shape)
+    if index_dtype == np.int32 and f.scipy_format:
+        return to_scipy_twin(m)
+    return m
+
+
+def dense(X):
+    """Dense NumPy array of a result (scipy, SparseMatrix or ndarray)."""
+    if isinstance(X, SparseMatrix):
+        return X.toarray()
+    if sp.issparse(X):
+        return X.toarray()
+    return np.asarray(X)
+
+
+def tol(dtype):
+    return dict(rtol=1e-4, atol=1e-4) if np.dtype(dtype) == np.float32 else dict(rtol=1e-10, atol=1e-10)
