@@ -7,6 +7,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export DACE_cache ?= hash
 export OMP_NUM_THREADS ?= 2
+# the test suite runs two workers on two cores: one OpenMP thread each
+test: export OMP_NUM_THREADS = 1
 
 .PHONY: venv demo test clean
 

@@ -3,7 +3,7 @@
 import os
 
 os.environ.setdefault('DACE_cache', 'hash')
-os.environ.setdefault('OMP_NUM_THREADS', '2')
+os.environ.setdefault('OMP_NUM_THREADS', '1')  # two pytest workers share the two cores
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

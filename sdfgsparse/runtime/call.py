@@ -65,7 +65,7 @@ def marshal_arguments(values: Dict[str, Any],
             raise errors.ShapeError(f'{name}: has {len(shape)} dimensions {shape}, the program expects '
                                     f'{len(desc.shape)} ({", ".join(map(str, desc.shape))})')
         for expr, actual in zip(desc.shape, shape):
-            if dace.symbolic.issymbolic(expr) and expr.is_Symbol and str(expr) not in symbols and sparse:
+            if dace.symbolic.issymbolic(expr) and expr.is_Symbol and str(expr) not in symbols:
                 _merge(symbols, origin, str(expr), actual, name, f'dimension {expr}')
                 continue
             want = evaluate(expr, symbols)
@@ -104,25 +104,91 @@ def _annotation_descs(prog) -> Dict[str, Optional[dace.data.Data]]:
     return descs
 
 
+def _program_descs(prog) -> Dict[str, Optional[dace.data.Data]]:
+    descs = prog.__dict__.get('_ss_descs')
+    if descs is None:
+        descs = prog.__dict__['_ss_descs'] = _annotation_descs(prog)
+    return descs
+
+
+def _call_key(out: Dict[str, Any]):
+    """What decides the compiled program: struct types for sparse arguments, dtype, rank
+    and layout for arrays. None when another kind of argument is present."""
+    key = []
+    for n, v in out.items():
+        desc = getattr(v, '__descriptor__', None)
+        if desc is not None and hasattr(v, '_ss_arg'):
+            key.append((n, desc().name))
+        elif isinstance(v, np.ndarray):
+            key.append((n, v.dtype.str, v.ndim, v.flags.c_contiguous))
+        else:
+            return None
+    return tuple(key)
+
+
 def call_program(prog, orig_call, args, kwargs):
-    """Run a ``@dace.program`` whose arguments may be sparse."""
-    names = [n for n in prog.argnames]
+    """Run a ``@dace.program`` whose arguments may be sparse.
+
+    The first call of a signature goes through DaCe (parse, compile, DaCe's cache); later
+    calls with the same argument types call the compiled program directly, skipping
+    DaCe's per-call descriptor serialisation and symbol solving."""
+    names = list(prog.argnames)
     values = dict(zip(names, args))
     values.update({k: v for k, v in kwargs.items() if k in names})
-    if not any(is_sparse_value(v) for v in values.values()):
-        descs = _annotation_descs(prog)
-        if not any(d is not None and is_sparse_desc(d) for d in descs.values()):
-            return orig_call(prog, *args, **kwargs)
-    descs = _annotation_descs(prog)
+    descs = _program_descs(prog)
+    if not any(is_sparse_value(v) for v in values.values()) and \
+            not any(d is not None and is_sparse_desc(d) for d in descs.values()):
+        return orig_call(prog, *args, **kwargs)
     out, symbols, sparse = marshal_arguments(values, descs)
-    prog.symbols |= set(symbols)
-    newargs = [out[n] for n in names[:len(args)]]
-    newkw = {k: out.get(k, v) for k, v in kwargs.items()}
-    newkw.update(symbols)
-    result = orig_call(prog, *newargs, **newkw)
-    if any(_torch_layout(v) is not None for v in values.values()):
-        result = _to_torch(result)
-    return result
+    torch_in = any(_torch_layout(v) is not None for v in values.values())
+    fast = prog.__dict__.setdefault('_ss_fast', {})
+    key = _call_key(out) if len(values) == len(names) and set(kwargs) <= set(names) else None
+    entry = fast.get(key) if key is not None else None
+    if entry is not None:
+        csdfg, needed = entry
+        call = {k: v for k, v in out.items() if k in needed}
+        call.update({k: v for k, v in symbols.items() if k in needed})
+        csdfg.clear_return_values()
+        result = csdfg(**call)
+    else:
+        prog.symbols |= set(symbols)
+        newargs = [out[n] for n in names[:len(args)]]
+        newkw = {k: out.get(k, v) for k, v in kwargs.items()}
+        newkw.update(symbols)
+        result = orig_call(prog, *newargs, **newkw)
+        if key is not None:
+            _remember(prog, fast, key, out, symbols)
+    return _to_torch(result) if torch_in else result
+
+
+def _matches(sdfg: dace.SDFG, out: Dict[str, Any]) -> bool:
+    for n, v in out.items():
+        desc = sdfg.arrays.get(n)
+        if desc is None:
+            return False
+        if hasattr(v, '_ss_arg'):
+            if not is_sparse_desc(desc) or desc.name != v.__descriptor__().name:
+                return False
+        elif isinstance(v, np.ndarray):
+            if desc.dtype.as_numpy_dtype() != v.dtype or len(desc.shape) != v.ndim:
+                return False
+    return True
+
+
+def _remember(prog, fast, key, out, symbols):
+    """Keep the compiled program of this signature when every argument and symbol it needs
+    comes from the call itself (no closure data, no symbol DaCe would have to solve)."""
+    csdfg = next((e.compiled_sdfg for e in reversed(list(prog._cache.cache.values()))
+                  if e.compiled_sdfg is not None and _matches(e.compiled_sdfg.sdfg, out)), None)
+    if csdfg is None:
+        return
+    sdfg = csdfg.sdfg
+    needed = set(sdfg.arg_names) | {str(s) for s in sdfg.free_symbols}
+    from sdfgsparse.runtime.capacity import PREFIX
+    provided = set(out) | set(symbols)
+    missing = {n for n in needed - provided if not n.startswith(PREFIX) and not n.startswith('__return')}
+    if not missing:
+        fast[key] = (csdfg, needed)
 
 
 class CompiledProgram:

@@ -118,16 +118,24 @@ class SparseArg:
 
 
 _STRUCT_CLASSES = {}
+_STRUCT_BY_ID = {}
 
 
 def struct_class(desc: dace.data.Structure):
-    """The ctypes struct class of a sparse structure, answering ``__descriptor__``."""
-    key = (desc.name, tuple(desc.members.keys()), id(desc))
+    """The ctypes struct class of a sparse structure, answering ``__descriptor__``.
+    Equal structures share one class (an unannotated argument makes a new descriptor per
+    call); the lookup by identity keeps the common case free of symbolic printing."""
+    hit = _STRUCT_BY_ID.get(id(desc))
+    if hit is not None and hit[0] is desc:
+        return hit[1]
+    key = (desc.name, tuple((k, str(getattr(v, 'shape', v))) for k, v in desc.members.items()))
     cls = _STRUCT_CLASSES.get(key)
     if cls is None:
         base = desc.dtype._typeclass.as_ctypes()
         cls = type(f'{desc.name}_arg', (base, ), {'__descriptor__': lambda self, _d=desc: _d})
         _STRUCT_CLASSES[key] = cls
+    if len(_STRUCT_BY_ID) < 4096:
+        _STRUCT_BY_ID[id(desc)] = (desc, cls)
     return cls
 
 

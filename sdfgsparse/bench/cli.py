@@ -1,0 +1,139 @@
+"""``sdfgsparse bench``: sdfgsparse against scipy, torch, GraphBLAS, pydata/sparse and MKL.
+
+    sdfgsparse bench [--matrices DIR] [--kernels spmv,spmm,...] [--threads N] [--repeat R]
+                     [--peers scipy,torch,graphblas,pydata,mkl] [--json FILE] [--plot FILE.png]
+                     [--quick] [--no-progress]
+
+The top-level command adds this sub-command with :func:`add_parser`; :func:`run` runs it.
+
+Threads: OpenMP reads ``OMP_NUM_THREADS`` once, when the runtime loads, so :func:`run`
+re-executes itself in a child process (``python -m sdfgsparse.bench.cli``) with
+``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` set to ``--threads``
+unless ``OMP_NUM_THREADS`` already has that value. torch, GraphBLAS and MKL are also set
+through their own APIs; scipy.sparse and pydata/sparse are sequential.
+
+Exit status: 0 when every sdfgsparse result agreed with scipy, 1 when one did not (or
+failed), 2 for bad options. Wrong peer results are reported, not an error of the run.
+"""
+import argparse
+import os
+import subprocess
+import sys
+from typing import List, Optional, Sequence
+
+__all__ = ['add_parser', 'run', 'main', 'config_from_args', 'to_argv']
+
+CHILD_ENV = 'SDFGSPARSE_BENCH_CHILD'
+QUICK_STREAM_ELEMENTS = 1 << 25
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``bench`` sub-command to ``subparsers`` (from ``parser.add_subparsers()``)."""
+    from sdfgsparse.bench.kernels import DEFAULT_FULL, DEFAULT_QUICK, KERNELS
+    from sdfgsparse.bench.peers import PEER_NAMES
+    p = subparsers.add_parser(
+        'bench',
+        help='benchmark sdfgsparse against scipy, torch, GraphBLAS, pydata/sparse and MKL',
+        description='Time sdfgsparse kernels against peer libraries in the same process, check every '
+        'result against scipy, and report medians, GFLOP/s, effective GB/s against a STREAM triad, '
+        'compile times and peak memory.')
+    p.add_argument('--matrices', metavar='DIR', default=None,
+                   help='folder of .mtx / .mtx.gz files (default: the shipped small matrices plus generated '
+                   'R-MAT and banded ones up to ~20M nonzeros)')
+    p.add_argument('--kernels', default=None, metavar='LIST',
+                   help=f'comma-separated, from {", ".join(KERNELS)}; spmm:K, sddmm:K, gcn:K, atb:K choose the '
+                   f'dense width (default {DEFAULT_FULL}; --quick: {DEFAULT_QUICK})')
+    p.add_argument('--threads', type=int, default=2, metavar='N', help='threads for every system (default 2)')
+    p.add_argument('--repeat', type=int, default=10, metavar='R', help='timed runs per system (default 10)')
+    p.add_argument('--peers', default=','.join(PEER_NAMES), metavar='LIST',
+                   help=f'comma-separated peers (default {",".join(PEER_NAMES)}); missing ones are skipped')
+    p.add_argument('--json', metavar='FILE', default=None, help='write all results as JSON')
+    p.add_argument('--plot', metavar='FILE.png', default=None, help='write a PNG (needs matplotlib)')
+    p.add_argument('--quick', action='store_true',
+                   help='about a minute: shipped matrices plus one small generated one, spmv and spmm')
+    p.add_argument('--no-progress', action='store_true', help='no progress bar on the terminal')
+    p.set_defaults(func=run)
+    return p
+
+
+def config_from_args(args):
+    """The :class:`~sdfgsparse.bench.runner.BenchConfig` of parsed arguments (raises a
+    :class:`~sdfgsparse.bench.errors.BenchError` naming the bad option)."""
+    from sdfgsparse.bench.kernels import DEFAULT_FULL, DEFAULT_QUICK, parse_kernels
+    from sdfgsparse.bench.matrices import default_matrices, from_folder
+    from sdfgsparse.bench.peers import parse_peers
+    from sdfgsparse.bench.runner import BenchConfig
+    from sdfgsparse.bench.stream import DEFAULT_ELEMENTS
+    kernels = parse_kernels(args.kernels or (DEFAULT_QUICK if args.quick else DEFAULT_FULL))
+    peers = parse_peers(args.peers)
+    matrices = from_folder(args.matrices) if args.matrices else default_matrices(quick=args.quick)
+    config = BenchConfig(kernels=kernels, matrices=matrices, peers=peers, threads=args.threads, repeat=args.repeat,
+                         quick=args.quick, stream_elements=QUICK_STREAM_ELEMENTS if args.quick else DEFAULT_ELEMENTS,
+                         progress=False if args.no_progress else None)
+    config.validate()
+    return config
+
+
+def to_argv(args) -> List[str]:
+    """Command-line words that parse back to ``args`` (for the re-executed child)."""
+    argv = ['bench', '--threads', str(args.threads), '--repeat', str(args.repeat), '--peers', args.peers]
+    for opt in ('matrices', 'kernels', 'json', 'plot'):
+        value = getattr(args, opt)
+        if value is not None:
+            argv += [f'--{opt}', str(value)]
+    if args.quick:
+        argv.append('--quick')
+    if args.no_progress:
+        argv.append('--no-progress')
+    return argv
+
+
+def _reexec(args) -> int:
+    env = dict(os.environ)
+    n = str(args.threads)
+    env.update({CHILD_ENV: '1', 'OMP_NUM_THREADS': n, 'MKL_NUM_THREADS': n, 'OPENBLAS_NUM_THREADS': n})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return subprocess.call([sys.executable, '-m', 'sdfgsparse.bench.cli'] + to_argv(args), env=env)
+
+
+def run(args) -> int:
+    """Run ``bench`` with parsed ``args``; returns the exit status (see the module docstring)."""
+    from sdfgsparse.bench.errors import BenchError
+    try:
+        config = config_from_args(args)
+    except BenchError as exc:
+        print(f'sdfgsparse bench: {exc}', file=sys.stderr)
+        return 2
+    if os.environ.get('OMP_NUM_THREADS') != str(args.threads) and not os.environ.get(CHILD_ENV):
+        return _reexec(args)
+    for var in ('MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS'):  # for libraries not loaded yet
+        os.environ.setdefault(var, str(args.threads))
+
+    from sdfgsparse.bench.plot import write_plot
+    from sdfgsparse.bench.report import format_report
+    from sdfgsparse.bench.runner import run_benchmark
+    result = run_benchmark(config, log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
+    print(format_report(result), flush=True)
+    if args.json:
+        result.write_json(args.json)
+        print(f'sdfgsparse bench: results written to {args.json}')
+    if args.plot:
+        why = write_plot(result, args.plot)
+        print(f'sdfgsparse bench: --plot: {why}' if why else f'sdfgsparse bench: plot written to {args.plot}')
+    ours = [r for r in result.results if r.system == 'sdfgsparse']
+    return 1 if any(not r.correct for r in ours) else 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Stand-alone entry point: ``python -m sdfgsparse.bench.cli bench [...]``."""
+    import sdfgsparse  # noqa: F401  (DaCe patches and DACE_cache=hash before anything is built)
+    parser = argparse.ArgumentParser(prog='sdfgsparse')
+    sub = parser.add_subparsers(dest='command', required=True)
+    add_parser(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == '__main__':  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""sdfgsparse's side of the benchmark: one ``@dace.program`` per kernel, their compile
+times, and the :class:`SdfgsparseSystem` that the runner times like any peer.
+
+Shapes are symbols, so one build serves every matrix and every K of a kernel.
+
+Compile time (:func:`measure_compile`), per program:
+
+- ``cold_s``: the first call in this process with DaCe's build folder pointed at a fresh
+  temporary folder — parsing, library-node expansion, code generation, CMake, g++ and
+  loading, plus one run on a tiny matrix. (If this process already compiled the program,
+  DaCe's in-memory cache answers and the figure is small; ``in_memory`` says so.)
+- ``warm_cache_s``: the first call of a *new* program object for the same function with
+  that build folder already filled — what a second process pays with ``DACE_cache=hash``
+  when the cache hits. ``warm_cache_rebuilt`` is true when DaCe built again instead
+  (a new folder appeared), i.e. the cache missed.
+"""
+import os
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, List, Optional
+
+import dace
+import numpy as np
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse.bench.kernels import Kernel
+
+__all__ = ['PROGRAMS', 'SdfgsparseSystem', 'measure_compile', 'build_folder']
+
+M, N, K, J = (dace.symbol(s) for s in 'MNKJ')
+
+
+@dace.program
+def bench_spmv(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return A @ x
+
+
+@dace.program
+def bench_spmm(A: ss.CSR[dace.float64, M, N], B: dace.float64[N, K]):
+    return A @ B
+
+
+@dace.program
+def bench_sddmm(A: ss.CSR[dace.float64, M, N], X: dace.float64[M, K], Y: dace.float64[K, N]):
+    return ss.sddmm(A, X, Y)
+
+
+@dace.program
+def bench_spgemm(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, N, K]):
+    return A @ B
+
+
+@dace.program
+def bench_add(A: ss.CSR[dace.float64, N, N]):
+    return A + A.T
+
+
+@dace.program
+def bench_gcn(A: ss.CSR[dace.float32, N, N], X: dace.float32[N, K], W: dace.float32[K, J]):
+    return np.maximum(A @ (X @ W), 0)
+
+
+@dace.program
+def bench_atb(A: ss.CSR[dace.float64, M, N], B: dace.float64[M, K]):
+    return A.T @ B
+
+
+PROGRAMS = {
+    'spmv': bench_spmv,
+    'spmm': bench_spmm,
+    'sddmm': bench_sddmm,
+    'spgemm': bench_spgemm,
+    'add': bench_add,
+    'gcn': bench_gcn,
+    'atb': bench_atb,
+}
+
+
+def _arguments(kernel: Kernel, inp: Dict[str, Any]) -> tuple:
+    A = inp['A']
+    return {
+        'spmv': lambda: (A, inp['x']),
+        'spmm': lambda: (A, inp['B']),
+        'sddmm': lambda: (A, inp['X'], inp['Y']),
+        'spgemm': lambda: (A, A),
+        'add': lambda: (A, ),
+        'gcn': lambda: (A, inp['X'], inp['W']),
+        'atb': lambda: (A, inp['B']),
+    }[kernel.name]()
+
+
+_BUILD_FOLDER: Dict[str, str] = {}
+
+
+def build_folder() -> str:
+    """This process's temporary DaCe build folder for the benchmark (removed at exit)."""
+    if 'path' not in _BUILD_FOLDER:
+        import atexit
+        path = tempfile.mkdtemp(prefix='sdfgsparse-bench-')
+        _BUILD_FOLDER['path'] = path
+        atexit.register(shutil.rmtree, path, True)
+    return _BUILD_FOLDER['path']
+
+
+@contextmanager
+def building_in(folder: str):
+    """Point DaCe's ``default_build_folder`` at ``folder`` for the duration, then restore it."""
+    old = dace.Config.get('default_build_folder')
+    dace.Config.set('default_build_folder', value=folder)
+    try:
+        yield folder
+    finally:
+        dace.Config.set('default_build_folder', value=old)
+
+
+def _entries(folder: str) -> int:
+    return len(os.listdir(folder)) if os.path.isdir(folder) else 0
+
+
+def _tiny(kernel: Kernel) -> Dict[str, Any]:
+    A = sp.csr_array(sp.random_array((8, 8), density=0.3, format='csr', rng=np.random.default_rng(0)))
+    A.indices = A.indices.astype(np.int32)
+    A.indptr = A.indptr.astype(np.int32)
+    return kernel.inputs(A, seed=0)
+
+
+def measure_compile(kernels: List[Kernel], warm_cache: bool = True) -> List[Dict[str, Any]]:
+    """Compile the program of each distinct kernel and time it (see the module docstring).
+
+    Returns one record per program: ``{"kernel", "cold_s", "in_memory", "warm_cache_s",
+    "warm_cache_rebuilt", "error"}`` (``warm_cache_*`` None when ``warm_cache`` is False;
+    ``error`` None unless the build failed, in which case the kernel cannot run)."""
+    records = []
+    seen = set()
+    for kernel in kernels:
+        if kernel.name in seen:
+            continue
+        seen.add(kernel.name)
+        prog = PROGRAMS[kernel.name]
+        rec = {'kernel': kernel.name, 'cold_s': None, 'in_memory': False, 'warm_cache_s': None,
+               'warm_cache_rebuilt': None, 'error': None}
+        args = _arguments(kernel, _tiny(kernel))
+        with building_in(build_folder()) as folder:
+            try:
+                before = _entries(folder)
+                t0 = time.perf_counter()
+                prog(*args)
+                rec['cold_s'] = time.perf_counter() - t0
+                rec['in_memory'] = _entries(folder) == before
+                if warm_cache:
+                    fresh = dace.program(prog.f)
+                    before = _entries(folder)
+                    t0 = time.perf_counter()
+                    fresh(*args)
+                    rec['warm_cache_s'] = time.perf_counter() - t0
+                    rec['warm_cache_rebuilt'] = _entries(folder) > before
+            except Exception as exc:  # a failed build is reported, the kernel is then skipped
+                rec['error'] = f'{type(exc).__name__}: {exc}'.splitlines()[0][:300]
+        records.append(rec)
+    return records
+
+
+class SdfgsparseSystem:
+    """The system under test: calls the kernel's ``@dace.program`` with the scipy inputs
+    (zero-copy) exactly as a user would; the result is what the program returns."""
+    name = 'sdfgsparse'
+
+    def available(self) -> Optional[str]:
+        return None
+
+    def version(self) -> str:
+        return ss.__version__
+
+    def setup(self, threads: int) -> None:
+        """OpenMP threads are fixed when the process starts (``OMP_NUM_THREADS``); see cli."""
+
+    def prepare(self, kernel: Kernel, inp: Dict[str, Any]) -> Optional[Callable[[], Any]]:
+        prog = PROGRAMS[kernel.name]
+        args = _arguments(kernel, inp)
+        return lambda: prog(*args)
+
+    def to_host(self, result):
+        return result

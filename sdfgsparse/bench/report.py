@@ -1,0 +1,167 @@
+"""The readable report of a run: machine line, compile times, one table per kernel
+(matrices × systems), geometric means, skipped work and a noise warning.
+
+Per-kernel table: median milliseconds per system; ``WRONG`` (result disagreed with scipy,
+not timed), ``FAIL`` (raised), ``-`` (the peer has no such kernel). ``fastest peer`` is
+the fastest correct peer on that matrix; ``speedup`` = its time / sdfgsparse's time (above
+1: sdfgsparse is faster). Then sdfgsparse's GFLOP/s, its effective GB/s and that as a
+percentage of the STREAM triad, and the same GB/s (%) for the fastest peer. The
+``geomean`` row gives, per system, the geometric mean over matrices of its time relative to
+the fastest peer (``x1.00``: the fastest peer everywhere), and the geometric mean speedup.
+"""
+import math
+from typing import Dict, Iterable, List, Optional, TextIO
+
+from sdfgsparse.bench.results import SYSTEMS, BenchResult, Result
+from sdfgsparse.bench.timing import NOISE_SPREAD
+
+__all__ = ['format_report', 'noise_warning', 'fastest_peer', 'geomean']
+
+
+def geomean(values: Iterable[float]) -> Optional[float]:
+    vals = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else None
+
+
+def _ms(t: Optional[float]) -> str:
+    if t is None:
+        return ''
+    ms = t * 1e3
+    if ms >= 100:
+        return f'{ms:.0f}'
+    if ms >= 10:
+        return f'{ms:.1f}'
+    if ms >= 1:
+        return f'{ms:.2f}'
+    return f'{ms:.3f}'
+
+
+def _count(n: int) -> str:
+    if n >= 1e6:
+        return f'{n / 1e6:.1f}M'
+    if n >= 1e3:
+        return f'{n / 1e3:.1f}k'
+    return str(n)
+
+
+def _cell(r: Optional[Result]) -> str:
+    if r is None:
+        return '-'
+    if r.error and r.error.startswith('failed'):
+        return 'FAIL'
+    if not r.correct:
+        return 'WRONG'
+    return _ms(r.median_s)
+
+
+def fastest_peer(rows: Dict[str, Result]) -> Optional[Result]:
+    """The correct, timed peer (not sdfgsparse) with the smallest median, or None."""
+    peers = [r for s, r in rows.items() if s != 'sdfgsparse' and r.timed]
+    return min(peers, key=lambda r: r.median_s) if peers else None
+
+
+def _bw(r: Optional[Result]) -> str:
+    if r is None or not r.timed or r.gbps is None:
+        return ''
+    pct = f' ({100 * r.bw_fraction:.0f}%)' if r.bw_fraction is not None else ''
+    return f'{r.gbps:.2f}{pct}'
+
+
+def _kernel_table(kernel: str, results: List[Result]) -> List[str]:
+    matrices: List[str] = []
+    by: Dict[str, Dict[str, Result]] = {}
+    for r in results:
+        if r.matrix not in by:
+            matrices.append(r.matrix)
+            by[r.matrix] = {}
+        by[r.matrix][r.system] = r
+    systems = [s for s in SYSTEMS if any(s in by[m] for m in matrices)]
+    head = ['matrix', 'nnz'] + systems + ['fastest peer', 'speedup', 'sdfg GF/s', 'sdfg GB/s', 'peer GB/s']
+    rows: List[List[str]] = []
+    rel: Dict[str, List[float]] = {s: [] for s in systems}
+    speedups: List[float] = []
+    for m in matrices:
+        row = by[m]
+        any_r = next(iter(row.values()))
+        best = fastest_peer(row)
+        mine = row.get('sdfgsparse')
+        speed = best.median_s / mine.median_s if best and mine and mine.timed and mine.median_s > 0 else None
+        if speed:
+            speedups.append(speed)
+        for s in systems:
+            if best and s in row and row[s].timed and best.median_s > 0:
+                rel[s].append(row[s].median_s / best.median_s)
+        rows.append([m, _count(any_r.nnz)] + [_cell(row.get(s)) for s in systems] + [
+            best.system if best else '', f'{speed:.3g}' if speed else '',
+            f'{mine.gflops:.3g}' if mine and mine.timed and mine.gflops is not None else '',
+            _bw(mine), _bw(best)
+        ])
+    if len(matrices) > 1:
+        g = geomean(speedups)
+        rows.append(['geomean', ''] + [f'x{geomean(rel[s]):.2f}' if geomean(rel[s]) else '' for s in systems] +
+                    ['', f'{g:.3g}' if g else '', '', '', ''])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    fmt = lambda cells: '  '.join(c.ljust(w) if i == 0 or i == len(systems) + 2 else c.rjust(w)
+                                  for i, (c, w) in enumerate(zip(cells, widths)))
+    lines = [f'{kernel}  (median ms; speedup = fastest peer time / sdfgsparse time)', fmt(head),
+             '  '.join('-' * w for w in widths)]
+    lines += [fmt(r) for r in rows]
+    return lines
+
+
+def noise_warning(result: BenchResult, threshold: float = NOISE_SPREAD) -> Optional[str]:
+    """A one-line warning when some timings' min–max spread exceeds ``threshold`` × median."""
+    timed = [r for r in result.results if r.timed and r.runs > 1]
+    noisy = [r for r in timed if r.spread > threshold]
+    if not noisy:
+        return None
+    worst = max(noisy, key=lambda r: r.spread)
+    return (f'warning: {len(noisy)} of {len(timed)} timings have a min-max spread above {threshold:.0%} of the '
+            f'median (worst: {worst.kernel} on {worst.matrix}, {worst.system}: {worst.spread:.1f}x); the machine '
+            f'was noisy — close other work and rerun, or raise --repeat')
+
+
+def format_report(result: BenchResult) -> str:
+    """The whole report as text (see the module docstring)."""
+    m = result.machine
+    out = [
+        f'machine: {m.get("cpu", "?")}, {m.get("cores", "?")} cores, {m.get("memory_GiB", 0):.0f} GiB; '
+        f'threads {m.get("threads")}; STREAM triad {m.get("stream_triad_GBps", 0):.1f} GB/s '
+        f'({m.get("stream_method", "?")}, {m.get("stream_array_MiB", 0):.0f} MiB arrays); '
+        f'{m.get("repeat")} timed runs after {m.get("warmup")} warm-up, interleaved'
+    ]
+    for name, why in sorted(m.get('peers_skipped', {}).items()):
+        out.append(f'peer {name}: skipped, {why}')
+    if result.compile:
+        out.append('')
+        out.append('sdfgsparse compile time (s): kernel  cold build  warm cache')
+        for c in result.compile:
+            if c.get('error'):
+                out.append(f'  {c["kernel"]:<8} build failed: {c["error"]}')
+                continue
+            cold = f'{c["cold_s"]:.2f}' + (' (in memory)' if c.get('in_memory') else '')
+            warm = '' if c.get('warm_cache_s') is None else f'{c["warm_cache_s"]:.2f}'
+            if c.get('warm_cache_rebuilt'):
+                warm += ' (cache missed: rebuilt)'
+            out.append(f'  {c["kernel"]:<8} {cold:>10}  {warm}')
+    kernels: List[str] = []
+    for r in result.results:
+        if r.kernel not in kernels:
+            kernels.append(r.kernel)
+    for k in kernels:
+        out.append('')
+        out += _kernel_table(k, [r for r in result.results if r.kernel == k])
+    bad = [r for r in result.results if not r.correct]
+    if bad:
+        out.append('')
+        for r in bad:
+            out.append(f'{r.system} {r.kernel} on {r.matrix}: {r.error}')
+    if result.skipped:
+        out.append('')
+        for s in result.skipped:
+            out.append(f'skipped {s["kernel"]} on {s["matrix"]}: {s["reason"]}')
+    warning = noise_warning(result)
+    if warning:
+        out.append('')
+        out.append(warning)
+    return '\n'.join(out)

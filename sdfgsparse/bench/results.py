@@ -1,0 +1,92 @@
+"""What a benchmark run produces: one :class:`Result` per (kernel, matrix, system), the
+machine description and the compile times, and their JSON form.
+
+JSON (``--json FILE``)::
+
+    {"machine": {"threads": int, "stream_triad_GBps": float, "stream_method": str,
+                 "cpu": str, "cores": int, "memory_GiB": float, "llc_MiB": float | null,
+                 "versions": {system or library: str}, "peers_skipped": {peer: reason},
+                 "repeat": int, "warmup": int, "quick": bool, "timestamp": str, ...},
+     "compile": [{"kernel", "cold_s", "in_memory", "warm_cache_s", "warm_cache_rebuilt", "error"}],
+     "skipped": [{"kernel", "matrix", "reason"}],
+     "results": [{"kernel", "matrix", "system", "median_s", "min_s", "max_s", "correct",
+                  "gflops", "gbps", "bw_fraction", "peak_mem_bytes", "runs", "nnz", "rows",
+                  "cols", "flops", "bytes", "error", "note"}]}
+
+``system`` is one of ``sdfgsparse``, ``scipy``, ``torch``, ``graphblas``, ``pydata``,
+``mkl``. A wrong or failed result has ``correct: false``, its reason in ``error`` and null
+timings (it was not timed); ``note`` says when sdfgsparse copied an argument. ``gbps`` is the compulsory bytes of the kernel
+(:mod:`sdfgsparse.bench.kernels`) divided by the median time, ``bw_fraction`` that over
+``stream_triad_GBps``.
+"""
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional
+
+__all__ = ['SYSTEMS', 'Result', 'BenchResult', 'RESULT_KEYS']
+
+SYSTEMS = ['sdfgsparse', 'scipy', 'torch', 'graphblas', 'pydata', 'mkl']
+
+RESULT_KEYS = ['kernel', 'matrix', 'system', 'median_s', 'min_s', 'max_s', 'correct', 'gflops', 'gbps']
+
+
+@dataclass
+class Result:
+    """One system's measurement of one kernel on one matrix (times in seconds)."""
+    kernel: str
+    matrix: str
+    system: str
+    median_s: Optional[float] = None
+    min_s: Optional[float] = None
+    max_s: Optional[float] = None
+    correct: bool = False
+    gflops: Optional[float] = None
+    gbps: Optional[float] = None
+    bw_fraction: Optional[float] = None
+    peak_mem_bytes: Optional[int] = None
+    runs: int = 0
+    nnz: int = 0
+    rows: int = 0
+    cols: int = 0
+    flops: float = 0.0
+    bytes: float = 0.0
+    error: Optional[str] = None
+    note: Optional[str] = None
+
+    @property
+    def timed(self) -> bool:
+        return self.correct and self.median_s is not None
+
+    @property
+    def spread(self) -> float:
+        """``(max - min) / median`` of the timed runs (0 when not timed)."""
+        if not self.timed or not self.median_s:
+            return 0.0
+        return (self.max_s - self.min_s) / self.median_s
+
+
+@dataclass
+class BenchResult:
+    """A whole run: the machine, the compile times, what was skipped, and the results."""
+    machine: Dict[str, Any] = field(default_factory=dict)
+    compile: List[Dict[str, Any]] = field(default_factory=list)
+    skipped: List[Dict[str, str]] = field(default_factory=list)
+    results: List[Result] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            'machine': self.machine,
+            'compile': self.compile,
+            'skipped': self.skipped,
+            'results': [asdict(r) for r in self.results],
+        }
+
+    def write_json(self, path: str) -> None:
+        with open(path, 'w') as f:
+            json.dump(self.to_dict(), f, indent=1)
+            f.write('\n')
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> 'BenchResult':
+        return cls(d.get('machine', {}), d.get('compile', []), d.get('skipped', []),
+                   [Result(**r) for r in d.get('results', [])])

@@ -1,0 +1,159 @@
+"""Interleaved wall-clock timing, its statistics, and the peak memory of one call.
+
+:func:`interleaved` runs every system's call ``warmup`` times, then ``repeat`` rounds in
+which each system is called once, the order rotating from round to round, so that a slow
+phase of the machine (another process, frequency changes) hits all systems alike rather
+than whichever ran last. The garbage collector is off during the timed rounds.
+
+:func:`peak_memory` measures the growth of the resident set during one call: on Linux it
+resets the kernel's high-water mark (``/proc/self/clear_refs``), returns free heap memory
+to the system first (``malloc_trim``) and reads ``VmHWM - VmRSS``; this sees allocations
+of C/C++ code (DaCe, MKL, torch) too. Elsewhere it falls back to :mod:`tracemalloc`, which
+sees only Python and NumPy allocations. Either is approximate (memory the allocator
+already holds is reused without growing the resident set).
+"""
+import ctypes
+import ctypes.util
+import gc
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+__all__ = ['Stats', 'interleaved', 'peak_memory', 'NOISE_SPREAD']
+
+# (max - min) / median above this marks a measurement as noisy.
+NOISE_SPREAD = 0.5
+
+
+@dataclass
+class Stats:
+    """Timings of one system, in seconds; ``error`` when a call raised (timing stopped)."""
+    times: List[float] = field(default_factory=list)
+    error: Optional[str] = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def min(self) -> float:
+        return min(self.times)
+
+    @property
+    def max(self) -> float:
+        return max(self.times)
+
+    @property
+    def spread(self) -> float:
+        """``(max - min) / median``: 0 on a quiet machine."""
+        med = self.median
+        return (self.max - self.min) / med if med > 0 else 0.0
+
+    @property
+    def noisy(self) -> bool:
+        return len(self.times) > 1 and self.spread > NOISE_SPREAD
+
+
+def interleaved(calls: Dict[str, Callable[[], object]],
+                repeat: int,
+                warmup: int = 1,
+                clock: Callable[[], float] = time.perf_counter,
+                on_call: Optional[Callable[[str], None]] = None) -> Dict[str, Stats]:
+    """Time each of ``calls`` ``repeat`` times, interleaved (see the module docstring).
+
+    ``on_call(name)`` is called before each warm-up and timed call (progress display).
+    Returns one :class:`Stats` per name. A call that raises gets the exception in
+    ``Stats.error`` and is not called again; the others go on."""
+    names = list(calls)
+    stats = {name: Stats() for name in names}
+
+    def fail(name, exc):  # reported per system, the run goes on
+        stats[name].error = f'{type(exc).__name__}: {exc}'.splitlines()[0][:300]
+        names.remove(name)
+
+    for name in list(names):
+        for _ in range(warmup):
+            if on_call:
+                on_call(name)
+            try:
+                calls[name]()
+            except Exception as exc:
+                fail(name, exc)
+                break
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for r in range(repeat):
+            shift = r % len(names) if names else 0
+            for name in names[shift:] + names[:shift]:  # a copy: fail() may shorten names
+                if on_call:
+                    on_call(name)
+                fn = calls[name]
+                t0 = clock()
+                try:
+                    fn()
+                except Exception as exc:
+                    fail(name, exc)
+                    continue
+                stats[name].times.append(clock() - t0)
+    finally:
+        if enabled:
+            gc.enable()
+    return stats
+
+
+def _status_kib(key: str) -> Optional[int]:
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith(key + ':'):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_high_water_mark() -> bool:
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        return True
+    except OSError:
+        return False
+
+
+_LIBC = {}
+
+
+def _malloc_trim() -> None:
+    if 'lib' not in _LIBC:
+        name = ctypes.util.find_library('c')
+        try:
+            _LIBC['lib'] = ctypes.CDLL(name) if name else None
+        except OSError:
+            _LIBC['lib'] = None
+    lib = _LIBC['lib']
+    if lib is not None and hasattr(lib, 'malloc_trim'):
+        lib.malloc_trim(0)
+
+
+def peak_memory(fn: Callable[[], object]) -> int:
+    """Bytes by which the process's memory grew at most during one call of ``fn``."""
+    gc.collect()
+    _malloc_trim()
+    if _status_kib('VmHWM') is not None and _reset_high_water_mark():
+        base = _status_kib('VmRSS')
+        result = fn()
+        peak = _status_kib('VmHWM')
+        del result
+        return max(0, (peak - base) * 1024)
+    tracemalloc.start()
+    try:
+        result = fn()
+        _, peak = tracemalloc.get_traced_memory()
+        del result
+    finally:
+        tracemalloc.stop()
+    return int(peak)
