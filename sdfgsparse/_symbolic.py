@@ -35,11 +35,24 @@ def free_symbol_names(*exprs) -> set:
     return res
 
 
+_COMPILED = {}
+
+
 def evaluate(e, values: dict):
-    """Evaluate a symbolic expression given symbol values; returns int or None if unknown."""
+    """Evaluate a symbolic expression given symbol values; returns int or None if unknown.
+    Plain symbols are a dictionary lookup; other expressions are compiled once."""
     if not dace.symbolic.issymbolic(e):
         return int(e)
-    names = free_symbol_names(e)
-    if not names <= set(values):
+    if e.is_Symbol:
+        v = values.get(str(e))
+        return None if v is None else int(v)
+    hit = _COMPILED.get(e)
+    if hit is None:
+        names = sorted(free_symbol_names(e))
+        fn = sympy.lambdify([sympy.Symbol(n) for n in names], e.subs({s: sympy.Symbol(str(s)) for s in e.free_symbols}),
+                            modules=[{'int_floor': lambda a, b: a // b, 'int_ceil': lambda a, b: -(-a // b)}, 'math'])
+        hit = _COMPILED[e] = (names, fn)
+    names, fn = hit
+    if not all(n in values for n in names):
         return None
-    return int(dace.symbolic.evaluate(e, {k: values[k] for k in names}))
+    return int(fn(*(values[n] for n in names)))

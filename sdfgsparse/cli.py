@@ -1,7 +1,8 @@
 """The ``sdfgsparse`` command (also ``python -m sdfgsparse``).
 
     sdfgsparse demo [--matrices DIR]       run the samples on bundled matrices, check vs scipy
-    sdfgsparse analyze prog.sdfg [...]     I/O lower bound of an SDFG (when available)
+    sdfgsparse bench [--quick] [...]       benchmark against scipy, torch and other peers
+    sdfgsparse analyze prog.sdfg [...]     I/O lower bound (SOAP) of an SDFG
 """
 import argparse
 import importlib
@@ -41,11 +42,10 @@ def main(argv=None) -> int:
     p = sub.add_parser('demo', help='run the samples on bundled matrices and check them against scipy')
     p.add_argument('--matrices', default=None, help='folder of .mtx / .mtx.gz files (default: tests/data)')
     p.set_defaults(func=demo)
-    try:
-        from sdfgsparse.analysis import cli as analysis_cli
-        analysis_cli.add_parser(sub)
-    except ImportError:
-        pass
+    from sdfgsparse.analysis import cli as analysis_cli
+    analysis_cli.add_parser(sub)
+    from sdfgsparse.bench import cli as bench_cli
+    bench_cli.add_parser(sub)
     args = parser.parse_args(argv)
     if getattr(args, 'func', None) is None:
         return analysis_cli.run(args)
