@@ -2,7 +2,7 @@
 
     sdfgsparse bench [--matrices DIR] [--kernels spmv,spmm,...] [--threads N] [--repeat R]
                      [--peers scipy,torch,graphblas,pydata,mkl] [--json FILE] [--plot FILE.png]
-                     [--quick] [--no-progress]
+                     [--quick] [--no-progress] [--stream-mib MIB]
 
 The top-level command adds this sub-command with :func:`add_parser`; :func:`run` runs it.
 
@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence
 __all__ = ['add_parser', 'run', 'main', 'config_from_args', 'to_argv']
 
 CHILD_ENV = 'SDFGSPARSE_BENCH_CHILD'
-QUICK_STREAM_ELEMENTS = 1 << 25
+STREAM_MIB, QUICK_STREAM_MIB = 512, 256
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -52,6 +52,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument('--quick', action='store_true',
                    help='about a minute: shipped matrices plus one small generated one, spmv and spmm')
     p.add_argument('--no-progress', action='store_true', help='no progress bar on the terminal')
+    p.add_argument('--stream-mib', type=int, default=None, metavar='MIB',
+                   help=f'size of each STREAM triad array (default {STREAM_MIB}; --quick: {QUICK_STREAM_MIB}); '
+                   'keep it several times the last-level cache')
     p.set_defaults(func=run)
     return p
 
@@ -62,13 +65,16 @@ def config_from_args(args):
     from sdfgsparse.bench.kernels import DEFAULT_FULL, DEFAULT_QUICK, parse_kernels
     from sdfgsparse.bench.matrices import default_matrices, from_folder
     from sdfgsparse.bench.peers import parse_peers
+    from sdfgsparse.bench.errors import OptionError
     from sdfgsparse.bench.runner import BenchConfig
-    from sdfgsparse.bench.stream import DEFAULT_ELEMENTS
+    mib = args.stream_mib if args.stream_mib is not None else (QUICK_STREAM_MIB if args.quick else STREAM_MIB)
+    if mib < 1:
+        raise OptionError(f'--stream-mib {mib}: expected a positive size in MiB')
     kernels = parse_kernels(args.kernels or (DEFAULT_QUICK if args.quick else DEFAULT_FULL))
     peers = parse_peers(args.peers)
     matrices = from_folder(args.matrices) if args.matrices else default_matrices(quick=args.quick)
     config = BenchConfig(kernels=kernels, matrices=matrices, peers=peers, threads=args.threads, repeat=args.repeat,
-                         quick=args.quick, stream_elements=QUICK_STREAM_ELEMENTS if args.quick else DEFAULT_ELEMENTS,
+                         quick=args.quick, stream_elements=mib * 2**20 // 8,
                          progress=False if args.no_progress else None)
     config.validate()
     return config
@@ -77,10 +83,10 @@ def config_from_args(args):
 def to_argv(args) -> List[str]:
     """Command-line words that parse back to ``args`` (for the re-executed child)."""
     argv = ['bench', '--threads', str(args.threads), '--repeat', str(args.repeat), '--peers', args.peers]
-    for opt in ('matrices', 'kernels', 'json', 'plot'):
+    for opt in ('matrices', 'kernels', 'json', 'plot', 'stream_mib'):
         value = getattr(args, opt)
         if value is not None:
-            argv += [f'--{opt}', str(value)]
+            argv += [f'--{opt.replace("_", "-")}', str(value)]
     if args.quick:
         argv.append('--quick')
     if args.no_progress:

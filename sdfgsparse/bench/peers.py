@@ -227,7 +227,13 @@ class PydataPeer:
 
 def _locate_mkl_rt() -> None:
     """sparse_dot_mkl finds libmkl_rt through the loader path or ``$MKL_RT``; the ``mkl``
-    wheel puts it in ``<prefix>/lib``, which is not on that path: point ``$MKL_RT`` there."""
+    wheel puts it in ``<prefix>/lib``, which is not on that path: point ``$MKL_RT`` there.
+
+    Also ``MKL_THREADING_LAYER=GNU`` (unless set): MKL then runs on the GNU OpenMP pool
+    that torch and the DaCe-generated code share, instead of a second runtime (Intel's,
+    whose threads spin for 200 ms after each call and, interleaved with the other systems
+    on few cores, slowed whichever system ran next by up to 50x here)."""
+    os.environ.setdefault('MKL_THREADING_LAYER', 'GNU')
     if 'MKL_RT' in os.environ:
         return
     libdir = os.path.join(sys.prefix, 'lib')

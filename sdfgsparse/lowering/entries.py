@@ -40,6 +40,27 @@ class Entries:
     def val(self) -> str:
         return f'{self.vals}[{self.v}]'
 
+    @property
+    def nvals(self):
+        """Number of value slots (symbolic)."""
+        st = self.type
+        return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
+
+    def emit_coordinates(self, kb: KernelBuilder, row: str = 'ri', col: str = 'ci'):
+        """Flat coordinate arrays: row ``ri[q]`` and column ``ci[q]`` of every value slot
+        ``q`` (``ri[q] = -1`` where the slot holds no entry: padding, out-of-range diagonals,
+        unused capacity). Filled in parallel over the outer level: slots are distinct.
+
+        With them, a scatter can run in parallel over a dense dimension around one flat
+        loop over the slots (DaCe 1.0.2 miscompiles a level walk nested in such a map)."""
+        n = pyexpr(self.nvals)
+        kb.globals['np'] = __import__('numpy')
+        kb.line(f'{row} = np.zeros(({n},), dtype=np.int64)')
+        kb.line(f'{col} = np.zeros(({n},), dtype=np.int64)')
+        zero_fill(kb, row, [self.nvals], value='-1')
+        self.emit(kb, [f'{row}[{self.v}] = {self.i}', f'{col}[{self.v}] = {self.j}'], parallel=True)
+        return n
+
     def strategy(self, written_dim: Optional[int], hint: str = 'auto') -> str:
         """How the outer loop may run when the body writes along ``written_dim``
         (None: writes to distinct value positions only)."""

@@ -16,7 +16,9 @@ B, C = '_B', '_C'
 @dace.library.expansion
 class ExpandDenseSpMMPure(ExpandTransformation):
     """Each stored ``A[i, j]`` adds ``B[:, i] * A[i, j]`` to column ``j`` of C: parallel over
-    A's outer level when it owns columns (CSC), else sequential (see ``ExpandSpMMPure``)."""
+    A's outer level when it owns columns (CSC); otherwise parallel over the rows of B, each
+    walking the flat coordinate arrays of A's slots. A vector ``x @ A`` with scattered
+    columns runs sequentially."""
     environments = []
 
     @staticmethod
@@ -28,13 +30,19 @@ class ExpandDenseSpMMPure(ExpandTransformation):
         zero_fill(kb, C, c.shape)
         strat = ent.strategy(1, node.schedule_hint)
         if len(c.shape) == 1:
-            inner = [update(f'{C}[{ent.j}]', f'{B}[{ent.i}] * {ent.val}')]
-        else:
-            inner = [
+            ent.emit(kb, [update(f'{C}[{ent.j}]', f'{B}[{ent.i}] * {ent.val}')], parallel=strat != 'sequential')
+        elif strat != 'sequential':
+            ent.emit(kb, [
                 f'for k in range(0, {pyexpr(c.shape[0])}):',
                 '    ' + update(f'{C}[k, {ent.j}]', f'{B}[k, {ent.i}] * {ent.val}')
-            ]
-        ent.emit(kb, inner, parallel=strat != 'sequential')
+            ],
+                     parallel=True)
+        else:  # columns are scattered: the rows of B in parallel around a flat walk over the slots
+            n = ent.emit_coordinates(kb)
+            kb.line(f'for k in dace.map[0:{pyexpr(c.shape[0])}]:')
+            kb.line(f'    for q in range(0, {n}):')
+            kb.line('        if ri[q] >= 0:')
+            kb.line('            ' + update(f'{C}[k, ci[q]]', f'{B}[k, ri[q]] * {ent.vals}[q]'))
         return kb.build()
 
 

@@ -16,10 +16,8 @@ B, Y = '_B', '_Y'
 @dace.library.expansion
 class ExpandSpMMPure(ExpandTransformation):
     """Rows of A in parallel when the outer level owns them (each row updates its own row of
-    Y over the K columns); otherwise a sequential walk over the stored entries.
-
-    (Running the K columns in parallel around the sequential walk would be race-free, but
-    DaCe 1.0.2 miscompiles ``range(pos[c], pos[c + 1])`` in a loop nested in a map.)"""
+    Y over the K columns); otherwise (scatter: CSC, COO, ``A.T`` of CSR) the K columns in
+    parallel, each walking the flat coordinate arrays of A's slots (race-free)."""
     environments = []
 
     @staticmethod
@@ -30,8 +28,15 @@ class ExpandSpMMPure(ExpandTransformation):
         y = node.connected(state, Y)
         K = pyexpr(y.shape[1])
         zero_fill(kb, Y, y.shape)
-        inner = [f'for k in range(0, {K}):', '    ' + update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')]
-        ent.emit(kb, inner, parallel=ent.strategy(0, node.schedule_hint) != 'sequential')
+        if ent.strategy(0, node.schedule_hint) != 'sequential':
+            ent.emit(kb, [f'for k in range(0, {K}):', '    ' + update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')],
+                     parallel=True)
+        else:  # rows are scattered: the K columns in parallel around a flat walk over the slots
+            n = ent.emit_coordinates(kb)
+            kb.line(f'for k in dace.map[0:{K}]:')
+            kb.line(f'    for q in range(0, {n}):')
+            kb.line('        if ri[q] >= 0:')
+            kb.line('            ' + update(f'{Y}[ri[q], k]', f'{ent.vals}[q] * {B}[ci[q], k]'))
         return kb.build()
 
 
