@@ -29,8 +29,10 @@ class ExpandSpMMPure(ExpandTransformation):
         K = pyexpr(y.shape[1])
         zero_fill(kb, Y, y.shape)
         if ent.strategy(0, node.schedule_hint) != 'sequential':
-            ent.emit(kb, [f'for k in range(0, {K}):', '    ' + update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')],
-                     parallel=True)
+            # A direct row index may use +=; an indirect one (DCSR) needs the explicit update
+            acc = f'{Y}[{ent.i}, k] += {ent.val} * {B}[{ent.j}, k]' if '[' not in ent.i else \
+                update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')
+            ent.emit(kb, [f'for k in range(0, {K}):', '    ' + acc], parallel=True)
         else:  # rows are scattered: the K columns in parallel around a flat walk over the slots
             n = ent.emit_coordinates(kb)
             kb.line(f'for k in dace.map[0:{K}]:')

@@ -1,0 +1,165 @@
+"""The benchmark harness end to end on tiny matrices: the CLI, the JSON schema, the
+plot, a wrong or failing peer is reported and not timed, every sdfgsparse kernel runs.
+No timing is asserted."""
+import json
+import os
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from sdfgsparse.bench import cli
+from sdfgsparse.bench.kernels import Kernel, parse_kernels
+from sdfgsparse.bench.matrices import MatrixSource, canonical, from_folder
+from sdfgsparse.bench.peers import ScipyPeer
+from sdfgsparse.bench.programs import SdfgsparseSystem
+from sdfgsparse.bench.report import format_report
+from sdfgsparse.bench.results import RESULT_KEYS, SYSTEMS, BenchResult
+from sdfgsparse.bench.runner import BenchConfig, run_benchmark
+
+pytestmark = pytest.mark.xdist_group('bench')  # one worker: compiled programs are shared
+
+
+def _tiny(m, n, density, seed):
+    A = sp.random_array((m, n), density=density, format='csr', rng=np.random.default_rng(seed))
+    A = A.tolil()
+    A[1, :] = 0  # an empty row
+    return canonical(A)
+
+
+@pytest.fixture(scope='module')
+def mtx_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp('mtx')
+    scipy.io.mmwrite(str(d / 'square.mtx'), sp.coo_matrix(_tiny(40, 40, 0.1, 1)))
+    scipy.io.mmwrite(str(d / 'rect.mtx'), sp.coo_matrix(_tiny(30, 20, 0.15, 2)))
+    return d
+
+
+class WrongPeer(ScipyPeer):
+    """scipy with every dense result off by one in its first entry."""
+    name = 'torch'
+
+    def prepare(self, kernel, inp):
+        fn = super().prepare(kernel, inp)
+
+        def wrong():
+            out = np.array(fn(), copy=True)
+            out.flat[0] += 1.0
+            return out
+
+        return wrong
+
+
+class RaisingPeer(ScipyPeer):
+    name = 'graphblas'
+
+    def prepare(self, kernel, inp):
+
+        def boom():
+            raise RuntimeError('peer exploded')
+
+        return boom
+
+
+class MissingPeer(ScipyPeer):
+    name = 'mkl'
+
+    def available(self):
+        return 'not installed (pip install sparse_dot_mkl)'
+
+
+def _config(mtx_dir, kernels, **kw):
+    kw.setdefault('repeat', 2)
+    kw.setdefault('warmup', 0)
+    kw.setdefault('stream_elements', 1 << 16)
+    kw.setdefault('measure_warm_cache', False)
+    kw.setdefault('progress', False)
+    return BenchConfig(kernels=parse_kernels(kernels), matrices=from_folder(str(mtx_dir)), **kw)
+
+
+def test_cli_end_to_end_json_schema_and_plot(mtx_dir, tmp_path, capsys):
+    out_json, out_png = tmp_path / 'r.json', tmp_path / 'r.png'
+    rc = cli.main([
+        'bench', '--matrices', str(mtx_dir), '--kernels', 'spmv', '--repeat', '2', '--threads',
+        os.environ['OMP_NUM_THREADS'], '--json', str(out_json), '--plot', str(out_png), '--no-progress',
+        '--stream-mib', '1'
+    ])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert 'spmv' in printed and 'sdfgsparse' in printed and 'geomean' in printed
+
+    data = json.loads(out_json.read_text())
+    assert set(data) >= {'machine', 'results', 'compile', 'skipped'}
+    machine = data['machine']
+    assert machine['threads'] == int(os.environ['OMP_NUM_THREADS'])
+    assert machine['stream_triad_GBps'] > 0
+    assert {'cpu', 'cores', 'versions', 'peers_skipped', 'repeat'} <= set(machine)
+    assert [c['kernel'] for c in data['compile']] == ['spmv']
+    assert data['compile'][0]['cold_s'] > 0 and data['compile'][0]['warm_cache_s'] > 0
+    results = data['results']
+    assert {(r['matrix'], r['system']) for r in results if r['system'] in ('sdfgsparse', 'scipy')} == {
+        ('rect', 'sdfgsparse'), ('rect', 'scipy'), ('square', 'sdfgsparse'), ('square', 'scipy')}
+    for r in results:
+        assert set(RESULT_KEYS) <= set(r)
+        assert r['kernel'] == 'spmv'
+        assert r['system'] in SYSTEMS
+        assert r['correct'] is True, r
+        assert r['min_s'] <= r['median_s'] <= r['max_s']
+        assert r['gflops'] > 0 and r['gbps'] > 0 and r['runs'] == 2
+    # every peer is either measured or skipped with its reason
+    measured = {r['system'] for r in results}
+    assert measured | set(machine['peers_skipped']) == set(SYSTEMS)
+
+    pytest.importorskip('matplotlib')
+    assert out_png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+
+
+def test_wrong_and_failing_peers_are_reported_not_timed(mtx_dir):
+    logged = []
+    config = _config(mtx_dir, 'spmv,spmm:4')
+    res = run_benchmark(config, systems=[ScipyPeer(), WrongPeer(), RaisingPeer(), MissingPeer()], log=logged.append)
+    assert logged == ['peer mkl: skipped, not installed (pip install sparse_dot_mkl)']
+    assert res.machine['peers_skipped'] == {'mkl': 'not installed (pip install sparse_dot_mkl)'}
+    by = {(r.kernel, r.matrix, r.system): r for r in res.results}
+    assert len(by) == 2 * 2 * 3
+    for kernel in ('spmv', 'spmm:4'):
+        for matrix in ('rect', 'square'):
+            good, wrong, bad = (by[kernel, matrix, s] for s in ('scipy', 'torch', 'graphblas'))
+            assert good.correct and good.runs == 2 and good.median_s is not None
+            assert not wrong.correct and wrong.median_s is None and wrong.runs == 0
+            assert wrong.error.startswith('wrong result (not timed): max abs error')
+            assert not bad.correct and bad.median_s is None
+            assert 'peer exploded' in bad.error
+    text = format_report(res)
+    assert 'WRONG' in text and 'FAIL' in text and 'torch spmv on square: wrong result' in text
+
+
+def test_every_sdfgsparse_kernel_runs_and_agrees_with_scipy(mtx_dir):
+    config = _config(mtx_dir, 'spmv,spmm:3,sddmm:5,spgemm,add,gcn:4,atb:6', repeat=1)
+    res = run_benchmark(config, systems=[SdfgsparseSystem(), ScipyPeer()])
+    assert not [c for c in res.compile if c['error']]
+    ours = [r for r in res.results if r.system == 'sdfgsparse']
+    assert [r for r in ours if not r.correct] == []
+    ran = {(r.kernel, r.matrix) for r in ours}
+    square = {'spmv', 'spmm:3', 'sddmm:5', 'spgemm', 'add', 'gcn:4', 'atb:6'}
+    assert ran == {(k, 'square') for k in square} | {(k, 'rect') for k in ('spmv', 'spmm:3', 'sddmm:5', 'atb:6')}
+    assert {(s['kernel'], s['matrix']) for s in res.skipped} == {('spgemm', 'rect'), ('add', 'rect'), ('gcn:4', 'rect')}
+    assert all(r.peak_mem_bytes is not None and r.peak_mem_bytes >= 0 for r in ours)
+    again = BenchResult.from_dict(json.loads(json.dumps(res.to_dict())))
+    assert again.results == res.results
+
+
+def test_runner_uses_loaded_matrices_in_order():
+    seen = []
+
+    def load(name, A):
+        seen.append(name)
+        return A
+
+    sources = [MatrixSource(n, (lambda n=n: load(n, _tiny(12, 12, 0.2, 3))), 'generated') for n in ('b', 'a')]
+    config = BenchConfig(kernels=[Kernel('spmv')], matrices=sources, repeat=1, warmup=0, stream_elements=1 << 12,
+                         progress=False)
+    res = run_benchmark(config, systems=[ScipyPeer()])
+    assert seen == ['b', 'a']
+    assert [r.matrix for r in res.results] == ['b', 'a']
