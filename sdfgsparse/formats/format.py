@@ -264,8 +264,22 @@ def is_sparse_desc(desc) -> bool:
     return isinstance(desc, dace.data.Structure) and _NAME_RE.fullmatch(desc.name or '') is not None
 
 
+_TYPE_CACHE: Dict[int, tuple] = {}
+
+
 def sparse_type_of(desc: dace.data.Structure) -> SparseType:
-    """Recover the :class:`SparseType` a structure was built from (its name and member shapes)."""
+    """Recover the :class:`SparseType` a structure was built from (its name and member shapes).
+    Results are cached per descriptor object (the call path asks on every call)."""
+    hit = _TYPE_CACHE.get(id(desc))
+    if hit is not None and hit[0] is desc:
+        return hit[1]
+    st = _sparse_type_of(desc)
+    if len(_TYPE_CACHE) < 4096:
+        _TYPE_CACHE[id(desc)] = (desc, st)
+    return st
+
+
+def _sparse_type_of(desc: dace.data.Structure) -> SparseType:
     m = _NAME_RE.fullmatch(desc.name or '') if isinstance(desc, dace.data.Structure) else None
     if m is None:
         raise TypeError(f'{desc} is not a sparse structure made by sdfgsparse.formats')

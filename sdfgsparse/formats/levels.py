@@ -209,21 +209,21 @@ class Compressed(Level):
                                          f'of stored entries ({n})')
         _check_range(argname, f'crd{k}', crd, extent)
         if self.ordered and crd.size > 1:
-            step = np.diff(crd.astype(np.int64))
-            if k > 0:
-                # Segment boundaries may decrease: mask them out.
-                starts = arrays[f'pos{k}'][1:-1]
-                mask = np.ones(step.shape, dtype=bool)
-                inner = starts[(starts > 0) & (starts < crd.size)] - 1
-                mask[inner] = False
-                step = np.where(mask, step, 1)
-            if step.min() < 0:
-                at = int(np.argmax(step < 0))
-                raise errors.UnsortedIndicesError(
-                    f'{argname}: crd{k} (indices) is not sorted within its segment at position {at + 1} '
-                    f'({int(crd[at])} then {int(crd[at + 1])}); call sort_indices() first')
-            if self.unique and (step == 0).any():
-                at = int(np.argmax(step == 0))
+            # Coordinates lie in [0, extent), so the difference cannot overflow the index type.
+            step = np.diff(crd)
+            bad = np.flatnonzero(step <= 0 if self.unique else step < 0)
+            if bad.size and k > 0:
+                # a decrease from one segment to the next is fine
+                pos = arrays[f'pos{k}']
+                nxt = bad + 1
+                at_boundary = pos[np.minimum(np.searchsorted(pos, nxt), pos.size - 1)] == nxt
+                bad = bad[~at_boundary]
+            if bad.size:
+                at = int(bad[0])
+                if crd[at + 1] < crd[at]:
+                    raise errors.UnsortedIndicesError(
+                        f'{argname}: crd{k} (indices) is not sorted within its segment at position {at + 1} '
+                        f'({int(crd[at])} then {int(crd[at + 1])}); call sort_indices() first')
                 raise errors.DuplicateIndicesError(
                     f'{argname}: crd{k} (indices) stores coordinate {int(crd[at])} twice at positions {at} and '
                     f'{at + 1}; call sum_duplicates() first')

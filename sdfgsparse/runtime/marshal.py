@@ -95,15 +95,16 @@ class SparseArg:
 
     def symbol_values(self) -> Dict[str, int]:
         """Values of the annotation's free symbols determined by this argument."""
-        res = {}
         st = self.type
-        for expr, val in zip((st.rows, st.cols), self.shape):
-            if isinstance(expr, dace.symbol) or (dace.symbolic.issymbolic(expr) and expr.is_Symbol):
-                res[str(expr)] = val
-        for key, expr in st.sizes.items():
-            if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
-                res[str(expr)] = self.sizes[key]
-        return res
+        names = st.__dict__.get('_symbol_slots')
+        if names is None:  # (symbol name, 'rows' / 'cols' / size key), computed once per type
+            names = []
+            for key, expr in (('rows', st.rows), ('cols', st.cols), *st.sizes.items()):
+                if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
+                    names.append((str(expr), key))
+            st._symbol_slots = names
+        values = {'rows': self.shape[0], 'cols': self.shape[1], **self.sizes}
+        return {name: values[key] for name, key in names}
 
     def make_struct(self, desc: dace.data.Structure):
         cls = struct_class(desc)
