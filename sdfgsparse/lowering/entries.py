@@ -149,14 +149,21 @@ def update(target: str, term: str, op: str = '+') -> str:
 
 
 def emit_accumulate(kb: KernelBuilder, ent: Entries, target: str, index: str, term: str, written_dim: int,
-                    hint: str, dtype, shape: Sequence):
+                    hint: str, dtype, shape: Sequence, finish=None):
     """``target[index] += term`` over all stored entries, where ``index`` runs along matrix
     dimension ``written_dim``: one scalar accumulator per outer iteration when the outer
-    level is that dimension, in-place updates otherwise (see :meth:`Entries.strategy`)."""
+    level is that dimension, in-place updates otherwise (see :meth:`Entries.strategy`).
+
+    ``finish(value, index) -> expression`` transforms each final value (a fused epilogue):
+    inline on the accumulator, else in a pass after the accumulation."""
     strat = ent.strategy(written_dim, hint)
     if strat == 'acc':
+        final = finish('acc', [index]) if finish else 'acc'
         ent.emit(kb, [f'acc += {term}'], parallel=True, pro=[f'acc = {kb.dtype(dtype)}(0)'],
-                 epi=[f'{target}[{index}] = acc'])
-    else:
-        zero_fill(kb, target, shape)
-        ent.emit(kb, [update(f'{target}[{index}]', term)], parallel=strat != 'sequential')
+                 epi=[f'{target}[{index}] = {final}'])
+        return
+    zero_fill(kb, target, shape)
+    ent.emit(kb, [update(f'{target}[{index}]', term)], parallel=strat != 'sequential')
+    if finish:
+        kb.line(f'for z0 in dace.map[0:{pyexpr(shape[0])}]:')
+        kb.line(f'    {target}[z0] = {finish(f"{target}[z0]", ["z0"])}')

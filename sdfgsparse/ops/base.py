@@ -19,7 +19,7 @@ from dace.sdfg.state import SDFGState
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
 
-__all__ = ['SparseLibraryNode', 'member_conn', 'resolve_alias', 'transposed_alias', 'add_sparse_input',
+__all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'resolve_alias', 'transposed_alias', 'add_sparse_input',
            'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node']
 
 #: Suffix of the name that stands for ``X.T`` in a program (a zero-copy transposed view).
@@ -102,6 +102,21 @@ class SparseLibraryNode(nodes.LibraryNode):
             if e.src_conn == conn:
                 return sdfg.arrays[e.data.data]
         raise KeyError(f'{self.label}: connector {conn} is not connected')
+
+
+@properties.make_properties
+class FusableSparseNode(SparseLibraryNode):
+    """A sparse node whose expansion can apply an element-wise epilogue to its dense result
+    while it is produced (set by the ``SparseEpilogueFusion`` transformation)."""
+
+    epilogue = properties.Property(dtype=str,
+                                   default='',
+                                   desc='Element-wise function of the result, a Python expression of __value and '
+                                   'of the _epi_* inputs; empty for none')
+    epilogue_inputs = properties.DictProperty(key_type=str,
+                                              value_type=str,
+                                              desc='Epilogue input connector (_epi_*) -> index template over the '
+                                              'output dimensions, e.g. "{1}" for b[k] of element [i, k]')
 
 
 # ---------------------------------------------------------------------- wiring helpers

@@ -6,7 +6,8 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
-from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.lowering.epilogue import emit_epilogue_pass, node_epilogue
+from sdfgsparse.ops.base import FusableSparseNode, member_conn
 
 __all__ = ['SpMM']
 
@@ -32,18 +33,25 @@ class ExpandSpMMPure(ExpandTransformation):
             # A direct row index may use +=; an indirect one (DCSR) needs the explicit update
             acc = f'{Y}[{ent.i}, k] += {ent.val} * {B}[{ent.j}, k]' if '[' not in ent.i else \
                 update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')
-            ent.emit(kb, [f'for k in range(0, {K}):', '    ' + acc], parallel=True)
+            row_done = []
+            if node.epilogue and ent.i == ent.pieces[0].coord:  # the row is complete after its outer iteration
+                el = f'{Y}[{ent.i}, k]'
+                row_done = [f'for k in range(0, {K}):', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
+            ent.emit(kb, [f'for k in range(0, {K}):', '    ' + acc], parallel=True, epi=row_done)
+            if node.epilogue and not row_done:
+                emit_epilogue_pass(kb, node, Y, y.shape)
         else:  # rows are scattered: the K columns in parallel around a flat walk over the slots
             n = ent.emit_coordinates(kb)
             kb.line(f'for k in dace.map[0:{K}]:')
             kb.line(f'    for q in range(0, {n}):')
             kb.line('        if ri[q] >= 0:')
             kb.line('            ' + update(f'{Y}[ri[q], k]', f'{ent.vals}[q] * {B}[ci[q], k]'))
+            emit_epilogue_pass(kb, node, Y, y.shape)
         return kb.build()
 
 
 @dace.library.node
-class SpMM(SparseLibraryNode):
+class SpMM(FusableSparseNode):
     """Sparse matrix times dense matrix: members of ``A``, ``_B`` (N x K) -> ``_Y`` (M x K).
     ``transpose_A`` iterates A's storage as ``A.T`` (no copy)."""
     implementations = {'pure': ExpandSpMMPure}

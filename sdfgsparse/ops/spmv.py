@@ -5,7 +5,8 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse.lowering.entries import Entries, emit_accumulate, kernel_for_node
-from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.lowering.epilogue import node_epilogue
+from sdfgsparse.ops.base import FusableSparseNode, member_conn
 
 __all__ = ['SpMV']
 
@@ -24,12 +25,14 @@ class ExpandSpMVPure(ExpandTransformation):
         kb = kernel_for_node(node, state, sdfg)
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
         y = node.connected(state, Y)
-        emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype, y.shape)
+        finish = (lambda v, idx: node_epilogue(node, v, idx)) if node.epilogue else None
+        emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype, y.shape,
+                        finish)
         return kb.build()
 
 
 @dace.library.node
-class SpMV(SparseLibraryNode):
+class SpMV(FusableSparseNode):
     """Sparse matrix times dense vector. Inputs: members of ``A`` (``_A_<member>``) and
     ``_x``; output ``_y``. ``transpose_A`` iterates A's storage as ``A.T`` (no copy)."""
     implementations = {'pure': ExpandSpMVPure}

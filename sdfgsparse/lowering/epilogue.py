@@ -1,0 +1,73 @@
+"""Element-wise epilogues fused into sparse kernels (set by ``SparseEpilogueFusion``).
+
+A node carries its epilogue as a Python expression of ``__value`` (the node's own result
+element) and of extra inputs (node connectors ``_epi_<name>``), each with an index template
+over the output dimensions: ``max(__value + _epi_b0[{1}], 0)`` reads ``_epi_b0[k]`` for the
+output element ``[i, k]``. Fusing a second map composes: its expression takes the first one
+as ``__value``.
+"""
+import ast
+from typing import Dict, Sequence
+
+__all__ = ['EPI_PREFIX', 'VALUE', 'epilogue_expression', 'node_epilogue', 'emit_epilogue_pass', 'compose']
+
+#: Prefix of the node connectors that carry the epilogue's extra inputs.
+EPI_PREFIX = '_epi_'
+#: Name of the node's own result in an epilogue expression.
+VALUE = '__value'
+
+
+class _Rename(ast.NodeTransformer):
+
+    def __init__(self, repl: Dict[str, str]):
+        self.repl = repl
+
+    def visit_Name(self, node: ast.Name):
+        if node.id in self.repl:
+            return ast.copy_location(ast.parse(self.repl[node.id], mode='eval').body, node)
+        return node
+
+
+def _substitute(expr: str, repl: Dict[str, str]) -> str:
+    return ast.unparse(_Rename(repl).visit(ast.parse(expr, mode='eval').body))
+
+
+def compose(outer_code: str, value_conn: str, renames: Dict[str, str], inner_expr: str) -> str:
+    """The expression of a tasklet ``__out = f(value_conn, ...)`` applied to ``inner_expr``,
+    its other connectors renamed (``renames``)."""
+    assign = ast.parse(outer_code).body[0]
+    repl = {value_conn: f'({inner_expr})', **renames}
+    return ast.unparse(_Rename(repl).visit(assign.value))
+
+
+def epilogue_expression(expr: str, value: str, inputs: Dict[str, str], index: Sequence[str]) -> str:
+    """An epilogue expression in terms of the kernel's names.
+
+    :param value: the kernel expression of the node's result element (``acc``, ``_Y[i, k]``).
+    :param inputs: extra input connector -> index template (``'{1}'``).
+    :param index: the kernel expressions of the output indices.
+    """
+    repl = {VALUE: f'({value})'}
+    for conn, template in inputs.items():
+        idx = template.format(*index)
+        repl[conn] = f'{conn}[{idx or 0}]'
+    return _substitute(expr, repl)
+
+
+def node_epilogue(node, value: str, index: Sequence[str]) -> str:
+    """The node's epilogue applied to ``value`` at output ``index`` (``value`` itself when
+    the node has none)."""
+    if not getattr(node, 'epilogue', ''):
+        return value
+    return epilogue_expression(node.epilogue, value, dict(node.epilogue_inputs), index)
+
+
+def emit_epilogue_pass(kb, node, target: str, shape: Sequence):
+    """A parallel pass applying the node's epilogue to every element of ``target``."""
+    if not getattr(node, 'epilogue', ''):
+        return
+    from sdfgsparse._symbolic import pyexpr
+    idx = [f'z{d}' for d in range(len(shape))]
+    kb.line(f'for {", ".join(idx)} in dace.map[{", ".join(f"0:{pyexpr(s)}" for s in shape)}]:')
+    el = f'{target}[{", ".join(idx)}]'
+    kb.line(f'    {el} = {node_epilogue(node, el, idx)}')

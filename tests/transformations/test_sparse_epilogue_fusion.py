@@ -1,0 +1,97 @@
+"""SparseEpilogueFusion: differential runs before/after on random and real matrices, exact
+application counts, JSON round trip, and the cases it must refuse."""
+import copy
+
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse.ops.base import FusableSparseNode
+from sdfgsparse.transformations import SparseEpilogueFusion
+from sparse_zoo import real_matrix
+
+M, N, K = (dace.symbol(s) for s in 'MNK')
+
+
+@dace.program
+def gcn_bias(A: ss.CSR[dace.float64, N, N], X: dace.float64[N, K], W: dace.float64[K, M], b: dace.float64[M]):
+    return np.maximum(A @ (X @ W) + b, 0)
+
+
+@dace.program
+def gcn_bias_csc(A: ss.CSC[dace.float64, N, N], X: dace.float64[N, K], W: dace.float64[K, M], b: dace.float64[M]):
+    return np.maximum(A @ (X @ W) + b, 0)
+
+
+@dace.program
+def spmv_relu(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return np.maximum(2.0 * (A @ x), 0)
+
+
+@dace.program
+def spmm_used_twice(A: ss.CSR[dace.float64, M, N], B: dace.float64[N, K]):
+    Y = A @ B
+    return np.maximum(Y, 0), Y
+
+
+def _fused(prog):
+    sdfg = prog.to_sdfg()
+    before = copy.deepcopy(sdfg)
+    applied = sdfg.apply_transformations_repeated(SparseEpilogueFusion)
+    sdfg.validate()
+    return before, sdfg, applied
+
+
+def _products(sdfg):
+    return [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, FusableSparseNode)]
+
+
+def _maps(sdfg):
+    return [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.MapEntry)]
+
+
+@pytest.mark.parametrize('prog,fmt', [(gcn_bias, 'csr'), (gcn_bias_csc, 'csc')], ids=['row-owned', 'scatter'])
+def test_gcn_bias_relu_fused(prog, fmt, rng):
+    before, after, applied = _fused(prog)
+    assert applied == 2
+    (node, ) = _products(after)
+    assert node.epilogue and len(node.epilogue_inputs) == 1
+    assert len(_maps(after)) == len(_maps(before)) - 2
+    a, b = ss.compile(before), ss.compile(after)
+    for A in (sp.random_array((60, 60), density=0.1, format='csr', rng=rng), real_matrix('cora_A')):
+        A = A.asformat(fmt)
+        n = A.shape[0]
+        X, W, bias = rng.standard_normal((n, 8)), rng.standard_normal((8, 5)), rng.standard_normal(5)
+        want = np.maximum(A @ (X @ W) + bias, 0)
+        np.testing.assert_allclose(b(A=A, X=X, W=W, b=bias), a(A=A, X=X, W=W, b=bias), rtol=1e-12)
+        np.testing.assert_allclose(b(A=A, X=X, W=W, b=bias), want, rtol=1e-10, atol=1e-12)
+
+
+def test_spmv_epilogue_on_the_accumulator(rng):
+    before, after, applied = _fused(spmv_relu)
+    assert applied == 2
+    A = sp.random_array((50, 40), density=0.2, format='csr', rng=rng, data_sampler=rng.standard_normal)
+    x = rng.standard_normal(40)
+    np.testing.assert_allclose(ss.compile(after)(A=A, x=x), ss.compile(before)(A=A, x=x), rtol=1e-12)
+    np.testing.assert_allclose(ss.compile(after)(A=A, x=x), np.maximum(2 * (A @ x), 0), rtol=1e-12)
+
+
+def test_refuses_intermediate_with_another_reader():
+    _, after, applied = _fused(spmm_used_twice)
+    assert applied == 0
+    assert not _products(after)[0].epilogue
+
+
+def test_round_trips_through_json():
+    _, after, _ = _fused(gcn_bias)
+    again = dace.SDFG.from_json(after.to_json())
+    (node, ) = _products(again)
+    (orig, ) = _products(after)
+    assert node.epilogue == orig.epilogue and dict(node.epilogue_inputs) == dict(orig.epilogue_inputs)
+
+
+def test_is_listed_as_sparse_transformation():
+    assert SparseEpilogueFusion.CATEGORY == 'Sparse'
+    assert 'SparseEpilogueFusion' in {c.__name__ for c in dace.transformation.PatternTransformation.subclasses_recursive()}
