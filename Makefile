@@ -21,6 +21,7 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m sdfgsparse demo
+	$(PY) -m sdfgsparse bench --quick
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests

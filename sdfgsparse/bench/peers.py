@@ -21,7 +21,7 @@ NumPy's BLAS inside the timed call.
 import importlib
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, List, Optional
 
 import numpy as np
 import scipy.sparse as sp

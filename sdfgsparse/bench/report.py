@@ -10,7 +10,7 @@ percentage of the STREAM triad, and the same GB/s (%) for the fastest peer. The
 the fastest peer (``x1.00``: the fastest peer everywhere), and the geometric mean speedup.
 """
 import math
-from typing import Dict, Iterable, List, Optional, TextIO
+from typing import Dict, Iterable, List, Optional
 
 from sdfgsparse.bench.results import SYSTEMS, BenchResult, Result
 from sdfgsparse.bench.timing import NOISE_SPREAD
