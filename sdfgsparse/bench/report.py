@@ -156,6 +156,11 @@ def format_report(result: BenchResult) -> str:
         out.append('')
         for r in bad:
             out.append(f'{r.system} {r.kernel} on {r.matrix}: {r.error}')
+    noted = [r for r in result.results if r.note]
+    if noted:
+        out.append('')
+        for r in noted:
+            out.append(f'note: {r.system} {r.kernel} on {r.matrix}: {r.note}')
     if result.skipped:
         out.append('')
         for s in result.skipped:

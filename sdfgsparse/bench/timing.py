@@ -3,7 +3,10 @@
 :func:`interleaved` runs every system's call ``warmup`` times, then ``repeat`` rounds in
 which each system is called once, the order rotating from round to round, so that a slow
 phase of the machine (another process, frequency changes) hits all systems alike rather
-than whichever ran last. The garbage collector is off during the timed rounds.
+than whichever ran last. The garbage collector is off during the timed rounds; between
+two calls (untimed) a generation-0 collection frees what the previous call left in
+reference cycles (python-graphblas results are cyclic: without it, ten rounds of
+512 MB results piled up to an 18 GB process).
 
 :func:`peak_memory` measures the growth of the resident set during one call: on Linux it
 resets the kernel's high-water mark (``/proc/self/clear_refs``), returns free heap memory
@@ -19,9 +22,9 @@ import statistics
 import time
 import tracemalloc
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
-__all__ = ['Stats', 'interleaved', 'peak_memory', 'NOISE_SPREAD']
+__all__ = ['Stats', 'interleaved', 'measure_peak', 'peak_memory', 'NOISE_SPREAD']
 
 # (max - min) / median above this marks a measurement as noisy.
 NOISE_SPREAD = 0.5
@@ -91,6 +94,7 @@ def interleaved(calls: Dict[str, Callable[[], object]],
                 if on_call:
                     on_call(name)
                 fn = calls[name]
+                gc.collect(0)
                 t0 = clock()
                 try:
                     fn()
@@ -139,21 +143,25 @@ def _malloc_trim() -> None:
         lib.malloc_trim(0)
 
 
-def peak_memory(fn: Callable[[], object]) -> int:
-    """Bytes by which the process's memory grew at most during one call of ``fn``."""
+def measure_peak(fn: Callable[[], object]) -> Tuple[object, int]:
+    """Call ``fn`` once; returns its result and the bytes by which the process's memory
+    grew at most during the call (see the module docstring)."""
     gc.collect()
     _malloc_trim()
     if _status_kib('VmHWM') is not None and _reset_high_water_mark():
         base = _status_kib('VmRSS')
         result = fn()
         peak = _status_kib('VmHWM')
-        del result
-        return max(0, (peak - base) * 1024)
+        return result, max(0, (peak - base) * 1024)
     tracemalloc.start()
     try:
         result = fn()
         _, peak = tracemalloc.get_traced_memory()
-        del result
     finally:
         tracemalloc.stop()
-    return int(peak)
+    return result, int(peak)
+
+
+def peak_memory(fn: Callable[[], object]) -> int:
+    """Bytes by which the process's memory grew at most during one call of ``fn``."""
+    return measure_peak(fn)[1]

@@ -163,3 +163,13 @@ def test_runner_uses_loaded_matrices_in_order():
     res = run_benchmark(config, systems=[ScipyPeer()])
     assert seen == ['b', 'a']
     assert [r.matrix for r in res.results] == ['b', 'a']
+
+
+def test_a_slow_system_gets_its_checking_call_as_only_run(mtx_dir):
+    config = _config(mtx_dir, 'spmv', repeat=3, slow_call_s=0.0)
+    res = run_benchmark(config, systems=[ScipyPeer()])
+    assert len(res.results) == 2
+    for r in res.results:
+        assert r.correct and r.runs == 1 and r.median_s == r.min_s == r.max_s
+        assert r.note.startswith('one run only: the call took') and r.peak_mem_bytes is not None
+    assert 'note: scipy spmv on rect: one run only' in format_report(res)
