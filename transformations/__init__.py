@@ -1,5 +1,7 @@
 """Sparse-aware SDFG transformations (``CATEGORY = 'Sparse'``), importable as
 ``sdfgsparse.transformations``."""
 from sdfgsparse.transformations.sparse_epilogue_fusion import SparseEpilogueFusion
+from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
+from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
 
-__all__ = ['SparseEpilogueFusion']
+__all__ = ['SparseEpilogueFusion', 'SparseLoopOrdering', 'SparseDenseTiling']

@@ -17,13 +17,14 @@ from sdfgsparse.analysis.sparse_models import (SparseBound, chain_bound, dense_m
                                                spmv_bound, spmv_model, structure_stats)
 from sdfgsparse.analysis.cache_sim import LRUCache, SimResult, simulate
 from sdfgsparse.analysis.sdfg_extract import extract
+from sdfgsparse.analysis.iterations import iteration_count, node_iterations
 
 __all__ = [
     'io_lower_bound', 'analyse_model', 'IOBoundResult', 'StatementBound', 'GroupBound', 'SparseOpBound',
     'IOLowerBoundPass', 'S', 'SparseBound', 'spmv_model', 'spmm_model', 'sddmm_model', 'spgemm_model',
     'dense_mm_model', 'spmv_bound', 'spmm_bound', 'sddmm_bound', 'spgemm_bound', 'chain_bound', 'structure_stats',
     'spgemm_counts',
-    'simulate', 'LRUCache', 'SimResult', 'extract', 'AnalysisError', 'UnsupportedProgramError',
+    'iteration_count', 'node_iterations', 'simulate', 'LRUCache', 'SimResult', 'extract', 'AnalysisError', 'UnsupportedProgramError',
     'InvalidCacheSizeError', 'SymbolClashError', 'StatsError', 'SimulationError', 'SkippedNodeWarning',
     'UnboundSymbolError'
 ]

@@ -18,7 +18,12 @@ B, Y = '_B', '_Y'
 class ExpandSpMMPure(ExpandTransformation):
     """Rows of A in parallel when the outer level owns them (each row updates its own row of
     Y over the K columns); otherwise (scatter: CSC, COO, ``A.T`` of CSR) the K columns in
-    parallel, each walking the flat coordinate arrays of A's slots (race-free)."""
+    parallel, each walking the flat coordinate arrays of A's slots (race-free).
+
+    With ``dense_tile = T`` the dense loop is strip-mined into tiles of T columns and the
+    tile loop hoisted outward: row-owned, a sequential loop over tiles around the parallel
+    row loop; scatter, the tiles in parallel, each walking the slots once and updating T
+    contiguous columns per slot (instead of one strided column per walk)."""
     environments = []
 
     @staticmethod
@@ -29,6 +34,9 @@ class ExpandSpMMPure(ExpandTransformation):
         y = node.connected(state, Y)
         K = pyexpr(y.shape[1])
         zero_fill(kb, Y, y.shape)
+        T = node.dense_tile if 0 < node.dense_tile else 0
+        # the dense loop over the K columns, whole or one tile [kt, kt + T) at a time
+        krange = f'range(kt, min(kt + {T}, {K}))' if T else f'range(0, {K})'
         if ent.strategy(0, node.schedule_hint) != 'sequential':
             # A direct row index may use +=; an indirect one (DCSR) needs the explicit update
             acc = f'{Y}[{ent.i}, k] += {ent.val} * {B}[{ent.j}, k]' if '[' not in ent.i else \
@@ -36,16 +44,25 @@ class ExpandSpMMPure(ExpandTransformation):
             row_done = []
             if node.epilogue and ent.i == ent.pieces[0].coord:  # the row is complete after its outer iteration
                 el = f'{Y}[{ent.i}, k]'
-                row_done = [f'for k in range(0, {K}):', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
-            ent.emit(kb, [f'for k in range(0, {K}):', '    ' + acc], parallel=True, epi=row_done)
+                row_done = [f'for k in {krange}:', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
+            if T:  # the tile loop hoisted outside the parallel row loop: B[:, tile] stays in cache
+                kb.line(f'for kt in range(0, {K}, {T}):')
+            ent.emit(kb, [f'for k in {krange}:', '    ' + acc], parallel=True, epi=row_done, indent=1 if T else 0)
             if node.epilogue and not row_done:
                 emit_epilogue_pass(kb, node, Y, y.shape)
-        else:  # rows are scattered: the K columns in parallel around a flat walk over the slots
+        else:  # rows are scattered: the K columns (or K / T tiles) in parallel around a flat walk over the slots
             n = ent.emit_coordinates(kb)
-            kb.line(f'for k in dace.map[0:{K}]:')
-            kb.line(f'    for q in range(0, {n}):')
-            kb.line('        if ri[q] >= 0:')
-            kb.line('            ' + update(f'{Y}[ri[q], k]', f'{ent.vals}[q] * {B}[ci[q], k]'))
+            if T:
+                kb.line(f'for kt in dace.map[0:{K}:{T}]:')
+                kb.line(f'    for q in range(0, {n}):')
+                kb.line('        if ri[q] >= 0:')
+                kb.line(f'            for k in {krange}:')
+                kb.line('                ' + update(f'{Y}[ri[q], k]', f'{ent.vals}[q] * {B}[ci[q], k]'))
+            else:
+                kb.line(f'for k in dace.map[0:{K}]:')
+                kb.line(f'    for q in range(0, {n}):')
+                kb.line('        if ri[q] >= 0:')
+                kb.line('            ' + update(f'{Y}[ri[q], k]', f'{ent.vals}[q] * {B}[ci[q], k]'))
             emit_epilogue_pass(kb, node, Y, y.shape)
         return kb.build()
 
@@ -59,6 +76,10 @@ class SpMM(FusableSparseNode):
     SPARSE_INPUTS = ('A', )
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
+    dense_tile = properties.Property(dtype=int,
+                                     default=0,
+                                     desc='Columns of B per tile of the dense loop (0: untiled); set by '
+                                     'SparseDenseTiling from the I/O-bound analysis')
 
     def __init__(self, name='spmm', *args, **kwargs):
         super().__init__(name, *args, inputs={B}, outputs={Y}, **kwargs)
