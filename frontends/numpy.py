@@ -220,6 +220,22 @@ oprepo.replaces('sdfgsparse.sddmm')(_sddmm)
 oprepo.replaces('sdfgsparse.ops.functions.sddmm')(_sddmm)
 
 
+def _softmax(pv, sdfg, state, S, axis=1):
+    from sdfgsparse.ops.softmax import SparseSoftmax, normalise_axis
+    name = base.resolve_alias(S)[0] if isinstance(S, str) else None
+    if name not in sdfg.arrays or not is_sparse_desc(sdfg.arrays[name]):
+        raise errors.UnsupportedOperationError(f'ss.softmax(S): S must be a sparse matrix inside a program, got {S!r}')
+    st = _stype(sdfg, S)
+    node = SparseSoftmax(axis=normalise_axis(axis))
+    dtype = st.dtype if st.dtype in (dace.float32, dace.float64) else dace.float64
+    out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
+    return base.insert_node(state, node, {'A': S}, sparse_out=('out', out_type, 'softmax'))
+
+
+oprepo.replaces('sdfgsparse.softmax')(_softmax)
+oprepo.replaces('sdfgsparse.ops.functions.softmax')(_softmax)
+
+
 @oprepo.replaces_attribute('Structure', 'shape')
 def _sparse_shape(pv, sdfg, state, a):
     return tuple(_stype(sdfg, a).shape)

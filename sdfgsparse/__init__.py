@@ -14,7 +14,7 @@ _dace_compat.apply()
 from sdfgsparse import errors
 from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, SparseFormat, SparseType
 from sdfgsparse.runtime.container import SparseMatrix
-from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, sddmm
+from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, sddmm, softmax
 from sdfgsparse.runtime.call import compile
 from sdfgsparse.runtime.convert import convert as _host_convert
 from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
@@ -38,8 +38,17 @@ def convert(A, fmt, index_dtype=None):
     return _host_convert(A, fmt, index_dtype)
 
 
+def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None):
+    """Apply the sparse optimisation pipeline (loop ordering, fusion, tiling, DaCe's own
+    clean-up) to a ``@dace.program`` or an SDFG (in place); returns a callable with the
+    program's signature, ``.sdfg`` and ``.report()``. See
+    :mod:`sdfgsparse.transformations.pipeline`."""
+    from sdfgsparse.transformations.pipeline import optimize as _optimize
+    return _optimize(program_or_sdfg, target=target, matrices=matrices, cache_size=cache_size)
+
+
 __all__ = [
     'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
     'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
-    'sigmoid', 'sddmm'
+    'sigmoid', 'sddmm', 'softmax', 'optimize'
 ]

@@ -1,7 +1,9 @@
 """Sparse-aware SDFG transformations (``CATEGORY = 'Sparse'``), importable as
 ``sdfgsparse.transformations``."""
 from sdfgsparse.transformations.sparse_epilogue_fusion import SparseEpilogueFusion
+from sdfgsparse.transformations.sparse_fusion import SparseFusion
 from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
 from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
+from sdfgsparse.transformations.sparse_format_inference import SparseFormatInference
 
-__all__ = ['SparseEpilogueFusion', 'SparseLoopOrdering', 'SparseDenseTiling']
+__all__ = ['SparseEpilogueFusion', 'SparseFusion', 'SparseLoopOrdering', 'SparseDenseTiling', 'SparseFormatInference']

@@ -300,7 +300,8 @@ def _sparse_type_of(desc: dace.data.Structure) -> SparseType:
         elif isinstance(lvl, Offset):
             sizes['nd'] = members[f'off{k}'].shape[0]
     if 'K' in fmt.size_keys:
-        sizes['K'] = sympy.simplify(members['vals'].shape[0] / rows)
+        # slots per entry of the outer level: rows for ELL, columns for its transposed view
+        sizes['K'] = sympy.simplify(members['vals'].shape[0] / fmt.extents(rows, cols)[0])
     if 'L' in fmt.size_keys:
         sizes['L'] = sympy.simplify(members['vals'].shape[0] / sizes['nd'])
     return SparseType(fmt, dtype, rows, cols, itype, sizes, uid=-1)

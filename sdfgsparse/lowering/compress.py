@@ -41,29 +41,32 @@ def emit_append(row: str, col: str, value: str) -> Sequence[str]:
 
 
 def emit_sort_compress(kb: KernelBuilder, rows, cols, cap, pos: str, crd: str, vals: str, vdtype: str,
-                       mode: str = 'sum'):
-    """Sort the expansion list and compress it into CSR arrays ``pos``/``crd``/``vals``."""
+                       mode: str = 'sum', row_list: str = 'T_r', col_list: str = 'T_c'):
+    """Sort the expansion list and compress it into CSR arrays ``pos``/``crd``/``vals``
+    (a CSC result is the CSR of the transposed list: ``row_list='T_c', col_list='T_r'``
+    and the dimensions swapped)."""
     if mode not in ('sum', 'intersect'):
         raise ValueError(f'unknown compress mode {mode!r}')
     kb.globals['np'] = __import__('numpy')
     kb.symbols_of(rows, cols, cap)
     R, C, n = pyexpr(rows), pyexpr(cols), pyexpr(cap)
     L = kb.line
+    RL, CL = row_list, col_list
     # counting sort by column (stable)
     L(f'ccnt = np.zeros(({C} + 1,), dtype=dace.int64)')
     L('for q in range(0, cur[0]):')
-    L('    ccnt[T_c[q] + 1] = ccnt[T_c[q] + 1] + 1')
+    L(f'    ccnt[{CL}[q] + 1] = ccnt[{CL}[q] + 1] + 1')
     L(f'for c in range(0, {C}):')
     L('    ccnt[c + 1] = ccnt[c + 1] + ccnt[c]')
     L(f'S_r = np.zeros(({n},), dtype=dace.int64)')
     L(f'S_c = np.zeros(({n},), dtype=dace.int64)')
     L(f'S_v = np.zeros(({n},), dtype={vdtype})')
     L('for q in range(0, cur[0]):')
-    L('    d = ccnt[T_c[q]]')
-    L('    S_r[d] = T_r[q]')
-    L('    S_c[d] = T_c[q]')
+    L(f'    d = ccnt[{CL}[q]]')
+    L(f'    S_r[d] = {RL}[q]')
+    L(f'    S_c[d] = {CL}[q]')
     L('    S_v[d] = T_v[q]')
-    L('    ccnt[T_c[q]] = d + 1')
+    L(f'    ccnt[{CL}[q]] = d + 1')
     # counting sort by row (stable): row r occupies [rpos[r], rpos[r + 1])
     L(f'rpos = np.zeros(({R} + 1,), dtype=dace.int64)')
     L('for q in range(0, cur[0]):')
@@ -114,14 +117,18 @@ def emit_sort_compress(kb: KernelBuilder, rows, cols, cap, pos: str, crd: str, v
 
 def compress_kernel(node, state, sdfg, expand: Callable[[KernelBuilder, str], None], rows, cols,
                     mode: str = 'sum') -> dace.SDFG:
-    """The whole kernel of a compress-based node whose CSR result members are ``_out_*``:
-    buffers of the result's capacity, ``expand(kb, value_dtype)`` appending the candidate
-    entries, then sort and compress into the result."""
+    """The whole kernel of a compress-based node whose CSR or CSC result members are
+    ``_out_*``: buffers of the result's capacity, ``expand(kb, value_dtype)`` appending the
+    candidate entries ``(row, col, value)`` of the ``rows x cols`` result, then sort and
+    compress into the result (by columns when the result is CSC)."""
     kb = kernel_for_node(node, state, sdfg)
     out = node.member_arrays(state, 'out')
     cap = out['crd1'].shape[0]
     vt = kb.dtype(out['vals'].dtype)
     emit_buffers(kb, cap, vt)
     expand(kb, vt)
-    emit_sort_compress(kb, rows, cols, cap, '_out_pos1', '_out_crd1', '_out_vals', vt, mode)
+    if node.sparse_type(state, 'out').fmt.name == 'CSC':  # column-major result: compress the transposed list
+        emit_sort_compress(kb, cols, rows, cap, '_out_pos1', '_out_crd1', '_out_vals', vt, mode, 'T_c', 'T_r')
+    else:
+        emit_sort_compress(kb, rows, cols, cap, '_out_pos1', '_out_crd1', '_out_vals', vt, mode)
     return kb.build()

@@ -20,7 +20,8 @@ from sdfgsparse import errors
 from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
 
 __all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'resolve_alias', 'transposed_alias', 'add_sparse_input',
-           'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node']
+           'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node',
+           'retype_sparse', 'sparse_consumers']
 
 #: Suffix of the name that stands for ``X.T`` in a program (a zero-copy transposed view).
 T_SUFFIX = '_ssT'
@@ -214,3 +215,49 @@ def insert_node(state: SDFGState,
     out = new_sparse_result(state.parent, st, hint)
     add_sparse_output(state, node, prefix, out)
     return out
+
+
+def retype_sparse(sdfg: dace.SDFG, name: str, st: SparseType) -> None:
+    """Give sparse data ``name`` the type ``st`` (same member names, other shapes — e.g. CSR
+    to CSC) and reshape every member view and memlet that reads or writes it."""
+    old = sdfg.arrays[name]
+    new = st.structure(transient=old.transient)
+    if sorted(new.members) != sorted(old.members):
+        raise errors.UnsupportedOperationError(f'cannot retype {name}: members {sorted(old.members)} -> '
+                                               f'{sorted(new.members)}')
+    sdfg.remove_data(name, validate=False)
+    sdfg.add_datadesc(name, new)
+    for state in sdfg.states():
+        for acc in [n for n in state.data_nodes() if n.data == name]:
+            for e in list(state.in_edges(acc)) + list(state.out_edges(acc)):
+                view = e.src if e.dst is acc else e.dst
+                member = e.data.data.split('.', 1)[1] if e.data.data and '.' in e.data.data else None
+                if member is None or not isinstance(view, nodes.AccessNode):
+                    continue
+                mdesc = new.members[member]
+                e.data = dace.Memlet.from_array(f'{name}.{member}', mdesc)
+                vdesc = sdfg.arrays[view.data]
+                if isinstance(vdesc, dace.data.View):
+                    sdfg.remove_data(view.data, validate=False)
+                    sdfg.add_view(view.data, mdesc.shape, mdesc.dtype)
+                    for ve in list(state.in_edges(view)) + list(state.out_edges(view)):
+                        if ve is not e and ve.data.data == view.data:
+                            ve.data = dace.Memlet.from_array(view.data, sdfg.arrays[view.data])
+
+
+def sparse_consumers(state: SDFGState, name: str) -> List[Tuple[nodes.Node, str]]:
+    """(node, connector prefix) of every node in ``state`` that reads sparse data ``name``
+    through member views; a prefix of None marks a reader that is not a sparse node."""
+    res = []
+    for acc in [n for n in state.data_nodes() if n.data == name]:
+        for e in state.out_edges(acc):
+            view = e.dst
+            for ve in state.out_edges(view):
+                conn = ve.dst_conn or ''
+                if isinstance(ve.dst, SparseLibraryNode) and conn.startswith('_'):
+                    prefix = conn[1:].split('_', 1)[0]
+                    if (ve.dst, prefix) not in res:
+                        res.append((ve.dst, prefix))
+                elif (ve.dst, None) not in res:
+                    res.append((ve.dst, None))
+    return res

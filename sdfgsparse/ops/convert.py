@@ -19,21 +19,20 @@ TARGETS = ('CSR', 'CSC')
 
 @dace.library.expansion
 class ExpandConvertPure(ExpandTransformation):
-    """Expand the entries of A (any format), sort, compress (see :mod:`..lowering.compress`).
-    A CSC result is the CSR of the transposed entries."""
+    """Expand the entries of A (any format), sort, compress (see :mod:`..lowering.compress`);
+    the result's type (CSR or CSC) decides the compressed dimension."""
     environments = []
 
     @staticmethod
     def expansion(node: 'Convert', state, sdfg):
         st = node.operand_type(state, 'A')
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-        to_csr = node.target == 'CSR'
-        r, c = (ent.i, ent.j) if to_csr else (ent.j, ent.i)
 
         def expand(kb, vt):
-            ent.emit(kb, emit_append(r, c, ent.val), parallel=False)
+            ent.emit(kb, emit_append(ent.i, ent.j, ent.val), parallel=False)
 
-        return compress_kernel(node, state, sdfg, expand, *((st.rows, st.cols) if to_csr else (st.cols, st.rows)))
+        # a CSC result (the type of ``out``) is compressed by columns in compress_kernel
+        return compress_kernel(node, state, sdfg, expand, st.rows, st.cols)
 
 
 @dace.library.node

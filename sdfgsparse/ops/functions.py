@@ -3,7 +3,7 @@ and on host values (scipy / ``SparseMatrix``) alike."""
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ['relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid', 'sddmm']
+__all__ = ['relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid', 'sddmm', 'softmax']
 
 _NUMPY = {
     'relu': lambda v: np.maximum(v, 0),
@@ -56,3 +56,43 @@ def sddmm(S, X, Y):
     rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
     dots = np.einsum('ij,ji->i', X[rows], Y[:, S.indices]) if S.nnz else np.zeros(0, X.dtype)
     return sp.csr_array((S.data * dots, S.indices.copy(), S.indptr.copy()), shape=S.shape)
+
+
+def softmax(S, axis=1):
+    """Softmax over the stored entries of each row (``axis=1``) or column (``axis=0``) of a
+    sparse matrix; numerically stable (the row maximum is subtracted).
+
+    Every stored entry takes part: explicit zeros, each duplicate of a COO matrix and the
+    zero fill of BSR blocks; a row without stored entries stays empty. On host values ``S``
+    is a scipy sparse matrix and the result has its format and pattern (DIA becomes CSR);
+    inside a ``@dace.program`` it becomes a ``SparseSoftmax`` library node that keeps S's
+    format.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> P = softmax(sp.csr_array(np.array([[1.0, 0, 1.0], [0, 0, 0]])))
+    >>> P.toarray()
+    array([[0.5, 0. , 0.5],
+           [0. , 0. , 0. ]])
+    """
+    from sdfgsparse.ops.softmax import normalise_axis
+    axis = normalise_axis(axis)
+    if not sp.issparse(S):
+        from sdfgsparse import errors
+        raise errors.UnsupportedOperationError(f'ss.softmax(S): S must be a scipy sparse matrix here, got '
+                                               f'{type(S).__name__}; use it inside a @dace.program for other inputs')
+    B = S.copy() if S.format != 'dia' else sp.csr_array(S)
+    C = B if B.format == 'coo' else B.tocoo()  # keeps explicit zeros, duplicates, storage order
+    line = np.asarray(C.row if axis == 1 else C.col, dtype=np.int64)
+    v = B.data.reshape(-1).astype(np.result_type(B.dtype, np.float32) if B.dtype.kind == 'f' else np.float64)
+    n = B.shape[0] if axis == 1 else B.shape[1]
+    mx = np.full(n, -np.inf, dtype=v.dtype)
+    np.maximum.at(mx, line, v)
+    e = np.exp(v - mx[line]) if v.size else v
+    sm = np.zeros(n, dtype=v.dtype)
+    np.add.at(sm, line, e)
+    out = e / sm[line] if v.size else e
+    B = B.astype(out.dtype)
+    B.data = out.reshape(B.data.shape)
+    return B

@@ -40,7 +40,8 @@ def storage_to_coo(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) -> T
     keep = np.ones(1, dtype=bool)
     for k, lvl in enumerate(fmt.levels):
         if isinstance(lvl, Dense):
-            size = ext[k] if not lvl.size_key else (arrays['vals'].size // rows if rows else 0)
+            # a sized level (ELL's K slots) holds vals / (entries of the levels above) positions
+            size = ext[k] if not lvl.size_key else (arrays['vals'].size // pos.size if pos.size else 0)
             c = np.tile(np.arange(size, dtype=np.int64), pos.size)
             parent = np.repeat(np.arange(pos.size), size)
             pos = pos[parent] * size + c

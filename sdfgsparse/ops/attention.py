@@ -1,0 +1,116 @@
+"""Sparse attention: ``ss.softmax(ss.sddmm(S, Q, K.T), axis=1) @ V`` in one pass over S's rows.
+
+For every row ``i`` of the pattern ``S`` (M x N) with stored entries ``(j_q, S_q)``::
+
+    s_q    = S_q * dot(Q[i, :], K[j_q, :])
+    p_q    = exp(s_q - max_q s_q) / sum_q exp(s_q - max_q s_q)
+    out[i] = sum_q p_q * V[j_q, :]
+
+and ``out[i] = 0`` for a row without stored entries. The sampled scores are never stored:
+each row computes its scores twice (once for the maximum, once for the weights) instead
+of writing and re-reading an nnz-sized matrix. The node is made by the ``SparseFusion``
+transformation from the three nodes SDDMM -> SparseSoftmax -> SpMM.
+"""
+import math
+
+import dace
+import dace.library
+import numpy as np
+from dace import properties
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.softmax import ENTRY, ROW, emit_row_phases, lowest_value, owns_single_rows
+
+__all__ = ['SparseAttention', 'Q', 'K', 'V', 'OUT', 'KEY_LAYOUTS']
+
+#: Connector names: queries (M x d), keys (N x d, or d x N for ``key_layout='KT'``),
+#: values (N x dv) and the dense result (M x dv).
+Q, K, V, OUT = '_Q', '_K', '_V', '_out'
+
+#: ``K``: the keys as rows (N x d, the matrix of ``K.T`` in the program); ``KT``: the
+#: transposed keys (d x N, SDDMM's right operand as given).
+KEY_LAYOUTS = ('K', 'KT')
+
+
+@dace.library.expansion
+class ExpandSparseAttentionPure(ExpandTransformation):
+    """When each outer iteration of S is one row (CSR, ELL, DIA, DCSR) the rows run in
+    parallel with the row maximum and sum as scalars: a pass for the maximum of the
+    scores, a pass adding ``exp(s - max) * V[j, :]`` to the output row, and a scaling of the
+    row by ``1 / sum``. Otherwise (BSR block rows; scattered rows of CSC, COO, ``S.T``) the
+    same passes run over all entries with per-row maximum and sum workspaces (in parallel
+    over BSR block rows, sequentially for scattered rows), then a parallel scaling pass.
+
+    An empty row has sum 0 and an all-zero output row; a non-empty row has sum >= 1 (its
+    maximum contributes exp(0)), so scaling by ``1 / max(sum, 1)`` is exact for both."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseAttention', state, sdfg):
+        st = node.operand_type(state, 'S')
+        kb = kernel_for_node(node, state, sdfg)
+        kb.globals['math'] = math
+        kb.globals['np'] = np
+        ent = Entries(st, {m: member_conn('S', m) for m in st.fmt.member_names})
+        q, out = node.connected(state, Q), node.connected(state, OUT)
+        T = out.dtype
+        Ts = kb.dtype(T)
+        low = kb.const(lowest_value(T))
+        d, dv = pyexpr(q.shape[1]), pyexpr(out.shape[1])
+        i, j = ent.i, ent.j
+        key = f'{K}[{j}, k]' if node.key_layout == 'K' else f'{K}[k, {j}]'
+        score = [f'acc = {Ts}(0)', f'for k in range(0, {d}):', f'    acc += {Q}[{i}, k] * {key}', f's = {Ts}({ent.val}) * acc']
+        zero_fill(kb, OUT, out.shape)
+        strategy = ent.strategy(0, node.schedule_hint)
+        if owns_single_rows(st):
+            emit_row_phases(kb, ent, [
+                (ROW, [f'mx = {Ts}({low})']),
+                (ENTRY, score + ['mx = max(mx, s)']),
+                (ROW, [f'sm = {Ts}(0)']),
+                (ENTRY, score + ['e = math.exp(s - mx)', 'sm = sm + e', f'for h in range(0, {dv}):',
+                                 '    ' + update(f'{OUT}[{i}, h]', f'e * {V}[{j}, h]')]),
+                (ROW, [f'rs = {Ts}(1) / max(sm, {Ts}(1))', f'for h in range(0, {dv}):',
+                       '    ' + update(f'{OUT}[{i}, h]', 'rs', '*')]),
+            ],
+                            parallel=strategy != 'sequential')
+            return kb.build()
+        rows = pyexpr(st.rows)
+        npt = f'np.{T.type.__name__}'
+        kb.line(f'mx = np.zeros(({rows},), dtype={npt})')
+        kb.line(f'sm = np.zeros(({rows},), dtype={npt})')
+        zero_fill(kb, 'mx', [st.rows], value=low)
+        par = strategy != 'sequential'
+        ent.emit(kb, score + [f'mx[{i}] = max(mx[{i}], s)'], parallel=par)
+        ent.emit(kb, score + [f'e = math.exp(s - mx[{i}])', f'sm[{i}] = sm[{i}] + e', f'for h in range(0, {dv}):',
+                              '    ' + update(f'{OUT}[{i}, h]', f'e * {V}[{j}, h]')],
+                 parallel=par)
+        kb.line(f'for z0 in dace.map[0:{rows}]:')
+        kb.line(f'    rs = {Ts}(1) / max(sm[z0], {Ts}(1))')
+        kb.line(f'    for h in range(0, {dv}):')
+        kb.line('        ' + update(f'{OUT}[z0, h]', 'rs', '*'))
+        return kb.build()
+
+
+@dace.library.node
+class SparseAttention(SparseLibraryNode):
+    """Fused sampled attention: members of the pattern ``S`` (M x N), ``_Q`` (M x d), ``_K``
+    (N x d, or d x N with ``key_layout='KT'``), ``_V`` (N x dv) -> ``_out`` (M x dv, dense):
+    ``softmax(S ∘ (Q @ K.T), axis=1) @ V`` over S's stored entries.
+    ``transpose_S`` iterates S's storage as ``S.T`` (no copy)."""
+    implementations = {'pure': ExpandSparseAttentionPure}
+    default_implementation = 'pure'
+    SPARSE_INPUTS = ('S', )
+
+    transpose_S = properties.Property(dtype=bool, default=False, desc='Use the transposed view of S (no copy)')
+    key_layout = properties.Property(dtype=str,
+                                     default='K',
+                                     choices=list(KEY_LAYOUTS),
+                                     desc='K: _K holds the keys as rows (N x d); KT: _K holds them as columns '
+                                     '(d x N, the SDDMM operand K.T as given)')
+
+    def __init__(self, name='attention', key_layout='K', *args, **kwargs):
+        super().__init__(name, *args, inputs={Q, K, V}, outputs={OUT}, **kwargs)
+        self.key_layout = key_layout

@@ -1,0 +1,103 @@
+"""``ss.optimize``: the pipeline applies the transformations that fit, the optimised program
+agrees with the original (random and real matrices), the report explains, bad arguments
+raise typed errors."""
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse.ops.attention import SparseAttention
+from sdfgsparse.ops.spmm import SpMM
+from sparse_zoo import real_matrix
+
+M, N, K, F, D = (dace.symbol(s) for s in 'MNKFD')
+
+
+@dace.program
+def gcn_layer(A: ss.CSR[dace.float64, N, N], X: dace.float64[N, K], W: dace.float64[K, F], b: dace.float64[F]):
+    return np.maximum(A @ (X @ W) + b, 0)
+
+
+@dace.program
+def naive_attention(S: ss.CSR[dace.float64, M, N], Q: dace.float64[M, D], Kt: dace.float64[N, D],
+                    V: dace.float64[N, F]):
+    return ss.softmax(S * (Q @ Kt.T)) @ V
+
+
+@dace.program
+def atb(A: ss.CSR[dace.float64, N, M], B: dace.float64[N, K]):
+    return A.T @ B
+
+
+def _steps(opt):
+    return {s.name: s.applied for s in opt.steps}
+
+
+def _attention_ref(S, Q, Kt, V):
+    P = S.multiply(Q @ Kt.T).tocsr()
+    out = np.zeros((S.shape[0], V.shape[1]))
+    for i in range(S.shape[0]):
+        lo, hi = P.indptr[i], P.indptr[i + 1]
+        if hi > lo:
+            s = P.data[lo:hi]
+            w = np.exp(s - s.max())
+            out[i] = (w / w.sum()) @ V[P.indices[lo:hi]]
+    return out
+
+
+def test_gcn_layer_fuses_bias_and_relu(rng):
+    opt = ss.optimize(gcn_layer)
+    assert _steps(opt)['SparseEpilogueFusion'] == 2
+    assert 'SparseEpilogueFusion' in opt.report() and opt.heuristics_s > 0
+    for A in (sp.random_array((50, 50), density=0.1, format='csr', rng=rng), real_matrix('cora_A')):
+        n = A.shape[0]
+        X, W, b = rng.standard_normal((n, 6)), rng.standard_normal((6, 4)), rng.standard_normal(4)
+        want = np.maximum(A @ (X @ W) + b, 0)
+        np.testing.assert_allclose(opt(A, X, W, b), want, rtol=1e-10, atol=1e-12)  # positional, like the program
+        np.testing.assert_allclose(opt(A=A, X=X, W=W, b=b), gcn_layer(A, X, W, b), rtol=1e-12, atol=1e-12)
+
+
+def test_naive_attention_is_reordered_then_fused(rng):
+    opt = ss.optimize(naive_attention)
+    steps = _steps(opt)
+    assert steps['SparseLoopOrdering'] == 1 and steps['SparseFusion'] == 1
+    assert [n for n, _ in opt.sdfg.all_nodes_recursive() if isinstance(n, SparseAttention)]
+    # the iteration count lost its M * N * D term
+    assert 'M*N' not in str(opt.iterations_after).replace(' ', '') and 'D*M*N' in str(opt.iterations_before)
+    for S in (sp.random_array((40, 30), density=0.15, format='csr', rng=rng), real_matrix('cora_A')):
+        m, n = S.shape
+        Q, Kt, V = rng.standard_normal((m, 8)), rng.standard_normal((n, 8)), rng.standard_normal((n, 5))
+        want = _attention_ref(S, Q, Kt, V)
+        np.testing.assert_allclose(opt(S=S, Q=Q, Kt=Kt, V=V), want, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(opt(S=S, Q=Q, Kt=Kt, V=V), naive_attention(S, Q, Kt, V), rtol=1e-9, atol=1e-12)
+
+
+def test_tiling_needs_sizes_and_uses_them(rng):
+    A = real_matrix('cora_A')
+    B = rng.standard_normal((A.shape[0], 40))
+    untiled = ss.optimize(atb)
+    assert _steps(untiled)['SparseDenseTiling'] == 0 and 'pass matrices=' in untiled.report()
+    opt = ss.optimize(atb, matrices={'A': A, 'B': B}, cache_size=1 << 20)
+    assert _steps(opt)['SparseDenseTiling'] == 1
+    (node, ) = [n for n, _ in opt.sdfg.all_nodes_recursive() if isinstance(n, SpMM)]
+    assert node.dense_tile > 0 and node.dense_tile % 8 == 0
+    np.testing.assert_allclose(opt(A=A, B=B), A.T @ B, rtol=1e-10, atol=1e-12)
+
+
+def test_sdfg_is_transformed_in_place():
+    sdfg = gcn_layer.to_sdfg()
+    opt = ss.optimize(sdfg)
+    assert opt.sdfg is sdfg
+    assert any(isinstance(n, SpMM) and n.epilogue for n, _ in sdfg.all_nodes_recursive())
+
+
+def test_bad_arguments_raise_typed_errors():
+    with pytest.raises(ss.errors.UnsupportedOperationError, match="target 'gpu'"):
+        ss.optimize(atb, target='gpu')
+    with pytest.raises(ss.errors.ShapeError, match="'Z' is not an argument"):
+        ss.optimize(atb, matrices={'Z': np.ones(3)})
+    with pytest.raises(ss.errors.ShapeError, match='cache_size'):
+        ss.optimize(atb, cache_size=-1)
+    with pytest.raises(ss.errors.UnsupportedOperationError, match='expected a @dace.program or an SDFG'):
+        ss.optimize(42)

@@ -1,0 +1,185 @@
+"""``ss.optimize``: the sparse optimisation pipeline.
+
+Order (each step is a transformation a user can also apply by hand; see
+``samples/transformations_by_hand.py``):
+
+1. :class:`SparseFormatInference` — CSR or CSC for the results of element-wise sparse
+   operations, from their consumers and operands;
+2. :class:`SparseLoopOrdering` — sampled products ``S * (X @ Y)`` iterate over ``S``'s
+   entries (``nnz * K`` instead of ``M * N * K``);
+3. :class:`SparseFusion` — ``softmax(sddmm(S, Q, K.T)) @ V`` in one pass over S's rows;
+4. :class:`SparseEpilogueFusion` — bias / activation maps into SpMV / SpMM;
+5. :class:`SparseDenseTiling` — tiles of the dense loop of SpMM, sized for the cache
+   (needs the sizes: given by ``matrices``, or constant in the program);
+6. DaCe's own clean-up (``simplify``).
+
+Format *selection* (choosing among the catalogue formats for a given matrix) is not in the
+pipeline yet.
+
+Fusion runs before tiling so that tiling sees the final nodes. The report says what each
+step applied, where, and why (iteration counts before/after, chosen tile sizes), and how
+long the heuristics took (C++ compilation excluded).
+"""
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+
+import dace
+
+from sdfgsparse import errors
+from sdfgsparse.analysis.iterations import iteration_count
+from sdfgsparse.formats import is_sparse_desc
+from sdfgsparse.ops.spmm import SpMM
+from sdfgsparse.runtime.call import CompiledProgram
+from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
+from sdfgsparse.transformations.sparse_epilogue_fusion import SparseEpilogueFusion
+from sdfgsparse.transformations.sparse_format_inference import SparseFormatInference
+from sdfgsparse.transformations.sparse_fusion import SparseFusion
+from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
+
+__all__ = ['optimize', 'OptimizedProgram', 'Step', 'TARGETS']
+
+TARGETS = ('cpu', )
+
+
+@dataclass
+class Step:
+    """One step of the pipeline: what ran, how often it applied, and why."""
+    name: str
+    applied: int
+    detail: str
+    seconds: float
+
+
+@dataclass
+class OptimizedProgram:
+    """The optimised SDFG, callable like the original program (scipy / torch / NumPy arguments)."""
+    sdfg: dace.SDFG
+    steps: List[Step] = field(default_factory=list)
+    heuristics_s: float = 0.0
+    iterations_before: Any = None
+    iterations_after: Any = None
+    _compiled: Optional[CompiledProgram] = None
+
+    def __call__(self, *args, **kwargs):
+        if self._compiled is None:
+            self._compiled = CompiledProgram(self.sdfg)
+        return self._compiled(*args, **kwargs)
+
+    def compile(self):
+        """Build the C++ now (otherwise on the first call); returns self."""
+        if self._compiled is None:
+            self._compiled = CompiledProgram(self.sdfg)
+        self._compiled.compiled
+        return self
+
+    def report(self) -> str:
+        """What was applied and why, as text."""
+        lines = [f'ss.optimize({self.sdfg.name}): heuristics {self.heuristics_s * 1e3:.1f} ms']
+        for s in self.steps:
+            lines.append(f'  {s.name:<22} applied {s.applied}x  {s.detail}')
+        lines.append(f'  iterations: {self.iterations_before}  ->  {self.iterations_after}')
+        return '\n'.join(lines)
+
+    def __str__(self):
+        return self.report()
+
+
+def _bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[str, int]:
+    """Symbol values implied by example arguments (sparse or dense), by argument name."""
+    if not examples:
+        return {}
+    from sdfgsparse.runtime.call import marshal_arguments
+    unknown = [n for n in examples if n not in sdfg.arrays]
+    if unknown:
+        raise errors.ShapeError(f'ss.optimize(matrices=...): {", ".join(map(repr, unknown))} is not an argument of '
+                                f'{sdfg.name} (arguments: {", ".join(sdfg.arg_names)})')
+    sizes: Dict[str, int] = {}
+    for name, value in examples.items():
+        desc = sdfg.arrays[name]
+        if is_sparse_desc(desc):
+            _, symbols, _ = marshal_arguments({name: value}, {name: desc})
+            sizes.update({k: int(v) for k, v in symbols.items()})
+        elif hasattr(value, 'shape'):
+            for expr, actual in zip(desc.shape, value.shape):
+                if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
+                    sizes.setdefault(str(expr), int(actual))
+    return sizes
+
+
+def _count(sdfg):
+    try:
+        return iteration_count(sdfg)
+    except Exception as e:  # the count is a report item; never fail the optimisation for it
+        return f'(not counted: {e})'
+
+
+def _run(sdfg, xform, options=None, repeated=True):
+    if repeated:
+        return sdfg.apply_transformations_repeated(xform, options=options, validate=False)
+    return sdfg.apply_transformations(xform, options=options, validate=False)
+
+
+def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[str, Any]] = None,
+             cache_size: Optional[int] = None) -> OptimizedProgram:
+    """Apply the sparse pipeline (see the module docstring).
+
+    :param program_or_sdfg: a ``@dace.program`` (its SDFG is built and copied) or an SDFG
+                            (transformed in place).
+    :param target: ``'cpu'``.
+    :param matrices: example arguments by name (scipy / torch sparse, NumPy arrays); their
+                     sizes let tiling choose tile sizes. Not kept.
+    :param cache_size: fast-memory size in bytes for tile sizes (default: this machine's L2).
+    :return: an :class:`OptimizedProgram` (``.sdfg``, ``.report()``, callable).
+    """
+    if target not in TARGETS:
+        raise errors.UnsupportedOperationError(f'ss.optimize: target {target!r} is not supported (supported: '
+                                               f'{", ".join(TARGETS)})')
+    if cache_size is not None and (not isinstance(cache_size, int) or cache_size <= 0):
+        raise errors.ShapeError(f'ss.optimize: cache_size must be a positive number of bytes, got {cache_size!r}')
+    if isinstance(program_or_sdfg, dace.SDFG):
+        sdfg = program_or_sdfg
+    elif hasattr(program_or_sdfg, 'to_sdfg'):
+        sdfg = copy.deepcopy(program_or_sdfg.to_sdfg())
+    else:
+        raise errors.UnsupportedOperationError(f'ss.optimize: expected a @dace.program or an SDFG, got '
+                                               f'{type(program_or_sdfg).__name__}')
+    t_start = time.perf_counter()
+    sizes = _bind_sizes(sdfg, matrices)
+    result = OptimizedProgram(sdfg)
+    result.iterations_before = _count(sdfg)
+
+    def step(name, fn, detail_fn):
+        t0 = time.perf_counter()
+        n = fn()
+        result.steps.append(Step(name, n, detail_fn(n), time.perf_counter() - t0))
+
+    before = result.iterations_before
+    step('SparseFormatInference', lambda: _run(sdfg, SparseFormatInference),
+         lambda n: 'element-wise sparse results stored as CSC (column-major uses)' if n else
+         'every sparse result stays CSR')
+    step('SparseLoopOrdering', lambda: _run(sdfg, SparseLoopOrdering),
+         lambda n: f'sampled products -> SDDMM; iterations {before} -> {_count(sdfg)}' if n else
+         'no sampled product S * (X @ Y)')
+    step('SparseFusion', lambda: _run(sdfg, SparseFusion),
+         lambda n: 'softmax(sddmm(S, Q, K.T)) @ V -> one pass over S' if n else 'no attention chain')
+    step('SparseEpilogueFusion', lambda: _run(sdfg, SparseEpilogueFusion),
+         lambda n: 'element-wise maps fused into SpMV/SpMM' if n else 'no element-wise map after SpMV/SpMM')
+    tiling = {'sizes': sizes}
+    if cache_size:
+        tiling['cache_bytes'] = cache_size
+
+    def tiles(n):
+        if not n:
+            return 'no SpMM to tile' + ('' if sizes else ' (sizes unknown: pass matrices=)')
+        t = [f'{node.label}: {node.dense_tile} columns' for node, _ in sdfg.all_nodes_recursive()
+             if isinstance(node, SpMM) and node.dense_tile]
+        return 'dense tiles ' + ', '.join(t)
+
+    step('SparseDenseTiling', lambda: _run(sdfg, SparseDenseTiling, tiling), tiles)
+    step('simplify', lambda: len(sdfg.simplify() or {}), lambda n: 'DaCe simplification passes')
+    sdfg.validate()
+    result.iterations_after = _count(sdfg)
+    result.heuristics_s = time.perf_counter() - t_start
+    return result

@@ -1,0 +1,86 @@
+"""``SparseFormatInference``: the storage order of sparse intermediates and results from the
+operations that produce and consume them."""
+from dace import properties
+from dace.sdfg import utils as sdutil
+from dace.transformation import transformation as xf
+
+from sdfgsparse.formats import CSC, sparse_type_of
+from sdfgsparse.ops.add import SparseAdd
+from sdfgsparse.ops.base import SparseLibraryNode, retype_sparse, sparse_consumers
+from sdfgsparse.ops.mul import SparseMul
+
+__all__ = ['SparseFormatInference', 'PRODUCERS']
+
+#: nodes whose result format the frontend fixes to CSR and this transformation may change
+PRODUCERS = (SparseAdd, SparseMul)
+
+
+def _out_name(state, node):
+    for e in state.out_edges(node):
+        if e.src_conn and e.src_conn.startswith('_out_'):
+            return state.out_edges(e.dst)[0].dst.data
+    return None
+
+
+@properties.make_properties
+class SparseFormatInference(xf.SingleStateTransformation):
+    """Chooses CSR or CSC for the result of an element-wise sparse operation (``A + B``,
+    ``A - B``, ``A * B``) from Scorch's rules.
+
+    The frontend stores these results as CSR. The result's outer level is compressed along
+    the index variable its uses iterate first:
+
+    - a *consumer* that iterates the result row by row (SpMV, SpMM, SDDMM, … on ``C``)
+      wants ``C`` row-major; one that takes the transposed view (``C.T @ x``) iterates
+      ``C``'s columns first and wants it column-major (CSC) — then its loop runs in
+      parallel over owned rows instead of scattering;
+    - with no consumer in the program (the value is returned), the result follows its
+      operands: a level is compressed along the index variable that indexes the operands'
+      compressed outer levels (``CSC + CSC`` is CSC, as in scipy).
+
+    Consumers decide when there are any (the expand–sort–compress producer costs the same
+    for either order); ties keep CSR.
+
+    Matched pattern: a ``SparseAdd`` or ``SparseMul`` node whose result is CSR. Applicable
+    when the rules prefer CSC and every reader of the result is a sparse library node (or
+    the result is only returned). The rewrite changes the result's type (and its member
+    views); the producer compresses by columns, consumers iterate the new format.
+    """
+    CATEGORY = 'Sparse'
+
+    producer = xf.PatternNode(SparseLibraryNode)
+
+    @classmethod
+    def expressions(cls):
+        return [sdutil.node_path_graph(cls.producer)]
+
+    def preferred(self, state, sdfg) -> str:
+        """'CSR' or 'CSC' by the rules in the class docstring."""
+        node = self.producer
+        name = _out_name(state, node)
+        readers = [(n, p) for n, p in sparse_consumers(state, name)]
+        if readers:
+            cols = sum(1 for n, p in readers if getattr(n, f'transpose_{p}', False))
+            return 'CSC' if cols > len(readers) - cols else 'CSR'
+        outer = [node.operand_type(state, p).fmt.outer_dim for p in node.SPARSE_INPUTS]
+        cols = sum(1 for d in outer if d == 1)
+        return 'CSC' if cols > len(outer) - cols else 'CSR'
+
+    def can_be_applied(self, state, expr_index, sdfg, permissive=False):
+        node = self.producer
+        if not isinstance(node, PRODUCERS):
+            return False
+        name = _out_name(state, node)
+        if name is None or sparse_type_of(sdfg.arrays[name]).fmt.name != 'CSR':
+            return False
+        readers = sparse_consumers(state, name)
+        if any(p is None for _, p in readers):
+            return False  # read by something that is not a sparse node
+        if any(n.data == name for s in sdfg.states() if s is not state for n in s.data_nodes()):
+            return False  # used in another state
+        return self.preferred(state, sdfg) == 'CSC'
+
+    def apply(self, state, sdfg):
+        name = _out_name(state, self.producer)
+        st = sparse_type_of(sdfg.arrays[name])
+        retype_sparse(sdfg, name, CSC.type(st.dtype, st.rows, st.cols, st.index_dtype, **st.sizes))
