@@ -6,9 +6,10 @@ For every row ``i`` of the pattern ``S`` (M x N) with stored entries ``(j_q, S_q
     p_q    = exp(s_q - max_q s_q) / sum_q exp(s_q - max_q s_q)
     out[i] = sum_q p_q * V[j_q, :]
 
-and ``out[i] = 0`` for a row without stored entries. The sampled scores are never stored:
-each row computes its scores twice (once for the maximum, once for the weights) instead
-of writing and re-reading an nnz-sized matrix. The node is made by the ``SparseFusion``
+and ``out[i] = 0`` for a row without stored entries. No sampled matrix is built (no index
+arrays, no separate softmax pass over memory): for row-owning formats each score is
+computed once, parked in its entry's slot of a scratch array and re-read by the same row
+while it is still in cache; other formats compute the scores twice (maximum, weights). The node is made by the ``SparseFusion``
 transformation from the three nodes SDDMM -> SparseSoftmax -> SpMM.
 """
 import math
@@ -38,8 +39,8 @@ KEY_LAYOUTS = ('K', 'KT')
 @dace.library.expansion
 class ExpandSparseAttentionPure(ExpandTransformation):
     """When each outer iteration of S is one row (CSR, ELL, DIA, DCSR) the rows run in
-    parallel with the row maximum and sum as scalars: a pass for the maximum of the
-    scores, a pass adding ``exp(s - max) * V[j, :]`` to the output row, and a scaling of the
+    parallel with the row maximum and sum as scalars: a pass computing the scores (kept in
+    a scratch slot per entry) and their maximum, a pass adding ``exp(s - max) * V[j, :]`` to the output row, and a scaling of the
     row by ``1 / sum``. Otherwise (BSR block rows; scattered rows of CSC, COO, ``S.T``) the
     same passes run over all entries with per-row maximum and sum workspaces (in parallel
     over BSR block rows, sequentially for scattered rows), then a parallel scaling pass.
@@ -65,20 +66,23 @@ class ExpandSparseAttentionPure(ExpandTransformation):
         score = [f'acc = {Ts}(0)', f'for k in range(0, {d}):', f'    acc += {Q}[{i}, k] * {key}', f's = {Ts}({ent.val}) * acc']
         zero_fill(kb, OUT, out.shape)
         strategy = ent.strategy(0, node.schedule_hint)
+        npt = f'np.{T.type.__name__}'
         if owns_single_rows(st):
+            # each score is computed once and parked in the entry's slot of a scratch array,
+            # which the same row re-reads right away (cache-hot); no index arrays are built
+            kb.line(f'sc = np.zeros(({pyexpr(ent.nvals)},), dtype={npt})')
             emit_row_phases(kb, ent, [
                 (ROW, [f'mx = {Ts}({low})']),
-                (ENTRY, score + ['mx = max(mx, s)']),
+                (ENTRY, score + [f'sc[{ent.v}] = s', 'mx = max(mx, s)']),
                 (ROW, [f'sm = {Ts}(0)']),
-                (ENTRY, score + ['e = math.exp(s - mx)', 'sm = sm + e', f'for h in range(0, {dv}):',
-                                 '    ' + update(f'{OUT}[{i}, h]', f'e * {V}[{j}, h]')]),
+                (ENTRY, [f'e = math.exp(sc[{ent.v}] - mx)', 'sm = sm + e', f'for h in range(0, {dv}):',
+                         '    ' + update(f'{OUT}[{i}, h]', f'e * {V}[{j}, h]')]),
                 (ROW, [f'rs = {Ts}(1) / max(sm, {Ts}(1))', f'for h in range(0, {dv}):',
                        '    ' + update(f'{OUT}[{i}, h]', 'rs', '*')]),
             ],
                             parallel=strategy != 'sequential')
             return kb.build()
         rows = pyexpr(st.rows)
-        npt = f'np.{T.type.__name__}'
         kb.line(f'mx = np.zeros(({rows},), dtype={npt})')
         kb.line(f'sm = np.zeros(({rows},), dtype={npt})')
         zero_fill(kb, 'mx', [st.rows], value=low)
