@@ -5,5 +5,7 @@ from sdfgsparse.transformations.sparse_fusion import SparseFusion
 from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
 from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
 from sdfgsparse.transformations.sparse_format_inference import SparseFormatInference
+from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection
 
-__all__ = ['SparseEpilogueFusion', 'SparseFusion', 'SparseLoopOrdering', 'SparseDenseTiling', 'SparseFormatInference']
+__all__ = ['SparseEpilogueFusion', 'SparseFusion', 'SparseLoopOrdering', 'SparseDenseTiling', 'SparseFormatInference',
+           'SparseFormatSelection']

@@ -3,6 +3,9 @@
 Order (each step is a transformation a user can also apply by hand; see
 ``samples/transformations_by_hand.py``):
 
+0. :class:`SparseFormatSelection` (only for arguments given in ``matrices``) — the storage
+   format of a sparse argument from a cost model over the given matrix's structure and
+   the operations reading it; such arguments are converted on each call;
 1. :class:`SparseFormatInference` — CSR or CSC for the results of element-wise sparse
    operations, from their consumers and operands;
 2. :class:`SparseLoopOrdering` — sampled products ``S * (X @ Y)`` iterate over ``S``'s
@@ -12,9 +15,6 @@ Order (each step is a transformation a user can also apply by hand; see
 5. :class:`SparseDenseTiling` — tiles of the dense loop of SpMM, sized for the cache
    (needs the sizes: given by ``matrices``, or constant in the program);
 6. DaCe's own clean-up (``simplify``).
-
-Format *selection* (choosing among the catalogue formats for a given matrix) is not in the
-pipeline yet.
 
 Fusion runs before tiling so that tiling sees the final nodes. The report says what each
 step applied, where, and why (iteration counts before/after, chosen tile sizes), and how
@@ -35,6 +35,7 @@ from sdfgsparse.runtime.call import CompiledProgram
 from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
 from sdfgsparse.transformations.sparse_epilogue_fusion import SparseEpilogueFusion
 from sdfgsparse.transformations.sparse_format_inference import SparseFormatInference
+from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection, format_by_name
 from sdfgsparse.transformations.sparse_fusion import SparseFusion
 from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
 
@@ -60,11 +61,20 @@ class OptimizedProgram:
     heuristics_s: float = 0.0
     iterations_before: Any = None
     iterations_after: Any = None
+    #: argument name -> format the selection chose; such arguments are converted on each call
+    conversions: Dict[str, str] = field(default_factory=dict)
     _compiled: Optional[CompiledProgram] = None
 
     def __call__(self, *args, **kwargs):
         if self._compiled is None:
             self._compiled = CompiledProgram(self.sdfg)
+        if self.conversions:
+            from sdfgsparse.runtime.convert import convert
+            kwargs.update(zip(self.sdfg.arg_names, args))
+            args = ()
+            for name, fmt in self.conversions.items():
+                if name in kwargs:
+                    kwargs[name] = convert(kwargs[name], format_by_name(fmt))
         return self._compiled(*args, **kwargs)
 
     def compile(self):
@@ -106,6 +116,54 @@ def _bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[
                 if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
                     sizes.setdefault(str(expr), int(actual))
     return sizes
+
+
+def _given_format(value) -> Optional[str]:
+    """Cost-model name of a scipy matrix's format (None for other values)."""
+    import scipy.sparse as sp
+    if not sp.issparse(value):
+        return None
+    f = value.format
+    if f == 'bsr':
+        R, C = value.blocksize
+        return f'BSR{R}x{C}'
+    return {'csr': 'CSR', 'csc': 'CSC', 'coo': 'COO', 'dia': 'DIA'}.get(f)
+
+
+def _select_formats(sdfg, matrices, sizes, result) -> int:
+    """SparseFormatSelection for every sparse argument the caller gave a matrix for."""
+    import os
+    from sdfgsparse.analysis.format_cost import matrix_format_stats
+    from sdfgsparse.formats import sparse_type_of
+    applied = 0
+    env = os.environ.get('OMP_NUM_THREADS', '')
+    threads = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+    for name, value in (matrices or {}).items():
+        desc = sdfg.arrays.get(name)
+        if desc is None or not is_sparse_desc(desc) or _given_format(value) is None:
+            continue
+        declared = sparse_type_of(desc).fmt
+        given = f'BSR{declared.block[0]}x{declared.block[1]}' if declared.name.startswith('BSR') else declared.name
+        opts = {'stats': matrix_format_stats(value), 'given': given, 'sizes': sizes, 'threads': threads}
+        for state in sdfg.states():
+            node = next((n for n in state.data_nodes() if n.data == name), None)
+            if node is None:
+                continue
+            xf = SparseFormatSelection()
+            for k, v in opts.items():
+                setattr(xf, k, v)
+            xf.setup_match(sdfg, sdfg.cfg_id, sdfg.node_id(state), {SparseFormatSelection.access: state.node_id(node)}, 0)
+            if xf.can_be_applied(state, 0, sdfg):
+                xf.apply(state, sdfg)
+                result.conversions[name] = xf.chosen
+                applied += 1
+            break
+    return applied
+
+
+def _costs(sdfg) -> str:
+    hist = [t for t in sdfg.transformation_hist if isinstance(t, SparseFormatSelection)]
+    return ''.join(f' (bytes per call: {t.reason})' for t in hist[-1:])
 
 
 def _count(sdfg):
@@ -156,6 +214,9 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         result.steps.append(Step(name, n, detail_fn(n), time.perf_counter() - t0))
 
     before = result.iterations_before
+    step('SparseFormatSelection', lambda: _select_formats(sdfg, matrices, sizes, result),
+         lambda n: '; '.join(f'{k} -> {v}' for k, v in result.conversions.items()) + _costs(sdfg) if n else
+         ('the given formats are the cheapest' if matrices else 'no matrices given'))
     step('SparseFormatInference', lambda: _run(sdfg, SparseFormatInference),
          lambda n: 'element-wise sparse results stored as CSC (column-major uses)' if n else
          'every sparse result stays CSR')
