@@ -6,6 +6,8 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    ``__descriptor__`` and their ``indices``/``data`` are NumPy views, which DaCe rejects.
    The wrapper validates sparse arguments and passes them as argument structs (member
    pointers, zero-copy) plus the size symbols they determine; other calls are untouched.
+   Warm calls of a known signature run its plan (:mod:`sdfgsparse.runtime.plan`), which
+   calls the compiled function itself, bypassing ``CompiledSDFG.__call__``.
 2. ``CompiledSDFG._initialize_return_values`` / ``_convert_return_values`` (1.0.2): a
    returned ``Structure`` cannot be allocated as a NumPy array. Sparse return structures
    are allocated member by member and handed back as scipy sparse arrays. Also, 1.0.2
@@ -31,6 +33,7 @@ from dace.frontend.python import parser
 __all__ = ['apply']
 
 _applied = {'done': False}
+_call_program = [None]  # imported on the first call (the runtime imports DaCe's frontend)
 
 
 def _patch_call():
@@ -39,8 +42,11 @@ def _patch_call():
         return
 
     def __call__(self, *args, **kwargs):
-        from sdfgsparse.runtime.call import call_program
-        return call_program(self, orig, args, kwargs)
+        call = _call_program[0]
+        if call is None:
+            from sdfgsparse.runtime.call import call_program
+            call = _call_program[0] = call_program
+        return call(self, orig, args, kwargs)
 
     __call__._sdfgsparse = True
     __call__.__doc__ = orig.__doc__

@@ -5,6 +5,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.dense_loops import axpy_row, axpy_tile, contiguous_rows
 from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.lowering.epilogue import emit_epilogue_pass, node_epilogue
 from sdfgsparse.ops.base import FusableSparseNode, member_conn
@@ -45,14 +46,27 @@ class ExpandSpMMPure(ExpandTransformation):
             if node.epilogue and ent.i == ent.pieces[0].coord:  # the row is complete after its outer iteration
                 el = f'{Y}[{ent.i}, k]'
                 row_done = [f'for k in {krange}:', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
+            inner = [f'for k in {krange}:', '    ' + acc]
+            bdesc = node.connected(state, B)
+            if not T and '[' not in ent.i and contiguous_rows(bdesc, y):
+                # one SIMD loop over the K columns per stored entry (see lowering.dense_loops)
+                inner = axpy_row(Y, ent.i, B, ent.j, ent.val, K, pyexpr(bdesc.strides[0]), y.dtype.ctype)
             if T:  # the tile loop hoisted outside the parallel row loop: B[:, tile] stays in cache
                 kb.line(f'for kt in range(0, {K}, {T}):')
-            ent.emit(kb, [f'for k in {krange}:', '    ' + acc], parallel=True, epi=row_done, indent=1 if T else 0)
+            ent.emit(kb, inner, parallel=True, epi=row_done, indent=1 if T else 0)
             if node.epilogue and not row_done:
                 emit_epilogue_pass(kb, node, Y, y.shape)
         else:  # rows are scattered: the K columns (or K / T tiles) in parallel around a flat walk over the slots
             n = ent.emit_coordinates(kb)
-            if T:
+            bdesc = node.connected(state, B)
+            if T and contiguous_rows(bdesc, y):  # one SIMD loop over the tile's columns per slot
+                kb.line(f'for kt in dace.map[0:{K}:{T}]:')
+                kb.line(f'    for q in range(0, {n}):')
+                kb.line('        if ri[q] >= 0:')
+                for l in axpy_tile(Y, 'ri[q]', B, 'ci[q]', f'{ent.vals}[q]', 'kt', f'min(kt + {T}, {K})',
+                                   pyexpr(y.strides[0]), pyexpr(bdesc.strides[0]), y.dtype.ctype):
+                    kb.line('            ' + l)
+            elif T:
                 kb.line(f'for kt in dace.map[0:{K}:{T}]:')
                 kb.line(f'    for q in range(0, {n}):')
                 kb.line('        if ri[q] >= 0:')

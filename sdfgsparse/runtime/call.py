@@ -18,6 +18,7 @@ from sdfgsparse import errors
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 from sdfgsparse.runtime.marshal import SparseArg, _torch_layout, is_sparse_value, marshal_sparse
+from sdfgsparse.runtime.plan import MISS, build_plan
 
 __all__ = ['marshal_arguments', 'call_program', 'CompiledProgram', 'compile']
 
@@ -130,8 +131,19 @@ def call_program(prog, orig_call, args, kwargs):
     """Run a ``@dace.program`` whose arguments may be sparse.
 
     The first call of a signature goes through DaCe (parse, compile, DaCe's cache); later
-    calls with the same argument types call the compiled program directly, skipping
-    DaCe's per-call descriptor serialisation and symbol solving."""
+    calls with the same argument types and dtypes run its :class:`~sdfgsparse.runtime.plan.CallPlan`
+    (pointers, cheap validation, the compiled function); a call the plan cannot finish
+    exactly (a copy, a warning or an error to raise) takes the full path: marshalling and
+    validation as above, then the compiled program directly, skipping DaCe's per-call
+    descriptor serialisation and symbol solving."""
+    plans = prog.__dict__.get('_ss_plans')
+    if plans:
+        pos = args if not kwargs else _positional(prog.argnames, args, kwargs)
+        if pos is not None:
+            for plan in plans.get(_raw_key(pos), ()):
+                result = plan.run(pos)
+                if result is not MISS:
+                    return result
     names = list(prog.argnames)
     values = dict(zip(names, args))
     values.update({k: v for k, v in kwargs.items() if k in names})
@@ -158,7 +170,39 @@ def call_program(prog, orig_call, args, kwargs):
         result = orig_call(prog, *newargs, **newkw)
         if key is not None:
             _remember(prog, fast, key, out, symbols)
+    if key is not None and key in fast:
+        _add_plan(prog, fast[key][0], key, names, descs, values, out, sparse, torch_in)
     return _to_torch(result) if torch_in else result
+
+
+def _raw_key(args) -> tuple:
+    """What selects a plan, read straight from the arguments: type and dtype of each."""
+    return tuple([(type(v), getattr(v, 'dtype', None)) for v in args])
+
+
+def _positional(argnames, args, kwargs) -> Optional[tuple]:
+    """All arguments in order when the call names exactly the remaining parameters."""
+    rest = argnames[len(args):]
+    if len(rest) != len(kwargs) or not all(n in kwargs for n in rest):
+        return None
+    return tuple(args) + tuple(kwargs[n] for n in rest)
+
+
+def _add_plan(prog, csdfg, key, names, descs, values, out, sparse, torch_in):
+    """Offer the plan of this compiled signature (built once) to later calls whose
+    arguments have the same types and dtypes. Several plans can share those (a torch
+    CSR and a torch CSC tensor); each checks the rest itself."""
+    raw = _raw_key([values[n] for n in names])
+    built = prog.__dict__.setdefault('_ss_plan_built', {})
+    if (key, raw) not in built:
+        built[(key, raw)] = build_plan(csdfg, names, descs, out, sparse, values, torch_in)
+    plan = built[(key, raw)]
+    if plan is None:
+        return
+    plans = prog.__dict__.setdefault('_ss_plans', {})
+    have = plans.get(raw, ())
+    if plan not in have and len(have) < 8:
+        plans[raw] = have + (plan, )
 
 
 def _matches(sdfg: dace.SDFG, out: Dict[str, Any]) -> bool:

@@ -234,7 +234,8 @@ def _sizes(fmt: SparseFormat, arrays, shape) -> Dict[str, int]:
             sizes['nd'] = nd
             sizes['L'] = int(arrays['vals'].size // nd) if nd else 0
     if 'K' in fmt.size_keys:
-        sizes['K'] = int(arrays['vals'].size // shape[0]) if shape[0] else 0
+        outer = int(fmt.extents(shape[0], shape[1])[0])  # rows for ELL, columns for a transposed view
+        sizes['K'] = int(arrays['vals'].size // outer) if outer else 0
     return sizes
 
 

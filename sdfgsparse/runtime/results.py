@@ -6,7 +6,7 @@ number of entries depends on the data, the structure's size symbol is a *capacit
 the real count is read back from the position array); after the call the struct becomes
 a scipy sparse array of the op's natural format (or a :class:`SparseMatrix`).
 """
-from typing import Dict
+from typing import Callable, Dict
 
 import dace
 import numpy as np
@@ -16,8 +16,10 @@ from sdfgsparse.formats import sparse_type_of
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import has_scipy_twin, to_scipy_twin
 from sdfgsparse.runtime.marshal import struct_class
+from sdfgsparse.runtime.pointers import data_pointer
+from sdfgsparse.runtime.symexpr import compile_int
 
-__all__ = ['allocate_return', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return']
+__all__ = ['allocate_return', 'return_allocator', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return']
 
 
 def is_sparse_return(obj) -> bool:
@@ -26,21 +28,39 @@ def is_sparse_return(obj) -> bool:
 
 def allocate_return(desc: dace.data.Structure, syms: Dict[str, int]):
     """Allocate the member arrays of a sparse return structure; returns its struct."""
+    return return_allocator(desc)(syms)
+
+
+_ALLOCATORS: Dict[int, tuple] = {}
+
+
+def return_allocator(desc: dace.data.Structure) -> Callable[[Dict[str, int]], object]:
+    """``allocate(symbols) -> struct`` for a sparse return structure; the member sizes
+    are compiled once per descriptor (evaluating them with SymPy cost milliseconds)."""
+    hit = _ALLOCATORS.get(id(desc))
+    if hit is not None and hit[0] is desc:
+        return hit[1]
     st = sparse_type_of(desc)
-    arrays = {}
-    for name, size in st.member_shapes().items():
-        n = int(dace.symbolic.evaluate(size, syms)) if dace.symbolic.issymbolic(size) else int(size)
-        dt = st.dtype if name == 'vals' else st.index_dtype
-        arrays[name] = np.zeros(max(n, 0), dtype=dt.as_numpy_dtype())
-    shape = tuple(int(dace.symbolic.evaluate(e, syms)) if dace.symbolic.issymbolic(e) else int(e)
-                  for e in (st.rows, st.cols))
-    fields = {m: a.ctypes.data for m, a in arrays.items()}
-    fields.update({k: v for k, v in zip(('rows', 'cols'), shape) if k in desc.members})
-    obj = struct_class(desc)(**fields)
-    obj._ss_keepalive = arrays
-    obj._ss_result_type = st
-    obj._ss_shape = shape
-    return obj
+    members = [(name, compile_int(size), np.dtype((st.dtype if name == 'vals' else st.index_dtype).as_numpy_dtype()))
+               for name, size in st.member_shapes().items()]
+    rows, cols = compile_int(st.rows), compile_int(st.cols)
+    cls = struct_class(desc)
+    fields = [f[0] for f in cls._fields_]
+    dims = {k for k in ('rows', 'cols') if k in desc.members}
+
+    def allocate(syms: Dict[str, int]):
+        arrays = {name: np.zeros(max(fn(syms), 0), dtype=dt) for name, fn, dt in members}
+        shape = (int(rows(syms)), int(cols(syms)))
+        values = {'rows': shape[0], 'cols': shape[1]}
+        obj = cls(*[data_pointer(arrays[f]) if f in arrays else values[f] if f in dims else 0 for f in fields])
+        obj._ss_keepalive = arrays
+        obj._ss_result_type = st
+        obj._ss_shape = shape
+        return obj
+
+    if len(_ALLOCATORS) < 4096:
+        _ALLOCATORS[id(desc)] = (desc, allocate)
+    return allocate
 
 
 def struct_to_python(obj):

@@ -1,0 +1,73 @@
+"""Dense inner loops of sparse kernels as vectorisable C++ tasklets.
+
+DaCe 1.0.2's frontend lowers ``for k in range(K): Y[i, k] += a * B[j, k]`` with a
+data-dependent ``j`` into an indirection tasklet and element copies per iteration, which
+the C++ compiler does not vectorise (cora_A, K = 64: 0.45 ms per SpMM at 1 thread against
+0.30 ms for the same walk with a SIMD inner loop). :func:`axpy_row` emits that inner loop
+as one tasklet per stored entry: restrict-qualified row pointers and ``#pragma omp simd``
+over the ``K`` contiguous columns. The surrounding loop nest — the format's level walk,
+the parallel map — stays generated Python, so every format still gets the operation.
+"""
+from typing import List
+
+__all__ = ['axpy_row', 'axpy_tile', 'contiguous_rows']
+
+
+def contiguous_rows(*descs) -> bool:
+    """Whether each 2-D array stores its rows contiguously (unit stride along columns)."""
+    return all(len(d.shape) == 2 and str(d.strides[1]) == '1' for d in descs)
+
+
+def axpy_row(y: str, i: str, b: str, j: str, a: str, k: str, b_stride: str, ctype: str) -> List[str]:
+    """Generated-source lines for ``y[i, 0:k] += a * b[j, 0:k]``.
+
+    :param y, b: array names (rows contiguous); ``i``: a row expression usable in a memlet
+                 (a loop variable or symbol); ``j``, ``a``: any expressions (read into
+                 scalars first); ``k``: the column count; ``b_stride``: elements between
+                 rows of ``b``; ``ctype``: the C type of the values.
+    """
+    code = (f'{ctype}* __restrict__ yr = _ty; '
+            f'const {ctype}* __restrict__ br = _tb + _tj * ({b_stride}); '
+            f'const long kk = {k}; '
+            '_Pragma("omp simd") '
+            'for (long c = 0; c < kk; ++c) yr[c] += _ta * br[c];')
+    return [
+        f'_aa = {a}',
+        f'_jj = dace.int64({j})',
+        'with dace.tasklet(dace.Language.CPP):',
+        '    _ta << _aa',
+        '    _tj << _jj',
+        f'    _tb << {b}',
+        f'    _tyi << {y}[{i}, :]',
+        f'    _ty >> {y}[{i}, :]',
+        f'    """{code}"""',
+    ]
+
+
+def axpy_tile(y: str, i: str, b: str, j: str, a: str, c0: str, c1: str, y_stride: str, b_stride: str,
+              ctype: str) -> List[str]:
+    """Generated-source lines for ``y[i, c0:c1] += a * b[j, c0:c1]`` where ``i`` may be
+    data-dependent (a scatter): ``y`` is passed whole and addressed by pointer, so the
+    caller must guarantee that concurrent tasklets touch disjoint columns (tiles)."""
+    code = (f'{ctype}* __restrict__ yr = _ty + _ti * ({y_stride}); '
+            f'const {ctype}* __restrict__ br = _tb + _tj * ({b_stride}); '
+            'const long lo = _tc0, hi = _tc1; '
+            '_Pragma("omp simd") '
+            'for (long c = lo; c < hi; ++c) yr[c] += _ta * br[c];')
+    return [
+        f'_aa = {a}',
+        f'_ii = dace.int64({i})',
+        f'_jj = dace.int64({j})',
+        f'_c0 = dace.int64({c0})',
+        f'_c1 = dace.int64({c1})',
+        'with dace.tasklet(dace.Language.CPP):',
+        '    _ta << _aa',
+        '    _ti << _ii',
+        '    _tj << _jj',
+        '    _tc0 << _c0',
+        '    _tc1 << _c1',
+        f'    _tb << {b}',
+        f'    _tyi << {y}',
+        f'    _ty >> {y}',
+        f'    """{code}"""',
+    ]

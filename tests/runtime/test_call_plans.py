@@ -1,0 +1,296 @@
+"""Warm calls through per-signature plans: same results as the full path, a new plan for
+a new signature, the typed errors on bad input, the caller's data untouched."""
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse import errors
+from sdfgsparse.formats import COO, CSC, CSR
+from sdfgsparse.runtime import plan as plan_mod
+from sdfgsparse.runtime.fastcheck import SMALL, StorageCheck
+from sdfgsparse.runtime.marshal import validate_storage
+
+M, N, K = (dace.symbol(s) for s in 'MNK')
+
+
+@dace.program
+def plan_spmv(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return A @ x
+
+
+@dace.program
+def plan_spmm(A: ss.CSR[dace.float64, M, N], X: dace.float64[N, K]):
+    return A @ X
+
+
+@dace.program
+def plan_scale(A: ss.CSR[dace.float64, M, N]):
+    return 2 * A
+
+
+@dace.program
+def plan_add(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N]):
+    return A + B
+
+
+@dace.program
+def plan_any(A, x):
+    return A @ x
+
+
+@dace.program
+def plan_spmv64(A: ss.CSR[dace.float64, M, N, dace.int64], x: dace.float64[N]):
+    return A @ x
+
+
+@pytest.fixture
+def plan_calls(monkeypatch):
+    """Counts the calls a plan finished (not handed back to the full path)."""
+    count = {'done': 0, 'missed': 0}
+    run = plan_mod.CallPlan.run
+
+    def counting(self, args):
+        res = run(self, args)
+        count['missed' if res is plan_mod.MISS else 'done'] += 1
+        return res
+
+    monkeypatch.setattr(plan_mod.CallPlan, 'run', counting)
+    return count
+
+
+def _random(rng, m, n, density, dtype=np.float64):
+    return sp.random_array((m, n), density=density, format='csr', rng=rng, dtype=dtype)
+
+
+def _shapes():  # tiny (Python checks) and larger (vectorised checks), empty rows, nnz = 0
+    return [(1, 1, 1.0), (7, 5, 0.4), (40, 30, 0.3), (200, 150, 0.05), (9, 6, 0.0), (1, 300, 0.5)]
+
+
+def test_warm_spmv_new_sizes_each_call(rng, plan_calls):
+    for m, n, d in _shapes() * 2:
+        A = _random(rng, m, n, d)
+        x = rng.standard_normal(n)
+        np.testing.assert_allclose(plan_spmv(A, x), A @ x, rtol=1e-12, atol=1e-12)
+    assert plan_calls['done'] >= len(_shapes()) * 2 - 1
+    plans = {p for ps in plan_spmv._ss_plans.values() for p in ps}
+    assert len(plans) == 1
+
+
+def test_warm_spmm_and_keyword_call(rng, plan_calls):
+    for m, n, d in _shapes():
+        A = _random(rng, m, n, d)
+        X = rng.standard_normal((n, 8))
+        np.testing.assert_allclose(plan_spmm(A, X), A @ X, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(plan_spmm(X=X, A=A), A @ X, rtol=1e-12, atol=1e-12)
+    assert plan_calls['missed'] == 0 and plan_calls['done'] >= 2 * len(_shapes()) - 1
+
+
+def test_warm_sparse_results(rng, plan_calls):
+    for m, n, d in _shapes():
+        A, B = _random(rng, m, n, d), _random(rng, m, n, d)
+        S = plan_scale(A)
+        assert S.format == 'csr' and S.shape == (m, n)
+        np.testing.assert_allclose(S.toarray(), 2 * A.toarray())
+        T = plan_add(A, B)
+        np.testing.assert_allclose(T.toarray(), A.toarray() + B.toarray())
+    assert plan_calls['missed'] == 0 and plan_calls['done'] >= 2 * (len(_shapes()) - 1)
+
+
+def test_results_are_fresh_arrays(rng):
+    A = _random(rng, 6, 4, 0.5)
+    x = rng.standard_normal(4)
+    y1, y2 = plan_spmv(A, x), plan_spmv(A, x)
+    assert y1 is not y2 and not np.shares_memory(y1, y2)
+    S1, S2 = plan_scale(A), plan_scale(A)
+    assert not np.shares_memory(S1.data, S2.data) and not np.shares_memory(S1.data, A.data)
+
+
+def test_changed_signature_takes_a_new_plan(rng, plan_calls):
+    A = _random(rng, 12, 9, 0.3)
+    x = rng.standard_normal(9)
+    for _ in range(2):
+        np.testing.assert_allclose(plan_any(A, x), A @ x, rtol=1e-12)
+    A32, x32 = A.astype(np.float32), x.astype(np.float32)
+    for _ in range(2):  # value dtype
+        np.testing.assert_allclose(plan_any(A32, x32), A32 @ x32, rtol=1e-5)
+    C = A.tocsc()
+    for _ in range(2):  # format
+        np.testing.assert_allclose(plan_any(C, x), A @ x, rtol=1e-12)
+    Am = sp.csr_matrix(A)
+    for _ in range(2):  # another scipy class of the same format shares the compiled program
+        np.testing.assert_allclose(plan_any(Am, x), A @ x, rtol=1e-12)
+    assert len(plan_any._ss_fast) == 3  # compiled signatures: csr_array and csr_matrix share one
+    assert len(plan_any._ss_plans) == 4 and all(len(ps) == 1 for ps in plan_any._ss_plans.values())
+    assert plan_calls['missed'] == 0
+
+
+def test_index_dtype_change_goes_through_the_full_path(rng, plan_calls):
+    A = _random(rng, 10, 7, 0.4)
+    x = rng.standard_normal(7)
+    A64 = sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)), shape=A.shape)
+    if A64.indices.dtype != np.int64:
+        pytest.skip('scipy narrowed the index arrays')
+    for _ in range(2):
+        np.testing.assert_allclose(plan_spmv64(A64, x), A @ x, rtol=1e-12)
+    done = plan_calls['done']
+    for _ in range(2):  # int32 indices into an int64 program: copied with a warning, every call
+        with pytest.warns(errors.CopyWarning, match='A: index arrays are int32'):
+            np.testing.assert_allclose(plan_spmv64(A, x), A @ x, rtol=1e-12)
+    assert plan_calls['done'] == done
+    np.testing.assert_allclose(plan_spmv64(A64, 2 * x), A @ (2 * x), rtol=1e-12)
+    assert plan_calls['done'] == done + 1
+
+
+def _raw(data, indices, indptr, shape):
+    A = sp.csr_array(shape)
+    A.data, A.indices, A.indptr = (np.asarray(data, np.float64), np.asarray(indices, np.int32),
+                                   np.asarray(indptr, np.int32))
+    return A
+
+
+@pytest.mark.parametrize('big', [False, True], ids=['small', 'large'])
+def test_bad_input_on_a_warm_call(rng, big):
+    m, n = (200, 150) if big else (5, 4)
+    good = _random(rng, m, n, 0.1 if big else 0.5)
+    good.sum_duplicates()
+    x = np.ones(n)
+    plan_spmv(good, x)
+    plan_spmv(good, x)
+
+    def bad(edit):
+        A = good.copy()
+        edit(A)
+        return A
+
+    row = int(np.flatnonzero(np.diff(good.indptr) >= 2)[0])  # a row with two entries
+    p = int(good.indptr[row])
+    cases = [
+        (bad(lambda A: A.indices.__setitem__(0, n)), errors.InvalidIndexError, rf'A: crd1\[0\] = {n} is out of range'),
+        (bad(lambda A: A.indices.__setitem__(0, -1)), errors.InvalidIndexError, r'A: crd1\[0\] = -1 is negative'),
+        (bad(lambda A: A.indices.__setitem__(p, good.indices[p + 1])), errors.DuplicateIndicesError,
+         f'A: crd1 .* twice at positions {p} and {p + 1}'),
+        (bad(lambda A: A.indices.__setitem__(slice(p, p + 2), good.indices[p:p + 2][::-1].copy())),
+         errors.UnsortedIndicesError, f'A: crd1 .* not sorted within its segment at position {p + 1}'),
+        (bad(lambda A: A.indptr.__setitem__(-1, good.nnz + 1)), errors.IndptrError, r'A: pos1\[-1\]'),
+        (bad(lambda A: A.indptr.__setitem__(1, good.nnz + 5)), errors.IndptrError, 'A: pos1 .* decreases'),
+    ]
+    for A, err, msg in cases:
+        with pytest.raises(err, match=msg):
+            plan_spmv(A, x)
+    with pytest.raises(errors.ShapeError, match=rf'x: has shape \({n + 1},\).*N = {n} \(from A\)'):
+        plan_spmv(good, np.ones(n + 1))
+    with pytest.raises(errors.DTypeError, match='A: values are float32'):
+        plan_spmv(good.astype(np.float32), x)
+    with pytest.raises(errors.FormatMismatchError, match='A: the program expects CSR but got CSC'):
+        plan_spmv(good.tocsc(), x)
+    with pytest.raises(errors.ShapeError, match=f'B: symbol M is {m + 1}, but A fixed M = {m}'):
+        plan_add(good, _random(rng, m + 1, n, 0.1))
+    np.testing.assert_allclose(plan_spmv(good, x), good @ x, rtol=1e-12)  # and still fine afterwards
+
+
+def test_numpy_view_still_rejected_on_a_warm_call(rng):
+    A = _random(rng, 6, 4, 0.5)
+    plan_spmv(A, np.ones(4))
+    plan_spmv(A, np.ones(4))
+    with pytest.raises(TypeError, match='numpy view'):
+        plan_spmv(A, np.ones(8)[::2])
+
+
+def test_validation_switch_still_applies(rng, plan_calls):
+    A = _random(rng, 6, 4, 0.5)
+    plan_spmv(A, np.ones(4))
+    bad = _raw([1.0, 2.0, 3.0], [2, 0, 1], [0, 2, 3, 3, 3, 3], (5, 4))
+    ss.set_validation(False)
+    try:
+        plan_spmv(bad, np.ones(4))  # unsorted but in range: runs unchecked
+    finally:
+        ss.set_validation(True)
+    with pytest.raises(errors.UnsortedIndicesError):
+        plan_spmv(bad, np.ones(4))
+
+
+def test_arguments_are_not_modified(rng):
+    for m, n, d in _shapes():
+        A, B = _random(rng, m, n, d), _random(rng, m, n, d)
+        x = rng.standard_normal(n)
+        before = [a.copy() for a in (A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, x)]
+        for _ in range(2):
+            plan_spmv(A, x)
+            plan_scale(A)
+            plan_add(A, B)
+        for got, want in zip((A.data, A.indices, A.indptr, B.data, B.indices, B.indptr, x), before):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_torch_warm_calls(rng):
+    torch = pytest.importorskip('torch')
+    for m, n in ((8, 6), (30, 20), (8, 6)):
+        D = rng.standard_normal((m, n))
+        D[rng.random((m, n)) < 0.6] = 0
+        A = torch.from_numpy(D).to_sparse_csr().to(torch.float64)
+        A = torch.sparse_csr_tensor(A.crow_indices().to(torch.int32), A.col_indices().to(torch.int32),
+                                    A.values(), size=A.shape)
+        x = rng.standard_normal(n)
+        y = plan_spmv(A, x)
+        assert isinstance(y, torch.Tensor)
+        np.testing.assert_allclose(y.numpy(), D @ x, rtol=1e-12)
+
+
+def _storage(A, fmt):
+    if fmt is COO:
+        return {'crd0': A.row, 'crd1': A.col, 'vals': A.data}, {'n0': A.row.size}
+    return {'pos1': A.indptr, 'crd1': A.indices, 'vals': A.data}, {'n1': A.indices.size}
+
+
+def _spec_ok(fmt, arrays, shape, sizes):
+    try:
+        validate_storage(fmt, arrays, shape, sizes, 'A')
+    except errors.SparseError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize('fmt', [CSR, CSC, COO], ids=lambda f: f.name)
+def test_storage_check_agrees_with_validation(rng, fmt):
+    """The fast check answers as the full validation does, on valid and broken storage,
+    below and above the size where it switches to vectorised checks."""
+    check = StorageCheck(fmt)
+    convert = {'CSR': sp.csr_array, 'CSC': sp.csc_array, 'COO': sp.coo_array}[fmt.name]
+    for m, n, d in [(1, 1, 1.0), (6, 5, 0.4), (4 * SMALL, 3 * SMALL, 0.05), (5, 5, 0.0), (SMALL, 2, 0.5)]:
+        A = convert(_random(rng, m, n, d))
+        arrays, sizes = _storage(A, fmt)
+        shape = A.shape
+        assert check(arrays, *shape, sizes) and _spec_ok(fmt, arrays, shape, sizes)
+        nnz = arrays['vals'].size
+        crd = 'crd1'
+        edits = [(crd, 0, -1), (crd, nnz - 1, 10**6)]
+        if nnz >= 2:
+            edits += [(crd, 1, int(arrays[crd][0]))]  # duplicate or unsorted where the format cares
+        if 'pos1' in arrays:
+            edits += [('pos1', -1, nnz + 1), ('pos1', 0, 1), ('pos1', len(arrays['pos1']) // 2, nnz + 3)]
+        for member, at, value in edits:
+            if arrays[member].size == 0:
+                continue
+            broken = {k: v.copy() for k, v in arrays.items()}
+            broken[member][at] = value
+            assert check(broken, *shape, sizes) == _spec_ok(fmt, broken, shape, sizes), (m, n, member, at, value)
+
+
+@pytest.mark.parametrize('fmt', ['coo', 'bsr', 'dia', 'ELL', 'DCSR'])
+def test_warm_calls_other_formats(rng, plan_calls, fmt):
+    """scipy twins and ``SparseMatrix`` arguments run through plans too."""
+    for m, n in ((8, 6), (12, 10), (8, 6)):
+        D = _random(rng, m, n, 0.4).toarray()
+        if fmt == 'bsr':
+            A = sp.bsr_array(D, blocksize=(2, 2))
+            A.sort_indices()
+        elif fmt in ('coo', 'dia'):
+            A = sp.coo_array(D) if fmt == 'coo' else sp.dia_array(D)
+        else:
+            A = ss.convert(sp.csr_array(D), getattr(ss, fmt))
+        x = rng.standard_normal(n)
+        np.testing.assert_allclose(plan_any(A, x), D @ x, rtol=1e-12, atol=1e-12)
+    # (ELL and DCSR matrices share type and dtype: each call may first try the other's plan)
+    assert plan_calls['done'] >= 2
