@@ -4,7 +4,6 @@ from typing import List, Optional, Set
 
 import dace
 from dace import properties
-from dace.libraries.standard.nodes.transpose import Transpose
 from dace.sdfg import nodes
 from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
@@ -15,6 +14,7 @@ from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.ops.sddmm import SDDMM
 from sdfgsparse.ops.softmax import SparseSoftmax
 from sdfgsparse.ops.spmm import SpMM
+from sdfgsparse.transformations._transpose import absorbable_transpose
 
 __all__ = ['SparseFusion']
 
@@ -117,8 +117,11 @@ class SparseFusion(xf.SingleStateTransformation):
                     e.data.data, sdfg.arrays[e.data.data]))
         _connect_input(state, sdfg, _edge(state, sddmm, '_X'), fused, attention.Q)
         y_edge = _edge(state, sddmm, '_Y')
-        transpose = self._absorbable_transpose(state, sdfg, y_edge) if self.absorb_transpose else None
-        if transpose is not None:
+        transpose = absorbable_transpose(state, sdfg, y_edge) if self.absorb_transpose else None
+        if sddmm.y_layout == 'NK':  # the SDDMM already reads the keys by rows
+            _connect_input(state, sdfg, y_edge, fused, attention.K)
+            fused.key_layout = 'K'
+        elif transpose is not None:
             k_edge = next(iter(state.in_edges(transpose)))
             _connect_input(state, sdfg, k_edge, fused, attention.K)
             fused.key_layout = 'K'
@@ -142,25 +145,6 @@ class SparseFusion(xf.SingleStateTransformation):
         for name in names:
             if name in sdfg.arrays and name not in used and sdfg.arrays[name].transient:
                 sdfg.remove_data(name, validate=False)
-
-    @staticmethod
-    def _absorbable_transpose(state, sdfg, y_edge) -> Optional[Transpose]:
-        """The Transpose node that alone makes the SDDMM operand ``Y`` (= K.T), or None."""
-        y = y_edge.src
-        if not isinstance(y, nodes.AccessNode) or not sdfg.arrays[y.data].transient:
-            return None
-        if state.in_degree(y) != 1 or state.out_degree(y) != 1:
-            return None
-        if any(n.data == y.data for s in sdfg.states() for n in s.data_nodes() if n is not y):
-            return None
-        tr = state.in_edges(y)[0].src
-        if not isinstance(tr, Transpose) or state.in_degree(tr) != 1 or state.out_degree(tr) != 1:
-            return None
-        k = state.in_edges(tr)[0]
-        kdesc = sdfg.arrays[k.data.data]
-        if len(kdesc.shape) != 2 or k.data.subset.num_elements() != kdesc.total_size:
-            return None
-        return tr
 
 
 # ---------------------------------------------------------------------- helpers

@@ -9,6 +9,7 @@ from dace.transformation import transformation as xf
 
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.sddmm import SDDMM
+from sdfgsparse.transformations._transpose import absorbable_transpose
 
 __all__ = ['SparseLoopOrdering']
 
@@ -34,8 +35,9 @@ class SparseLoopOrdering(xf.SingleStateTransformation):
 
     becomes ``S, X, Y --> SDDMM --> C`` (``C`` keeps ``S``'s pattern and format, as before;
     a transposed view of ``S`` stays a transposed view). ``Y`` may be any producer of a
-    ``K x N`` array (``K_mat.T`` arrives as a ``Transpose`` node and stays one: it costs
-    ``N * K``, no more than reading ``Y`` once).
+    ``K x N`` array; when it is only the ``Transpose`` of an ``N x K`` array (``Kmat.T``),
+    the transpose goes too and the SDDMM reads ``Kmat`` by rows (``y_layout='NK'``): each
+    dot product then runs over two contiguous rows.
 
     Applicability:
 
@@ -92,6 +94,12 @@ class SparseLoopOrdering(xf.SingleStateTransformation):
         node = SDDMM('sddmm')
         node.transpose_S, node.schedule_hint = mul.transpose_A, mul.schedule_hint
         state.add_node(node)
+        doomed = [mul, tmp, mm]
+        transpose = absorbable_transpose(state, sdfg, b)
+        if transpose is not None:  # Y = Kmat.T: read Kmat by rows instead (contiguous dot products)
+            doomed += [transpose, b.src]
+            b = state.in_edges(transpose)[0]
+            node.y_layout = 'NK'
         for conn, edge in (('_X', a), ('_Y', b)):
             node.add_in_connector(conn)
             state.add_edge(edge.src, edge.src_conn, node, conn, dace.Memlet.from_array(edge.data.data,
@@ -104,11 +112,13 @@ class SparseLoopOrdering(xf.SingleStateTransformation):
         for e in state.out_edges(mul):
             node.add_out_connector(e.src_conn)
             state.add_edge(node, e.src_conn, e.dst, e.dst_conn, e.data)
-        state.remove_node(mul)
-        state.remove_node(tmp)
-        state.remove_node(mm)
+        names = {n.data for n in doomed if isinstance(n, nodes.AccessNode)}
+        for n in doomed:
+            state.remove_node(n)
         for n in list(state.data_nodes()):
             if state.degree(n) == 0:
                 state.remove_node(n)
-        if tmp.data in sdfg.arrays and not any(n.data == tmp.data for s in sdfg.states() for n in s.data_nodes()):
-            sdfg.remove_data(tmp.data)
+        used = {n.data for s in sdfg.states() for n in s.data_nodes()}
+        for name in names:
+            if name in sdfg.arrays and name not in used and sdfg.arrays[name].transient:
+                sdfg.remove_data(name, validate=False)

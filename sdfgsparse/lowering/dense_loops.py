@@ -10,7 +10,7 @@ the parallel map — stays generated Python, so every format still gets the oper
 """
 from typing import List
 
-__all__ = ['axpy_row', 'axpy_tile', 'contiguous_rows']
+__all__ = ['axpy_row', 'axpy_tile', 'dot_rows', 'contiguous_rows']
 
 
 def contiguous_rows(*descs) -> bool:
@@ -69,5 +69,27 @@ def axpy_tile(y: str, i: str, b: str, j: str, a: str, c0: str, c1: str, y_stride
         f'    _tb << {b}',
         f'    _tyi << {y}',
         f'    _ty >> {y}',
+        f'    """{code}"""',
+    ]
+
+
+def dot_rows(out: str, x: str, i: str, y: str, j: str, k: str, x_stride: str, y_stride: str, ctype: str) -> List[str]:
+    """Generated-source lines for the scalar ``out = dot(x[i, 0:k], y[j, 0:k])`` (rows
+    contiguous; ``i`` and ``j`` any expressions) as one SIMD reduction tasklet."""
+    code = (f'const {ctype}* __restrict__ xr = _tx + _ti * ({x_stride}); '
+            f'const {ctype}* __restrict__ yr = _ty + _tj * ({y_stride}); '
+            f'{ctype} s = 0; const long kk = {k}; '
+            '_Pragma("omp simd reduction(+:s)") '
+            'for (long c = 0; c < kk; ++c) s += xr[c] * yr[c]; '
+            '_to = s;')
+    return [
+        f'_ii = dace.int64({i})',
+        f'_jj = dace.int64({j})',
+        'with dace.tasklet(dace.Language.CPP):',
+        '    _ti << _ii',
+        '    _tj << _jj',
+        f'    _tx << {x}',
+        f'    _ty << {y}',
+        f'    _to >> {out}',
         f'    """{code}"""',
     ]

@@ -5,6 +5,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.dense_loops import contiguous_rows, dot_rows
 from sdfgsparse.lowering.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
@@ -16,7 +17,8 @@ X, Y = '_X', '_Y'
 @dace.library.expansion
 class ExpandSDDMMPure(ExpandTransformation):
     """One dot product of length K per stored entry; entries own distinct value slots, so
-    the outer level always runs in parallel. Index arrays of S are copied to the result."""
+    the outer level always runs in parallel. Index arrays of S are copied to the result.
+    With ``y_layout='NK'`` both operands are read by contiguous rows in a SIMD tasklet."""
     environments = []
 
     @staticmethod
@@ -29,11 +31,18 @@ class ExpandSDDMMPure(ExpandTransformation):
         T = kb.dtype(out['vals'].dtype)
         copy_index_members(kb, node.member_arrays(state, 'S'), 'S', 'out')
         zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
-        ent.emit(kb, [
-            f'acc = {T}(0)', f'for k in range(0, {pyexpr(x.shape[1])}):', f'    acc += {X}[{ent.i}, k] * {Y}[k, {ent.j}]',
-            f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * acc'
-        ],
-                 parallel=True)
+        y = node.connected(state, Y)
+        Kd = pyexpr(x.shape[1])
+        if node.y_layout == 'NK' and contiguous_rows(x, y):
+            # one SIMD dot product of two contiguous rows per stored entry (lowering.dense_loops)
+            body = [f'_dd = {T}(0)'] + dot_rows('_dd', X, ent.i, Y, ent.j, Kd, pyexpr(x.strides[0]),
+                                                 pyexpr(y.strides[0]), out['vals'].dtype.ctype)
+            body.append(f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * _dd')
+        else:
+            yk = f'{Y}[{ent.j}, k]' if node.y_layout == 'NK' else f'{Y}[k, {ent.j}]'
+            body = [f'acc = {T}(0)', f'for k in range(0, {Kd}):', f'    acc += {X}[{ent.i}, k] * {yk}',
+                    f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * acc']
+        ent.emit(kb, body, parallel=True)
         return kb.build()
 
 
@@ -47,6 +56,11 @@ class SDDMM(SparseLibraryNode):
     SPARSE_OUTPUTS = ('out', )
 
     transpose_S = properties.Property(dtype=bool, default=False, desc='Use the transposed view of S (no copy)')
+    y_layout = properties.Property(dtype=str,
+                                   default='KN',
+                                   choices=['KN', 'NK'],
+                                   desc='KN: _Y is the K x N right operand; NK: _Y holds its transpose (N x K, '
+                                   'e.g. the keys of K.T), read by contiguous rows')
 
     def __init__(self, name='sddmm', *args, **kwargs):
         super().__init__(name, *args, inputs={X, Y}, outputs=set(), **kwargs)
