@@ -20,6 +20,11 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    old name. The patch adds ``old.member -> new.member`` for every member.
 4. ``Structure.from_json`` (1.0.2): symbolic members (our ``rows`` / ``cols``) come back
    from JSON as strings, which breaks ``free_symbols``; they are parsed back to symbols.
+6. ``CompiledSDFG._create_array`` (1.0.2): returned arrays are made as ``np.ndarray`` over a
+   separate ``np.empty`` buffer, so every result is a NumPy *view* (``base`` is set) — and
+   DaCe refuses views as arguments: a result cannot be passed back into a program (a CG
+   loop calling its iteration program fails). Host-memory arrays with C-contiguous
+   strides are now allocated directly (``np.empty(shape)``, no base); others as before.
 5. Default cache (1.0.2): ``compiler.use_cache`` keys builds by program name, so two
    programs with the same name overwrite each other's build. We set ``cache = 'hash'``
    (unless the user chose a policy through ``DACE_cache``).
@@ -27,6 +32,7 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
 import os
 
 import dace
+import numpy as np
 from dace.codegen import compiled_sdfg
 from dace.frontend.python import parser
 
@@ -140,6 +146,23 @@ def _patch_structure_json():
     dace.data.Structure.from_json = staticmethod(from_json)
 
 
+def _patch_return_arrays():
+    orig = compiled_sdfg.CompiledSDFG._create_array
+
+    def _create_array(self, name, dtype, storage, shape, strides, total_size):
+        if storage is not dace.dtypes.StorageType.GPU_Global and len(shape) > 0:
+            item = np.dtype(dtype).itemsize
+            contiguous, step = [], 1  # C-order strides in bytes (DaCe passes byte strides)
+            for n in reversed(shape):
+                contiguous.append(step * item)
+                step *= n
+            if tuple(reversed(contiguous)) == tuple(strides) and step == total_size:
+                return np.empty(shape, dtype=dtype)
+        return orig(self, name, dtype, storage, shape, strides, total_size)
+
+    compiled_sdfg.CompiledSDFG._create_array = _create_array
+
+
 def apply():
     if _applied['done']:
         return
@@ -149,4 +172,5 @@ def apply():
     _patch_returns()
     _patch_replace_dict()
     _patch_structure_json()
+    _patch_return_arrays()
     _applied['done'] = True

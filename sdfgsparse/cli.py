@@ -11,7 +11,7 @@ import sys
 
 __all__ = ['main']
 
-SAMPLES = ['spmv', 'gcn', 'sparse_algebra', 'attention', 'transformations_by_hand']
+SAMPLES = ['spmv', 'gcn', 'sparse_algebra', 'attention', 'cg', 'transformations_by_hand']
 
 
 def _samples_dir():

@@ -14,7 +14,9 @@ Order (each step is a transformation a user can also apply by hand; see
 4. :class:`SparseEpilogueFusion` — bias / activation maps into SpMV / SpMM;
 5. :class:`SparseDenseTiling` — tiles of the dense loop of SpMM, sized for the cache
    (needs the sizes: given by ``matrices``, or constant in the program);
-6. DaCe's own clean-up (``simplify``).
+6. dense 2-D ``MatMul`` nodes (``X @ W``) take the row-wise SIMD expansion of
+   :mod:`sdfgsparse.ops.dense_matmul` instead of DaCe's default;
+7. DaCe's own clean-up (``simplify``).
 
 Fusion runs before tiling so that tiling sees the final nodes. The report says what each
 step applied, where, and why (iteration counts before/after, chosen tile sizes), and how
@@ -166,6 +168,17 @@ def _costs(sdfg) -> str:
     return ''.join(f' (bytes per call: {t.reason})' for t in hist[-1:])
 
 
+def _dense_matmuls(sdfg) -> int:
+    """Select the row-wise SIMD expansion for DaCe's dense 2-D MatMul nodes."""
+    from sdfgsparse.ops.dense_matmul import IMPLEMENTATION, rows_applicable
+    n = 0
+    for node, state in sdfg.all_nodes_recursive():
+        if isinstance(state, dace.SDFGState) and rows_applicable(node, state) and node.implementation != IMPLEMENTATION:
+            node.implementation = IMPLEMENTATION
+            n += 1
+    return n
+
+
 def _count(sdfg):
     try:
         return iteration_count(sdfg)
@@ -239,6 +252,9 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         return 'dense tiles ' + ', '.join(t)
 
     step('SparseDenseTiling', lambda: _run(sdfg, SparseDenseTiling, tiling), tiles)
+    step('dense MatMul', lambda: _dense_matmuls(sdfg),
+         lambda n: f'{n} dense products expanded row-wise with SIMD rows (ops/dense_matmul.py)' if n else
+         'no dense 2-D product')
     step('simplify', lambda: len(sdfg.simplify() or {}), lambda n: 'DaCe simplification passes')
     sdfg.validate()
     result.iterations_after = _count(sdfg)
