@@ -7,7 +7,8 @@ against scipy. One concept per module:
 - ``cli``       the sub-command (``add_parser``, ``run``), thread set-up by re-execution
 - ``runner``    one run: STREAM, compile times, every kernel × matrix × system
 - ``kernels``   kernel definitions: inputs, scipy reference, flops, compulsory bytes, checks
-- ``programs``  sdfgsparse's ``@dace.program`` per kernel and its compile-time measurement
+- ``programs``  sdfgsparse's ``@dace.program`` per kernel and its compile-time measurement;
+                ``--optimize``: the same programs through ``ss.optimize`` (``sdfgsparse-opt``)
 - ``peers``     one adapter per peer library
 - ``matrices``  Matrix Market loading, R-MAT and banded generators, the default set
 - ``stream``    STREAM triad bandwidth

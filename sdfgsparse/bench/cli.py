@@ -2,7 +2,12 @@
 
     sdfgsparse bench [--matrices DIR] [--kernels spmv,spmm,...] [--threads N] [--repeat R]
                      [--peers scipy,torch,graphblas,pydata,mkl] [--json FILE] [--plot FILE.png]
-                     [--quick] [--no-progress] [--stream-mib MIB]
+                     [--quick] [--no-progress] [--stream-mib MIB] [--optimize]
+
+``--optimize`` adds the system ``sdfgsparse-opt`` (each kernel's program through
+``ss.optimize`` with the matrix's inputs as examples) next to the unoptimised
+``sdfgsparse``; ``gcn`` then means ``gcn+bias``, and without ``--kernels`` the kernels are
+gcn, attention, atb and cg.
 
 The top-level command adds this sub-command with :func:`add_parser`; :func:`run` runs it.
 
@@ -12,8 +17,8 @@ re-executes itself in a child process (``python -m sdfgsparse.bench.cli``) with
 unless ``OMP_NUM_THREADS`` already has that value. torch, GraphBLAS and MKL are also set
 through their own APIs; scipy.sparse and pydata/sparse are sequential.
 
-Exit status: 0 when every sdfgsparse result agreed with scipy, 1 when one did not (or
-failed), 2 for bad options. Wrong peer results are reported, not an error of the run.
+Exit status: 0 when every sdfgsparse (and sdfgsparse-opt) result agreed with scipy, 1 when
+one did not (or failed), 2 for bad options. Wrong peer results are reported, not an error of the run.
 """
 import argparse
 import os
@@ -29,7 +34,7 @@ STREAM_MIB, QUICK_STREAM_MIB = 512, 256
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``bench`` sub-command to ``subparsers`` (from ``parser.add_subparsers()``)."""
-    from sdfgsparse.bench.kernels import DEFAULT_FULL, DEFAULT_QUICK, KERNELS
+    from sdfgsparse.bench.kernels import ALL_KERNELS, DEFAULT_FULL, DEFAULT_OPTIMIZE, DEFAULT_QUICK
     from sdfgsparse.bench.peers import PEER_NAMES
     p = subparsers.add_parser(
         'bench',
@@ -41,8 +46,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help='folder of .mtx / .mtx.gz files (default: the shipped small matrices plus generated '
                    'R-MAT and banded ones up to ~20M nonzeros)')
     p.add_argument('--kernels', default=None, metavar='LIST',
-                   help=f'comma-separated, from {", ".join(KERNELS)}; spmm:K, sddmm:K, gcn:K, atb:K choose the '
-                   f'dense width (default {DEFAULT_FULL}; --quick: {DEFAULT_QUICK})')
+                   help=f'comma-separated, from {", ".join(ALL_KERNELS)}; spmm:K, sddmm:K, gcn:K, atb:K, '
+                   f'gcn+bias:K, attention:K choose the dense width (default {DEFAULT_FULL}; --quick: {DEFAULT_QUICK}; '
+                   f'--optimize: {DEFAULT_OPTIMIZE})')
     p.add_argument('--threads', type=int, default=2, metavar='N', help='threads for every system (default 2)')
     p.add_argument('--repeat', type=int, default=10, metavar='R', help='timed runs per system (default 10)')
     p.add_argument('--peers', default=','.join(PEER_NAMES), metavar='LIST',
@@ -55,6 +61,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument('--stream-mib', type=int, default=None, metavar='MIB',
                    help=f'size of each STREAM triad array (default {STREAM_MIB}; --quick: {QUICK_STREAM_MIB}); '
                    'keep it several times the last-level cache')
+    p.add_argument('--optimize', action='store_true',
+                   help='also run every kernel through ss.optimize (system sdfgsparse-opt, with the matrix as '
+                   'example input) and report its heuristics time; gcn then includes a bias (gcn+bias)')
     p.set_defaults(func=run)
     return p
 
@@ -62,7 +71,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def config_from_args(args):
     """The :class:`~sdfgsparse.bench.runner.BenchConfig` of parsed arguments (raises a
     :class:`~sdfgsparse.bench.errors.BenchError` naming the bad option)."""
-    from sdfgsparse.bench.kernels import DEFAULT_FULL, DEFAULT_QUICK, parse_kernels
+    from sdfgsparse.bench.kernels import DEFAULT_FULL, DEFAULT_OPTIMIZE, DEFAULT_QUICK, parse_kernels
     from sdfgsparse.bench.matrices import default_matrices, from_folder
     from sdfgsparse.bench.peers import parse_peers
     from sdfgsparse.bench.errors import OptionError
@@ -70,12 +79,14 @@ def config_from_args(args):
     mib = args.stream_mib if args.stream_mib is not None else (QUICK_STREAM_MIB if args.quick else STREAM_MIB)
     if mib < 1:
         raise OptionError(f'--stream-mib {mib}: expected a positive size in MiB')
-    kernels = parse_kernels(args.kernels or (DEFAULT_QUICK if args.quick else DEFAULT_FULL))
+    optimize = getattr(args, 'optimize', False)
+    default = DEFAULT_OPTIMIZE if optimize else DEFAULT_QUICK if args.quick else DEFAULT_FULL
+    kernels = parse_kernels(args.kernels or default, optimize=optimize)
     peers = parse_peers(args.peers)
     matrices = from_folder(args.matrices) if args.matrices else default_matrices(quick=args.quick)
     config = BenchConfig(kernels=kernels, matrices=matrices, peers=peers, threads=args.threads, repeat=args.repeat,
                          quick=args.quick, stream_elements=mib * 2**20 // 8,
-                         progress=False if args.no_progress else None)
+                         progress=False if args.no_progress else None, optimize=optimize)
     config.validate()
     return config
 
@@ -91,6 +102,8 @@ def to_argv(args) -> List[str]:
         argv.append('--quick')
     if args.no_progress:
         argv.append('--no-progress')
+    if getattr(args, 'optimize', False):
+        argv.append('--optimize')
     return argv
 
 
@@ -127,7 +140,7 @@ def run(args) -> int:
     if args.plot:
         why = write_plot(result, args.plot)
         print(f'sdfgsparse bench: --plot: {why}' if why else f'sdfgsparse bench: plot written to {args.plot}')
-    ours = [r for r in result.results if r.system == 'sdfgsparse']
+    ours = [r for r in result.results if r.system in ('sdfgsparse', 'sdfgsparse-opt')]
     return 1 if any(not r.correct for r in ours) else 0
 
 

@@ -14,6 +14,23 @@ atb:K      ``A.T @ B``                     B (M, K)                 dense (N, K)
 
 ``spmm`` alone means ``spmm:64``; ``sddmm``, ``gcn`` and ``atb`` default to K = 64.
 
+Composed kernels (:data:`COMPOSED`: several operations in one program, what ``ss.optimize``
+works on; ``--optimize`` runs ``gcn`` as ``gcn+bias``). They are run only when asked for:
+
+============  ==================================  ==============================  ===============
+kernel        computes                            inputs (seeded)                 result
+============  ==================================  ==============================  ===============
+gcn+bias:K    ``relu(A @ (X @ W) + b)``, float32  X (N, K), W (K, K), b (K,)      dense (N, K)
+attention:K   ``softmax(S ∘ (Q @ K.T)) @ V`` over  S = A's pattern (values 1),     dense (M, K)
+              the stored entries of each row      Q (M, K) / sqrt(K), K (N, K),
+                                                  V (N, K)
+cg            one conjugate-gradient iteration    A -> SPD (``spd``)              (x, r, p, rs)
+              (``samples/cg.py``)                 x, r = b - A x, p = r, r·r
+============  ==================================  ==============================  ===============
+
+``cg`` runs on the symmetric positive definite ``S / ||S||_inf + 1.1 I``, ``S = A + A.T``
+(as ``samples/cg.py``; at most 2·nnz + N entries); the reported nnz is that matrix's.
+
 Work and traffic, used for GFLOP/s and effective GB/s:
 
 - ``flops``: 2 per multiply-add (spmv 2·nnz, spmm/sddmm/atb 2·nnz·K, spgemm 2·(number of
@@ -23,6 +40,12 @@ Work and traffic, used for GFLOP/s and effective GB/s:
   intermediates (gcn's X @ W) not counted. A matrix used twice (``A @ A``, ``A + A.T``)
   is counted once. This is what a perfect cache would leave; a kernel whose working set
   exceeds the cache moves more.
+- composed kernels: ``gcn+bias`` as gcn plus N·K (the bias additions; max is not counted,
+  as in gcn); ``attention`` 4·nnz·K (SDDMM and SpMM, 2 each per entry and column) plus
+  4·nnz for the softmax (subtract the row maximum, exp, sum, divide: one each per entry);
+  ``cg`` 2·nnz + 10·N (SpMV; the dots p·Ap and r·r, the updates of x, r and p: 2·N each).
+  Their bytes follow the same rule: attention reads S (with its values), Q, K, V and
+  writes the result; cg reads A, x, r, p and writes x, r, p (its scalars are 8 bytes).
 """
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -33,7 +56,8 @@ import scipy.sparse as sp
 from sdfgsparse.bench.errors import KernelSpecError
 
 __all__ = [
-    'Kernel', 'KERNELS', 'DEFAULT_FULL', 'DEFAULT_QUICK', 'parse_kernels', 'check_result', 'csr_bytes', 'sddmm_numpy'
+    'Kernel', 'KERNELS', 'COMPOSED', 'ALL_KERNELS', 'DEFAULT_FULL', 'DEFAULT_QUICK', 'DEFAULT_OPTIMIZE',
+    'parse_kernels', 'check_result', 'csr_bytes', 'sddmm_numpy', 'attention_numpy', 'cg_step_numpy', 'spd'
 ]
 
 # name -> (default K or None, needs square A, value dtype)
@@ -46,8 +70,16 @@ KERNELS: Dict[str, Tuple[Optional[int], bool, Any]] = {
     'gcn': (64, True, np.float32),
     'atb': (64, False, np.float64),
 }
+# The composed kernels (same layout). Kept apart from KERNELS, which every peer implements.
+COMPOSED: Dict[str, Tuple[Optional[int], bool, Any]] = {
+    'gcn+bias': (64, True, np.float32),
+    'attention': (64, False, np.float64),
+    'cg': (None, True, np.float64),
+}
+ALL_KERNELS: Dict[str, Tuple[Optional[int], bool, Any]] = {**KERNELS, **COMPOSED}
 DEFAULT_FULL = 'spmv,spmm:16,spmm:64,spmm:256,sddmm,spgemm,add,gcn,atb'
 DEFAULT_QUICK = 'spmv,spmm'
+DEFAULT_OPTIMIZE = 'gcn,attention,atb,cg'  # with --optimize and no --kernels
 
 # SpGEMM is skipped above this many products (result and expand-sort-compress buffers).
 SPGEMM_MAX_PRODUCTS = 100_000_000
@@ -77,7 +109,7 @@ class Kernel:
 
     @property
     def dtype(self):
-        return np.dtype(KERNELS[self.name][2])
+        return np.dtype(ALL_KERNELS[self.name][2])
 
     def skip_reason(self, A, mem_budget: int) -> Optional[str]:
         """Why this kernel is not run on ``A`` (None: it is run).
@@ -86,7 +118,7 @@ class Kernel:
         result would exceed ``mem_budget`` bytes, or an SpGEMM with more than
         ``SPGEMM_MAX_PRODUCTS`` products, is skipped too."""
         m, n = A.shape
-        if KERNELS[self.name][1] and m != n:
+        if ALL_KERNELS[self.name][1] and m != n:
             return f'needs a square matrix, got {m}x{n}'
         item = self.dtype.itemsize
         k = self.k or 1
@@ -95,9 +127,12 @@ class Kernel:
             'spmm': (m + n) * k * item,
             'sddmm': (m + n) * k * item + csr_bytes(A),
             'gcn': 3 * n * k * item,
+            'gcn+bias': 3 * n * k * item,
             'atb': (m + n) * k * item,
             'add': 2 * csr_bytes(A),
             'spgemm': 0,
+            'attention': 2 * (m + n) * k * item + 2 * csr_bytes(A),
+            'cg': 8 * n * item + 4 * csr_bytes(A),
         }[self.name]
         if self.name == 'spgemm':
             products = _products(A)
@@ -126,8 +161,20 @@ class Kernel:
             return {'A': A, 'X': dense(m, self.k), 'Y': dense(self.k, n)}
         if self.name == 'gcn':
             return {'A': A, 'X': dense(n, self.k), 'W': dense(self.k, self.k) / np.sqrt(self.k).astype(dt)}
+        if self.name == 'gcn+bias':
+            return {'A': A, 'X': dense(n, self.k), 'W': dense(self.k, self.k) / np.sqrt(self.k).astype(dt),
+                    'b': dense(self.k)}
         if self.name == 'atb':
             return {'A': A, 'B': dense(m, self.k)}
+        if self.name == 'attention':
+            S = sp.csr_array((np.ones(A.nnz, dt), A.indices, A.indptr), shape=A.shape)
+            return {'A': S, 'Q': dense(m, self.k) / np.sqrt(self.k).astype(dt), 'K': dense(n, self.k),
+                    'V': dense(n, self.k)}
+        if self.name == 'cg':
+            A = spd(A)
+            x = dense(n)
+            r = dense(n) - A @ x  # r = b - A x for a random b
+            return {'A': A, 'x': x, 'r': r, 'p': r.copy(), 'rs_old': np.float64(r @ r)}
         return {'A': A}
 
     def reference(self, inp: Dict[str, Any]):
@@ -145,8 +192,14 @@ class Kernel:
             return sp.csr_array(A + A.T)
         if self.name == 'gcn':
             return np.maximum(A @ (inp['X'] @ inp['W']), 0)
+        if self.name == 'gcn+bias':
+            return np.maximum(A @ (inp['X'] @ inp['W']) + inp['b'], 0)
         if self.name == 'atb':
             return A.T @ inp['B']
+        if self.name == 'attention':
+            return attention_numpy(A, inp['Q'], inp['K'], inp['V'])
+        if self.name == 'cg':
+            return cg_step_numpy(A, inp['x'], inp['r'], inp['p'], inp['rs_old'])
         raise KernelSpecError(f'--kernels: no reference for {self.name!r}')
 
     def flops(self, inp: Dict[str, Any]) -> float:
@@ -159,6 +212,12 @@ class Kernel:
             return 2.0 * A.nnz
         if self.name == 'gcn':
             return 2.0 * A.shape[0] * k * k + 2.0 * A.nnz * k
+        if self.name == 'gcn+bias':
+            return 2.0 * A.shape[0] * k * k + 2.0 * A.nnz * k + 1.0 * A.shape[0] * k
+        if self.name == 'attention':
+            return 4.0 * A.nnz * k + 4.0 * A.nnz
+        if self.name == 'cg':
+            return 2.0 * A.nnz + 10.0 * A.shape[0]
         return 2.0 * A.nnz * k
 
     def bytes(self, inp: Dict[str, Any], ref) -> float:
@@ -167,8 +226,9 @@ class Kernel:
         for v in inp.values():
             if id(v) not in seen:
                 seen.add(id(v))
-                total += csr_bytes(v) if sp.issparse(v) else v.nbytes
-        return float(total + (csr_bytes(ref) if sp.issparse(ref) else np.asarray(ref).nbytes))
+                total += csr_bytes(v) if sp.issparse(v) else np.asarray(v).nbytes
+        outs = ref if isinstance(ref, tuple) else (ref, )
+        return float(total + sum(csr_bytes(o) if sp.issparse(o) else np.asarray(o).nbytes for o in outs))
 
 
 def sddmm_numpy(A, X, Y, chunk: int = 1 << 18) -> sp.csr_array:
@@ -183,19 +243,65 @@ def sddmm_numpy(A, X, Y, chunk: int = 1 << 18) -> sp.csr_array:
     return sp.csr_array((A.data * dots, A.indices, A.indptr), shape=A.shape)
 
 
-def parse_kernels(text: str) -> List[Kernel]:
+def spd(A) -> sp.csr_array:
+    """A symmetric positive definite matrix with ``A``'s pattern, its transpose's and the
+    diagonal: ``S / ||S||_inf + 1.1 I`` with ``S = A + A.T`` (eigenvalues in [0.1, 2.1]: the
+    spectral radius is at most the largest absolute row sum), canonical CSR of ``A``'s dtype,
+    int32 indices where they fit. The matrix of ``samples/cg.py``."""
+    S = sp.csr_array(A + A.T)
+    S = sp.csr_array(S / max(float(abs(S).sum(axis=1).max()) if S.nnz else 0.0, 1e-300) +
+                     1.1 * sp.eye_array(A.shape[0], format='csr'), dtype=A.dtype)
+    S.sum_duplicates()
+    S.sort_indices()
+    if max(S.shape + (S.nnz, )) < np.iinfo(np.int32).max:
+        S.indices, S.indptr = S.indices.astype(np.int32), S.indptr.astype(np.int32)
+    return S
+
+
+def attention_numpy(S, Q, K, V, chunk: int = 1 << 18) -> np.ndarray:
+    """``softmax(S ∘ (Q @ K.T)) @ V``, the softmax over the stored entries of each row
+    (a row without entries gives zeros), with scipy and NumPy: SDDMM by chunked gathers
+    (:func:`sddmm_numpy`), a segmented softmax (``np.maximum.reduceat`` /
+    ``np.add.reduceat`` over the non-empty rows), then CSR @ V."""
+    P = sddmm_numpy(S, Q, K.T, chunk)
+    if P.nnz:
+        counts = np.diff(P.indptr)
+        starts = P.indptr[:-1][counts > 0]
+        e = np.exp(P.data - np.repeat(np.maximum.reduceat(P.data, starts), counts[counts > 0]))
+        sums = np.add.reduceat(e, starts)
+        P.data = e / np.repeat(sums, counts[counts > 0])
+    return P @ V
+
+
+def cg_step_numpy(A, x, r, p, rs_old):
+    """One conjugate-gradient iteration with scipy / NumPy; returns ``(x, r, p, rs_new)``
+    as new arrays (the inputs are not changed), ``rs_new`` a NumPy scalar."""
+    Ap = A @ p
+    alpha = rs_old / (p @ Ap)
+    x = x + alpha * p
+    r = r - alpha * Ap
+    rs_new = r @ r
+    p = r + (rs_new / rs_old) * p
+    return x, r, p, rs_new
+
+
+def parse_kernels(text: str, optimize: bool = False) -> List[Kernel]:
     """``'spmv,spmm:16,spmm'`` -> kernels, in order, without repeats.
 
-    Raises :class:`KernelSpecError` naming the entry when the name is unknown or K is not a
-    positive integer (or is given to a kernel without a dense width)."""
+    Names come from :data:`KERNELS` and :data:`COMPOSED`. ``optimize`` (``--optimize``):
+    ``gcn`` means ``gcn+bias`` (the layer with its bias, whose epilogue ``ss.optimize``
+    fuses). Raises :class:`KernelSpecError` naming the entry when the name is unknown or K
+    is not a positive integer (or is given to a kernel without a dense width)."""
     out: List[Kernel] = []
     for item in (s.strip() for s in text.split(',')):
         if not item:
             continue
         name, _, kpart = item.partition(':')
-        if name not in KERNELS:
-            raise KernelSpecError(f'--kernels: unknown kernel {name!r}; choose from {", ".join(KERNELS)}')
-        default_k = KERNELS[name][0]
+        if name not in ALL_KERNELS:
+            raise KernelSpecError(f'--kernels: unknown kernel {name!r}; choose from {", ".join(ALL_KERNELS)}')
+        if optimize and name == 'gcn':
+            name = 'gcn+bias'
+        default_k = ALL_KERNELS[name][0]
         if kpart:
             if default_k is None:
                 raise KernelSpecError(f'--kernels: {item!r}: {name} takes no dense width; write {name!r}')
@@ -205,7 +311,7 @@ def parse_kernels(text: str) -> List[Kernel]:
         if kernel not in out:
             out.append(kernel)
     if not out:
-        raise KernelSpecError(f'--kernels {text!r}: no kernel given; choose from {", ".join(KERNELS)}')
+        raise KernelSpecError(f'--kernels {text!r}: no kernel given; choose from {", ".join(ALL_KERNELS)}')
     return out
 
 
@@ -234,7 +340,21 @@ def check_result(got, ref, dtype) -> Tuple[bool, str]:
 
     Returns ``(ok, detail)``: ok when shapes agree and the largest absolute difference is
     at most ``rtol * max(1, max |ref|)`` (rtol 1e-8 for float64, 1e-4 for float32). Sparse
-    results are compared as sparse matrices (explicit zeros do not matter)."""
+    results are compared as sparse matrices (explicit zeros do not matter). A tuple result
+    (cg's ``(x, r, p, rs)``) is compared item by item, the first wrong item reported; a
+    scalar item may come back as a one-element array."""
+    if isinstance(ref, tuple):
+        if not isinstance(got, (tuple, list)) or len(got) != len(ref):
+            return False, f'expected a tuple of {len(ref)} results, got {type(got).__name__}'
+        details = []
+        for i, (g, r) in enumerate(zip(got, ref)):
+            if np.ndim(r) == 0 and not sp.issparse(g) and np.size(g) == 1:
+                g = np.reshape(np.asarray(g), ())
+            ok, detail = check_result(g, r, dtype)
+            if not ok:
+                return False, f'result {i}: {detail}'
+            details.append(detail)
+        return True, '; '.join(details)
     rtol = 1e-4 if np.dtype(dtype) == np.float32 else 1e-8
     try:
         got = _to_host(got)

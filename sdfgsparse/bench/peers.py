@@ -15,8 +15,15 @@ Every adapter has the same small protocol (the runner also drives
 
 The timed call computes the whole kernel from the peer's native inputs to its native
 result (e.g. for ``atb`` the transposition is inside the call, as in sdfgsparse).
-Dense parts that a peer has no fast path for (gcn's X @ W in GraphBLAS and MKL) use
-NumPy's BLAS inside the timed call.
+Dense parts that a peer has no fast path for (gcn's X @ W in GraphBLAS and MKL, the bias
+of ``gcn+bias`` there and in pydata) use NumPy inside the timed call.
+
+Composed kernels (``gcn+bias``, ``attention``, ``cg``; see
+:mod:`sdfgsparse.bench.kernels`): every peer with ``gcn`` has ``gcn+bias``; ``attention``
+and ``cg`` are scipy's (the reference composition: SDDMM by NumPy gathers, a segmented
+softmax, CSR @ V; one CG iteration with SpMV and NumPy vector operations) and torch's
+(``sampled_addmm``, a softmax over the CSR values by ``scatter_reduce`` / ``index_add``,
+CSR @ V; CSR @ p and torch vector operations).
 """
 import importlib
 import os
@@ -27,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sdfgsparse.bench.errors import PeerSpecError
-from sdfgsparse.bench.kernels import Kernel, sddmm_numpy
+from sdfgsparse.bench.kernels import Kernel, attention_numpy, cg_step_numpy, sddmm_numpy
 
 __all__ = ['PEER_NAMES', 'ScipyPeer', 'TorchPeer', 'GraphBLASPeer', 'PydataPeer', 'MKLPeer', 'make_peers', 'parse_peers']
 
@@ -70,10 +77,15 @@ class ScipyPeer:
             'spgemm': lambda: A @ A,
             'add': lambda: A + A.T,
             'gcn': lambda X=inp.get('X'), W=inp.get('W'): np.maximum(A @ (X @ W), 0),
+            'gcn+bias': lambda X=inp.get('X'), W=inp.get('W'), b=inp.get('b'): np.maximum(A @ (X @ W) + b, 0),
             'atb': lambda B=inp.get('B'): A.T @ B,
         }
         if kernel.name == 'sddmm':  # no SDDMM in scipy: NumPy gathers and row-wise dots
             return lambda X=inp['X'], Y=inp['Y']: sddmm_numpy(A, X, Y)
+        if kernel.name == 'attention':
+            return lambda Q=inp['Q'], K=inp['K'], V=inp['V']: attention_numpy(A, Q, K, V)
+        if kernel.name == 'cg':
+            return lambda x=inp['x'], r=inp['r'], p=inp['p'], rs=inp['rs_old']: cg_step_numpy(A, x, r, p, rs)
         return ops.get(kernel.name)
 
     def to_host(self, result):
@@ -103,7 +115,7 @@ class TorchPeer:
     def prepare(self, kernel: Kernel, inp):
         import torch
         T = self._csr(inp['A'])
-        t = {k: torch.from_numpy(v) for k, v in inp.items() if k != 'A'}
+        t = {k: torch.from_numpy(v) for k, v in inp.items() if isinstance(v, np.ndarray) and k != 'A'}
         if kernel.name == 'spmv':
             return lambda: T @ t['x']
         if kernel.name == 'spmm':
@@ -122,12 +134,45 @@ class TorchPeer:
             return lambda: T + T.t().to_sparse_csr()
         if kernel.name == 'gcn':
             return lambda: torch.relu(T @ (t['X'] @ t['W']))
+        if kernel.name == 'gcn+bias':
+            return lambda: torch.relu(T @ (t['X'] @ t['W']) + t['b'])
         if kernel.name == 'atb':
             return lambda: T.t() @ t['B']
+        if kernel.name == 'attention':
+            return lambda: self._attention(T, t['Q'], t['K'], t['V'])
+        if kernel.name == 'cg':
+            return lambda: self._cg_step(T, t['x'], t['r'], t['p'], float(inp['rs_old']))
         return None
+
+    @staticmethod
+    def _attention(T, Q, K, V):
+        import torch
+        S = torch.sparse.sampled_addmm(T, Q, K.t(), beta=0.0)
+        crow, col = S.crow_indices(), S.col_indices()
+        scores = S.values() * T.values()
+        m = T.shape[0]
+        rows = torch.repeat_interleave(torch.arange(m), crow[1:] - crow[:-1])
+        peak = torch.full((m, ), -torch.inf, dtype=scores.dtype).scatter_reduce(0, rows, scores, 'amax')
+        e = torch.exp(scores - peak[rows])
+        total = torch.zeros(m, dtype=scores.dtype).index_add_(0, rows, e)
+        P = torch.sparse_csr_tensor(crow, col, e / total[rows], size=T.shape, check_invariants=False)
+        return P @ V
+
+    @staticmethod
+    def _cg_step(T, x, r, p, rs_old):
+        import torch
+        Ap = T @ p
+        alpha = rs_old / torch.dot(p, Ap)
+        x = x + alpha * p
+        r = r - alpha * Ap
+        rs_new = torch.dot(r, r)
+        p = r + (rs_new / rs_old) * p
+        return x, r, p, rs_new
 
     def to_host(self, result):
         import torch
+        if isinstance(result, tuple):
+            return tuple(self.to_host(t) for t in result)
         if result.layout == torch.sparse_csr:
             return sp.csr_array((result.values().numpy(), result.col_indices().numpy(), result.crow_indices().numpy()),
                                 shape=tuple(result.shape))
@@ -179,6 +224,14 @@ class GraphBLASPeer:
                 return G.mxm(XW).new().apply(gb.binary.max, right=0).new()
 
             return gcn
+        if kernel.name == 'gcn+bias':  # empty rows become relu(b): the epilogue is dense, in NumPy
+            X, W, b = inp['X'], inp['W'], inp['b']
+
+            def gcn_bias():
+                XW = gb.Matrix.from_dense(X @ W)
+                return np.maximum(G.mxm(XW).new().to_dense(fill_value=0) + b, 0)
+
+            return gcn_bias
         if kernel.name == 'atb':
             B = gb.Matrix.from_dense(inp['B'])
             return lambda: G.T.mxm(B).new()
@@ -186,6 +239,8 @@ class GraphBLASPeer:
 
     def to_host(self, result):
         import graphblas as gb
+        if isinstance(result, np.ndarray):
+            return result
         if isinstance(result, gb.Vector):
             return result.to_dense(fill_value=0)
         if result.ss.format.startswith('full'):
@@ -215,6 +270,7 @@ class PydataPeer:
             'spgemm': lambda: S @ S,
             'add': lambda: S + S.T,
             'gcn': lambda X=inp.get('X'), W=inp.get('W'): np.maximum(S @ (X @ W), 0),
+            'gcn+bias': lambda X=inp.get('X'), W=inp.get('W'), b=inp.get('b'): np.maximum(S @ (X @ W) + b, 0),
             'atb': lambda B=inp.get('B'): S.T @ B,
         }
         return ops.get(kernel.name)  # no SDDMM in pydata/sparse
@@ -269,6 +325,8 @@ class MKLPeer:
             'spmm': lambda B=inp.get('B'): dot_product_mkl(A, B),
             'spgemm': lambda: dot_product_mkl(A, A),
             'gcn': lambda X=inp.get('X'), W=inp.get('W'): np.maximum(dot_product_mkl(A, X @ W), 0),
+            'gcn+bias': lambda X=inp.get('X'), W=inp.get('W'), b=inp.get('b'): np.maximum(
+                dot_product_mkl(A, X @ W) + b, 0),
             'atb': lambda B=inp.get('B'): dot_product_mkl(A.T, B),
         }
         return ops.get(kernel.name)  # no SDDMM or sparse + sparse in sparse_dot_mkl

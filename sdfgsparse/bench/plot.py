@@ -11,11 +11,11 @@ plotting when it is missing.
 import math
 from typing import Dict, List, Optional
 
-from sdfgsparse.bench.results import SYSTEMS, BenchResult
+from sdfgsparse.bench.results import ALL_SYSTEMS, BenchResult
 
 __all__ = ['write_plot']
 
-_COLORS = {'sdfgsparse': '#d62728', 'scipy': '#7f7f7f', 'torch': '#ff7f0e', 'graphblas': '#2ca02c',
+_COLORS = {'sdfgsparse-opt': '#8c1c13', 'sdfgsparse': '#d62728', 'scipy': '#7f7f7f', 'torch': '#ff7f0e', 'graphblas': '#2ca02c',
            'pydata': '#9467bd', 'mkl': '#1f77b4'}
 
 
@@ -43,7 +43,7 @@ def write_plot(result: BenchResult, path: str) -> Optional[str]:
         rs = [r for r in timed if r.kernel == kernel]
         matrices = list(dict.fromkeys(r.matrix for r in rs))
         base: Dict[str, float] = {r.matrix: r.median_s for r in rs if r.system == 'scipy'}
-        systems = [s for s in SYSTEMS if s != 'scipy' and any(r.system == s for r in rs)]
+        systems = [s for s in ALL_SYSTEMS if s != 'scipy' and any(r.system == s for r in rs)]
         width = 0.8 / max(1, len(systems))
         for i, s in enumerate(systems):
             xs, ys = [], []
@@ -66,7 +66,7 @@ def write_plot(result: BenchResult, path: str) -> Optional[str]:
         intensities = [r.flops / r.bytes for r in points]
         lo, hi = min(intensities) / 2, max(intensities) * 2
         ax.plot([lo, hi], [bw * lo, bw * hi], color='black', linewidth=1, label=f'STREAM triad {bw:.1f} GB/s')
-        for s in SYSTEMS:
+        for s in ALL_SYSTEMS:
             for family, marker in (('spmv', 'o'), ('spmm', '^')):
                 mine = [r for r in points if r.system == s and r.kernel.split(':')[0] == family]
                 if mine:

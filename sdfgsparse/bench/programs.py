@@ -1,5 +1,6 @@
 """sdfgsparse's side of the benchmark: one ``@dace.program`` per kernel, their compile
-times, and the :class:`SdfgsparseSystem` that the runner times like any peer.
+times, the :class:`SdfgsparseSystem` that the runner times like any peer, and
+:class:`OptimizedSystem` (``--optimize``): the same programs through ``ss.optimize``.
 
 Shapes are symbols, so one build serves every matrix and every K of a kernel.
 
@@ -13,6 +14,16 @@ Compile time (:func:`measure_compile`), per program:
   that build folder already filled — what a second process pays with ``DACE_cache=hash``
   when the cache hits. ``warm_cache_rebuilt`` is true when DaCe built again instead
   (a new folder appeared), i.e. the cache missed.
+
+``--optimize`` (:class:`OptimizedSystem`, system ``sdfgsparse-opt``): per kernel and
+matrix, ``ss.optimize(program, matrices=<that matrix's inputs by argument name>)`` — what
+a user does with example inputs, so that tiling sees the real sizes — then ``.compile()``,
+both before (and outside) the checking and timed calls. Each optimisation is recorded:
+``{"kernel", "matrix", "heuristics_ms"`` (``OptimizedProgram.heuristics_s``: the pipeline's
+analyses and transformations, C++ compilation excluded), ``"optimize_s"`` (the whole
+``ss.optimize`` call, including building the SDFG from the Python source), ``"build_s"``
+(``.compile()``: code generation, CMake, g++ — small when DaCe's hash cache already holds
+an identical SDFG), ``"steps"`` ({transformation: times applied}), ``"error"}``.
 """
 import os
 import shutil
@@ -28,9 +39,11 @@ import scipy.sparse as sp
 import sdfgsparse as ss
 from sdfgsparse.bench.kernels import Kernel
 
-__all__ = ['PROGRAMS', 'SdfgsparseSystem', 'measure_compile', 'build_folder']
+__all__ = ['PROGRAMS', 'SdfgsparseSystem', 'OptimizedSystem', 'OPT_SYSTEM', 'measure_compile', 'build_folder']
 
-M, N, K, J = (dace.symbol(s) for s in 'MNKJ')
+M, N, K, J, D, E = (dace.symbol(s) for s in 'MNKJDE')
+
+OPT_SYSTEM = 'sdfgsparse-opt'
 
 
 @dace.program
@@ -68,6 +81,30 @@ def bench_atb(A: ss.CSR[dace.float64, M, N], B: dace.float64[M, K]):
     return A.T @ B
 
 
+@dace.program
+def bench_gcn_bias(A: ss.CSR[dace.float32, N, N], X: dace.float32[N, K], W: dace.float32[K, J], b: dace.float32[J]):
+    return np.maximum(A @ (X @ W) + b, 0)
+
+
+@dace.program
+def bench_attention(A: ss.CSR[dace.float64, M, N], Q: dace.float64[M, D], K: dace.float64[N, D],
+                    V: dace.float64[N, E]):
+    return ss.softmax(ss.sddmm(A, Q, K.T), axis=1) @ V
+
+
+@dace.program
+def bench_cg(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], r: dace.float64[N], p: dace.float64[N],
+             rs_old: dace.float64):
+    # the body of samples/cg.py's cg_step (tests/bench/test_bench_optimize.py checks it)
+    Ap = A @ p
+    alpha = rs_old / np.dot(p, Ap)
+    x_new = x + alpha * p
+    r_new = r - alpha * Ap
+    rs_new = np.dot(r_new, r_new)
+    p_new = r_new + (rs_new / rs_old) * p
+    return x_new, r_new, p_new, rs_new
+
+
 PROGRAMS = {
     'spmv': bench_spmv,
     'spmm': bench_spmm,
@@ -76,6 +113,9 @@ PROGRAMS = {
     'add': bench_add,
     'gcn': bench_gcn,
     'atb': bench_atb,
+    'gcn+bias': bench_gcn_bias,
+    'attention': bench_attention,
+    'cg': bench_cg,
 }
 
 
@@ -89,6 +129,9 @@ def _arguments(kernel: Kernel, inp: Dict[str, Any]) -> tuple:
         'add': lambda: (A, ),
         'gcn': lambda: (A, inp['X'], inp['W']),
         'atb': lambda: (A, inp['B']),
+        'gcn+bias': lambda: (A, inp['X'], inp['W'], inp['b']),
+        'attention': lambda: (A, inp['Q'], inp['K'], inp['V']),
+        'cg': lambda: (A, inp['x'], inp['r'], inp['p'], inp['rs_old']),
     }[kernel.name]()
 
 
@@ -181,6 +224,54 @@ class SdfgsparseSystem:
         prog = PROGRAMS[kernel.name]
         args = _arguments(kernel, inp)
         return lambda: prog(*args)
+
+    def to_host(self, result):
+        return result
+
+
+class OptimizedSystem:
+    """``sdfgsparse-opt``: the kernel's program through ``ss.optimize`` with the inputs of
+    each matrix as examples (see the module docstring), called like the program. Every
+    optimisation is appended to :attr:`records`."""
+    name = OPT_SYSTEM
+
+    def __init__(self):
+        self.records: List[Dict[str, Any]] = []
+
+    def available(self) -> Optional[str]:
+        return None
+
+    def version(self) -> str:
+        return ss.__version__
+
+    def setup(self, threads: int) -> None:
+        """As :class:`SdfgsparseSystem`."""
+
+    def optimize(self, program, examples: Dict[str, Any]):
+        """``ss.optimize(program, matrices=examples)`` (a separate method, so that a test can
+        put a wrong optimiser in its place)."""
+        return ss.optimize(program, matrices=examples)
+
+    def prepare(self, kernel: Kernel, inp: Dict[str, Any], matrix: Optional[str] = None) -> Callable[[], Any]:
+        prog = PROGRAMS[kernel.name]
+        args = _arguments(kernel, inp)
+        rec = {'kernel': kernel.label, 'matrix': matrix, 'heuristics_ms': None, 'optimize_s': None, 'build_s': None,
+               'steps': {}, 'error': None}
+        self.records.append(rec)
+        try:
+            t0 = time.perf_counter()
+            opt = self.optimize(prog, dict(zip(prog.argnames, args)))
+            rec['optimize_s'] = time.perf_counter() - t0
+            rec['heuristics_ms'] = opt.heuristics_s * 1e3
+            rec['steps'] = {s.name: s.applied for s in opt.steps}
+            with building_in(build_folder()):
+                t0 = time.perf_counter()
+                opt.compile()
+                rec['build_s'] = time.perf_counter() - t0
+        except Exception as exc:  # recorded here and, raised again, as the system's failure
+            rec['error'] = f'{type(exc).__name__}: {exc}'.splitlines()[0][:300]
+            raise
+        return lambda: opt(*args)
 
     def to_host(self, result):
         return result

@@ -8,11 +8,19 @@ the fastest correct peer on that matrix; ``speedup`` = its time / sdfgsparse's t
 percentage of the STREAM triad, and the same GB/s (%) for the fastest peer. The
 ``geomean`` row gives, per system, the geometric mean over matrices of its time relative to
 the fastest peer (``x1.00``: the fastest peer everywhere), and the geometric mean speedup.
+
+With ``--optimize`` (results of ``sdfgsparse-opt`` present) the table has both systems
+and, instead of ``speedup``: ``opt speedup`` (fastest peer time / sdfgsparse-opt time),
+``speedup`` (fastest peer time / sdfgsparse time) and ``opt gain`` (sdfgsparse time /
+sdfgsparse-opt time: above 1, the optimised program is faster); GF/s and GB/s are then
+sdfgsparse-opt's. A section before the tables gives ``ss.optimize`` per kernel: the
+heuristics time (median over matrices, C++ compilation excluded), the build time and the
+transformations applied.
 """
 import math
 from typing import Dict, Iterable, List, Optional
 
-from sdfgsparse.bench.results import SYSTEMS, BenchResult, Result
+from sdfgsparse.bench.results import ALL_SYSTEMS, OURS, BenchResult, Result
 from sdfgsparse.bench.timing import NOISE_SPREAD
 
 __all__ = ['format_report', 'noise_warning', 'fastest_peer', 'geomean']
@@ -55,8 +63,8 @@ def _cell(r: Optional[Result]) -> str:
 
 
 def fastest_peer(rows: Dict[str, Result]) -> Optional[Result]:
-    """The correct, timed peer (not sdfgsparse) with the smallest median, or None."""
-    peers = [r for s, r in rows.items() if s != 'sdfgsparse' and r.timed]
+    """The correct, timed peer (not sdfgsparse or sdfgsparse-opt) with the smallest median, or None."""
+    peers = [r for s, r in rows.items() if s not in OURS and r.timed]
     return min(peers, key=lambda r: r.median_s) if peers else None
 
 
@@ -67,6 +75,13 @@ def _bw(r: Optional[Result]) -> str:
     return f'{r.gbps:.2f}{pct}'
 
 
+def _ratio(num: Optional[Result], den: Optional[Result]) -> Optional[float]:
+    """``num``'s median / ``den``'s median, when both are timed."""
+    if num and den and num.timed and den.timed and den.median_s > 0:
+        return num.median_s / den.median_s
+    return None
+
+
 def _kernel_table(kernel: str, results: List[Result]) -> List[str]:
     matrices: List[str] = []
     by: Dict[str, Dict[str, Result]] = {}
@@ -75,38 +90,81 @@ def _kernel_table(kernel: str, results: List[Result]) -> List[str]:
             matrices.append(r.matrix)
             by[r.matrix] = {}
         by[r.matrix][r.system] = r
-    systems = [s for s in SYSTEMS if any(s in by[m] for m in matrices)]
-    head = ['matrix', 'nnz'] + systems + ['fastest peer', 'speedup', 'sdfg GF/s', 'sdfg GB/s', 'peer GB/s']
+    systems = [s for s in ALL_SYSTEMS if any(s in by[m] for m in matrices)]
+    opt = OURS[0] in systems
+    speed_cols = ['opt speedup', 'speedup', 'opt gain'] if opt else ['speedup']
+    who = 'opt' if opt else 'sdfg'
+    head = ['matrix', 'nnz'] + systems + ['fastest peer'] + speed_cols + [f'{who} GF/s', f'{who} GB/s', 'peer GB/s']
     rows: List[List[str]] = []
     rel: Dict[str, List[float]] = {s: [] for s in systems}
-    speedups: List[float] = []
+    ratios: List[List[float]] = [[] for _ in speed_cols]
     for m in matrices:
         row = by[m]
         any_r = next(iter(row.values()))
         best = fastest_peer(row)
-        mine = row.get('sdfgsparse')
-        speed = best.median_s / mine.median_s if best and mine and mine.timed and mine.median_s > 0 else None
-        if speed:
-            speedups.append(speed)
+        mine, shown = row.get('sdfgsparse'), row.get(OURS[0] if opt else 'sdfgsparse')
+        values = [_ratio(best, mine)]
+        if opt:
+            values = [_ratio(best, shown)] + values + [_ratio(mine, shown)]
+        for acc, v in zip(ratios, values):
+            if v:
+                acc.append(v)
         for s in systems:
             if best and s in row and row[s].timed and best.median_s > 0:
                 rel[s].append(row[s].median_s / best.median_s)
-        rows.append([m, _count(any_r.nnz)] + [_cell(row.get(s)) for s in systems] + [
-            best.system if best else '', f'{speed:.3g}' if speed else '',
-            f'{mine.gflops:.3g}' if mine and mine.timed and mine.gflops is not None else '',
-            _bw(mine), _bw(best)
-        ])
+        rows.append([m, _count(any_r.nnz)] + [_cell(row.get(s)) for s in systems] + [best.system if best else ''] +
+                    [f'{v:.3g}' if v else '' for v in values] + [
+                        f'{shown.gflops:.3g}' if shown and shown.timed and shown.gflops is not None else '',
+                        _bw(shown), _bw(best)
+                    ])
     if len(matrices) > 1:
-        g = geomean(speedups)
-        rows.append(['geomean', ''] + [f'x{geomean(rel[s]):.2f}' if geomean(rel[s]) else '' for s in systems] +
-                    ['', f'{g:.3g}' if g else '', '', '', ''])
+        gs = [geomean(acc) for acc in ratios]
+        rows.append(['geomean', ''] + [f'x{geomean(rel[s]):.2f}' if geomean(rel[s]) else '' for s in systems] + [''] +
+                    [f'{g:.3g}' if g else '' for g in gs] + ['', '', ''])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     fmt = lambda cells: '  '.join(c.ljust(w) if i == 0 or i == len(systems) + 2 else c.rjust(w)
                                   for i, (c, w) in enumerate(zip(cells, widths)))
-    lines = [f'{kernel}  (median ms; speedup = fastest peer time / sdfgsparse time)', fmt(head),
-             '  '.join('-' * w for w in widths)]
+    if opt:
+        title = (f'{kernel}  (median ms; speedup = fastest peer time / system time; '
+                 f'opt gain = sdfgsparse time / sdfgsparse-opt time)')
+    else:
+        title = f'{kernel}  (median ms; speedup = fastest peer time / sdfgsparse time)'
+    lines = [title, fmt(head), '  '.join('-' * w for w in widths)]
     lines += [fmt(r) for r in rows]
     return lines
+
+
+def _optimize_lines(records: List[dict], order: List[str]) -> List[str]:
+    """Per kernel (in the order of ``order``, the run's kernel labels): ss.optimize's
+    heuristics time (median, range over matrices), build time, and what was applied."""
+    kernels: List[str] = [k for k in order if any(r['kernel'] == k for r in records)]
+    for rec in records:
+        if rec['kernel'] not in kernels:
+            kernels.append(rec['kernel'])
+    out = ['ss.optimize per kernel (heuristics: median over matrices, C++ build excluded):',
+           '  kernel        heuristics ms (min-max)  build s (first, max)  applied']
+    for k in kernels:
+        recs = [r for r in records if r['kernel'] == k]
+        errs = [r for r in recs if r.get('error')]
+        ok = [r for r in recs if r.get('heuristics_ms') is not None]
+        if not ok:
+            out.append(f'  {k:<13} failed: {errs[0]["error"] if errs else "no record"}')
+            continue
+        hs = sorted(r['heuristics_ms'] for r in ok)
+        med = hs[len(hs) // 2] if len(hs) % 2 else (hs[len(hs) // 2 - 1] + hs[len(hs) // 2]) / 2
+        builds = [r['build_s'] for r in ok if r.get('build_s') is not None]
+        build = f'{builds[0]:.2f}, {max(builds):.2f}' if builds else ''
+        applied = {}
+        for r in ok:
+            for name, n in r.get('steps', {}).items():
+                if n and name != 'simplify':
+                    applied[name] = max(applied.get(name, 0), n)
+        what = ', '.join(f'{name} {n}x' for name, n in applied.items()) or 'nothing'
+        line = f'  {k:<13} {med:8.1f} ({hs[0]:.1f}-{hs[-1]:.1f})'.ljust(41) + f'  {build:<20}  {what}'
+        if errs:
+            line += f'; failed on {len(errs)} matrices: {errs[0]["error"]}'
+        out.append(line)
+    return out
 
 
 def noise_warning(result: BenchResult, threshold: float = NOISE_SPREAD) -> Optional[str]:
@@ -144,6 +202,9 @@ def format_report(result: BenchResult) -> str:
             if c.get('warm_cache_rebuilt'):
                 warm += ' (cache missed: rebuilt)'
             out.append(f'  {c["kernel"]:<8} {cold:>10}  {warm}')
+    if result.optimize:
+        out.append('')
+        out += _optimize_lines(result.optimize, list(m.get('kernels', [])))
     kernels: List[str] = []
     for r in result.results:
         if r.kernel not in kernels:

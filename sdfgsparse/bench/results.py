@@ -8,13 +8,16 @@ JSON (``--json FILE``)::
                  "versions": {system or library: str}, "peers_skipped": {peer: reason},
                  "repeat": int, "warmup": int, "quick": bool, "timestamp": str, ...},
      "compile": [{"kernel", "cold_s", "in_memory", "warm_cache_s", "warm_cache_rebuilt", "error"}],
+     "optimize": [{"kernel", "matrix", "heuristics_ms", "optimize_s", "build_s", "steps", "error"}],
      "skipped": [{"kernel", "matrix", "reason"}],
      "results": [{"kernel", "matrix", "system", "median_s", "min_s", "max_s", "correct",
                   "gflops", "gbps", "bw_fraction", "peak_mem_bytes", "runs", "nnz", "rows",
                   "cols", "flops", "bytes", "error", "note"}]}
 
 ``system`` is one of ``sdfgsparse``, ``scipy``, ``torch``, ``graphblas``, ``pydata``,
-``mkl``. A wrong or failed result has ``correct: false``, its reason in ``error`` and null
+``mkl``, and ``sdfgsparse-opt`` with ``--optimize`` (the ``optimize`` section, one record per
+kernel and matrix — see :mod:`sdfgsparse.bench.programs` — and ``machine.optimize: true``
+are there only then). A wrong or failed result has ``correct: false``, its reason in ``error`` and null
 timings (it was not timed); ``note`` says when sdfgsparse copied an argument. ``gbps`` is the compulsory bytes of the kernel
 (:mod:`sdfgsparse.bench.kernels`) divided by the median time, ``bw_fraction`` that over
 ``stream_triad_GBps``.
@@ -23,9 +26,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
-__all__ = ['SYSTEMS', 'Result', 'BenchResult', 'RESULT_KEYS']
+__all__ = ['SYSTEMS', 'ALL_SYSTEMS', 'OURS', 'Result', 'BenchResult', 'RESULT_KEYS']
 
 SYSTEMS = ['sdfgsparse', 'scipy', 'torch', 'graphblas', 'pydata', 'mkl']
+ALL_SYSTEMS = ['sdfgsparse-opt'] + SYSTEMS  # with --optimize
+OURS = ('sdfgsparse-opt', 'sdfgsparse')  # not peers
 
 RESULT_KEYS = ['kernel', 'matrix', 'system', 'median_s', 'min_s', 'max_s', 'correct', 'gflops', 'gbps']
 
@@ -67,19 +72,24 @@ class Result:
 
 @dataclass
 class BenchResult:
-    """A whole run: the machine, the compile times, what was skipped, and the results."""
+    """A whole run: the machine, the compile times, what was skipped, the results, and
+    (``--optimize``) the ``ss.optimize`` records."""
     machine: Dict[str, Any] = field(default_factory=dict)
     compile: List[Dict[str, Any]] = field(default_factory=list)
     skipped: List[Dict[str, str]] = field(default_factory=list)
     results: List[Result] = field(default_factory=list)
+    optimize: List[Dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {
+        d = {
             'machine': self.machine,
             'compile': self.compile,
             'skipped': self.skipped,
             'results': [asdict(r) for r in self.results],
         }
+        if self.optimize:
+            d['optimize'] = self.optimize
+        return d
 
     def write_json(self, path: str) -> None:
         with open(path, 'w') as f:
@@ -89,4 +99,4 @@ class BenchResult:
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> 'BenchResult':
         return cls(d.get('machine', {}), d.get('compile', []), d.get('skipped', []),
-                   [Result(**r) for r in d.get('results', [])])
+                   [Result(**r) for r in d.get('results', [])], d.get('optimize', []))

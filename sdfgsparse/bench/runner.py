@@ -13,6 +13,11 @@ Per (matrix, kernel):
    ``warmup`` more calls each, then ``repeat`` rounds);
 5. one more untimed call per system for its peak memory.
 
+``optimize`` (``--optimize``): the systems are ``sdfgsparse-opt`` (the program through
+``ss.optimize`` with this matrix's inputs as examples, optimised and compiled in step 3's
+untimed preparation; :class:`~sdfgsparse.bench.programs.OptimizedSystem`), ``sdfgsparse``
+and the peers; the optimisations are recorded in ``BenchResult.optimize``.
+
 A system whose checking call took longer than ``slow_call_s`` (default 10 s) is not
 called again: that call is its only run (``runs: 1``, and ``note`` says so), its peak
 memory is the one of that call. This keeps a full run to about an hour when one system
@@ -36,7 +41,8 @@ from sdfgsparse.errors import CopyWarning
 from sdfgsparse.bench.kernels import Kernel, check_result
 from sdfgsparse.bench.matrices import MatrixSource
 from sdfgsparse.bench.peers import make_peers
-from sdfgsparse.bench.programs import SdfgsparseSystem, build_folder, building_in, measure_compile
+from sdfgsparse.bench.programs import (OPT_SYSTEM, OptimizedSystem, SdfgsparseSystem, build_folder, building_in,
+                                       measure_compile)
 from sdfgsparse.bench.progress import Progress
 from sdfgsparse.bench.results import BenchResult, Result
 from sdfgsparse.bench.stream import DEFAULT_ELEMENTS, stream_triad
@@ -51,7 +57,7 @@ class BenchConfig:
     fewer only for smoke tests), ``warmup`` extra untimed calls after the checking call.
     ``mem_budget``: bytes of dense operands plus result above which a kernel is skipped on
     a matrix (each system and the check hold copies, so the process peaks at a few times
-    that). ``slow_call_s``: see the module docstring."""
+    that). ``slow_call_s`` and ``optimize``: see the module docstring."""
     kernels: List[Kernel]
     matrices: List[MatrixSource]
     peers: List[str] = field(default_factory=lambda: ['scipy', 'torch', 'graphblas', 'pydata', 'mkl'])
@@ -65,6 +71,7 @@ class BenchConfig:
     slow_call_s: float = 10.0
     progress: Optional[bool] = None
     seed: int = 0
+    optimize: bool = False
 
     def validate(self) -> None:
         if self.threads < 1:
@@ -141,8 +148,8 @@ def run_benchmark(config: BenchConfig,
                   log: Optional[Callable[[str], None]] = None) -> BenchResult:
     """Run ``config``; returns the :class:`BenchResult` (nothing is printed but ``log`` lines).
 
-    ``systems`` replaces the default list (sdfgsparse followed by the adapters of
-    ``config.peers``); every object follows the protocol of :mod:`sdfgsparse.bench.peers`.
+    ``systems`` replaces the default list (sdfgsparse — preceded by sdfgsparse-opt with
+    ``config.optimize`` — followed by the adapters of ``config.peers``); every object follows the protocol of :mod:`sdfgsparse.bench.peers`.
     Unavailable peers are dropped with a one-line message through ``log``. Library warnings
     (beta-feature notices, DaCe's code-generation remarks) are silenced during the run;
     sdfgsparse's own ``CopyWarning`` (an argument copied instead of passed zero-copy) is
@@ -158,8 +165,10 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
     m = out.machine
     m.update(repeat=config.repeat, warmup=config.warmup, quick=config.quick, peers_skipped={},
              kernels=[k.label for k in config.kernels], matrices=[s.name for s in config.matrices])
+    if config.optimize:
+        m['optimize'] = True
     if systems is None:
-        systems = [SdfgsparseSystem()] + make_peers(config.peers)
+        systems = ([OptimizedSystem()] if config.optimize else []) + [SdfgsparseSystem()] + make_peers(config.peers)
     usable = []
     for s in systems:
         why = s.available()
@@ -202,6 +211,8 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
             progress.step(label)
         del A
     progress.close()
+    for s in systems:
+        out.optimize += getattr(s, 'records', [])
     m['process_peak_rss_MiB'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return out
 
@@ -211,6 +222,7 @@ def _run_one(kernel: Kernel, matrix: str, A, systems, compile_errors, config: Be
     inp = kernel.inputs(A, seed=config.seed)
     ref = kernel.reference(inp)
     flops, nbytes = kernel.flops(inp), kernel.bytes(inp, ref)
+    A = inp['A']  # the matrix the kernel runs on (cg: its SPD symmetrisation)
     results: Dict[str, Result] = {}
     calls: Dict[str, Callable[[], Any]] = {}
     for s in systems:
@@ -222,7 +234,7 @@ def _run_one(kernel: Kernel, matrix: str, A, systems, compile_errors, config: Be
             continue
         progress.note(f'{kernel.label} {matrix} {s.name} (check)')
         try:
-            fn = s.prepare(kernel, inp)
+            fn = s.prepare(kernel, inp, matrix=matrix) if s.name == OPT_SYSTEM else s.prepare(kernel, inp)
             if fn is None:
                 continue  # the peer has no such kernel
             with warnings.catch_warnings(record=True) as caught:
