@@ -21,6 +21,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.dense_loops import axpy_row, contiguous_rows, dot_rows
 from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.ops.softmax import ENTRY, ROW, emit_row_phases, lowest_value, owns_single_rows
@@ -71,12 +72,21 @@ class ExpandSparseAttentionPure(ExpandTransformation):
             # each score is computed once and parked in the entry's slot of a scratch array,
             # which the same row re-reads right away (cache-hot); no index arrays are built
             kb.line(f'sc = np.zeros(({pyexpr(ent.nvals)},), dtype={npt})')
+            qd, kd, vd = node.connected(state, Q), node.connected(state, K), node.connected(state, V)
+            simd = '[' not in i and contiguous_rows(qd, vd, out) and \
+                (node.key_layout != 'K' or contiguous_rows(kd))
+            weigh = [f'for h in range(0, {dv}):', '    ' + update(f'{OUT}[{i}, h]', f'e * {V}[{j}, h]')]
+            if simd:  # SIMD tasklets for the dense row work (lowering.dense_loops)
+                if node.key_layout == 'K':
+                    score = [f'acc = {Ts}(0)'] + dot_rows('acc', Q, i, K, j, d, pyexpr(qd.strides[0]),
+                                                         pyexpr(kd.strides[0]), T.ctype) + \
+                        [f's = {Ts}({ent.val}) * acc']
+                weigh = axpy_row(OUT, i, V, j, 'e', dv, pyexpr(vd.strides[0]), T.ctype)
             emit_row_phases(kb, ent, [
                 (ROW, [f'mx = {Ts}({low})']),
                 (ENTRY, score + [f'sc[{ent.v}] = s', 'mx = max(mx, s)']),
                 (ROW, [f'sm = {Ts}(0)']),
-                (ENTRY, [f'e = math.exp(sc[{ent.v}] - mx)', 'sm = sm + e', f'for h in range(0, {dv}):',
-                         '    ' + update(f'{OUT}[{i}, h]', f'e * {V}[{j}, h]')]),
+                (ENTRY, [f'e = math.exp(sc[{ent.v}] - mx)', 'sm = sm + e'] + weigh),
                 (ROW, [f'rs = {Ts}(1) / max(sm, {Ts}(1))', f'for h in range(0, {dv}):',
                        '    ' + update(f'{OUT}[{i}, h]', 'rs', '*')]),
             ],

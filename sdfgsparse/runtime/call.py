@@ -122,6 +122,8 @@ def _call_key(out: Dict[str, Any]):
             key.append((n, desc().name))
         elif isinstance(v, np.ndarray):
             key.append((n, v.dtype.str, v.ndim, v.flags.c_contiguous))
+        elif isinstance(v, (bool, int, float, complex, np.number)):
+            key.append((n, type(v).__name__))  # a scalar argument: its Python type decides
         else:
             return None
     return tuple(key)
