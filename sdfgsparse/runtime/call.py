@@ -268,7 +268,9 @@ class CompiledProgram:
         values.update(kwargs)
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
         out, symbols, sparse = marshal_arguments(values, descs)
-        needed = set(map(str, self.sdfg.free_symbols)) | set(self.sdfg.symbols)
+        needed = self.__dict__.get('_needed')
+        if needed is None:  # the SDFG is fixed once compiled: its symbols are computed once
+            needed = self._needed = set(map(str, self.sdfg.free_symbols)) | set(self.sdfg.symbols)
         for n, v in values.items():
             if n not in self.sdfg.arrays and n in needed:
                 symbols[n] = v
