@@ -18,7 +18,8 @@ X, Y = '_X', '_Y'
 class ExpandSDDMMPure(ExpandTransformation):
     """One dot product of length K per stored entry; entries own distinct value slots, so
     the outer level always runs in parallel. Index arrays of S are copied to the result.
-    With ``y_layout='NK'`` both operands are read by contiguous rows in a SIMD tasklet."""
+    Both operands are read by contiguous rows in a SIMD tasklet: with ``y_layout='NK'``
+    directly, with ``'KN'`` from a copy of ``Y.T`` made once per call."""
     environments = []
 
     @staticmethod
@@ -33,10 +34,20 @@ class ExpandSDDMMPure(ExpandTransformation):
         zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
         y = node.connected(state, Y)
         Kd = pyexpr(x.shape[1])
-        if node.y_layout == 'NK' and contiguous_rows(x, y):
+        rows_of_y, y_stride = Y, pyexpr(y.strides[0]) if len(y.shape) == 2 else None
+        if node.y_layout == 'KN' and contiguous_rows(x, y):
+            # Y's columns are strided: copy Y.T once (N x K, O(N K) against O(nnz K) products)
+            # so that every dot product reads two contiguous rows
+            kb.globals['np'] = __import__('numpy')
+            N = pyexpr(y.shape[1])
+            kb.line(f'_yt = np.zeros(({N}, {Kd}), dtype={T})')
+            kb.line(f'for z0, z1 in dace.map[0:{N}, 0:{Kd}]:')
+            kb.line(f'    _yt[z0, z1] = {Y}[z1, z0]')
+            rows_of_y, y_stride = '_yt', Kd
+        if rows_of_y != Y or (node.y_layout == 'NK' and contiguous_rows(x, y)):
             # one SIMD dot product of two contiguous rows per stored entry (lowering.dense_loops)
-            body = [f'_dd = {T}(0)'] + dot_rows('_dd', X, ent.i, Y, ent.j, Kd, pyexpr(x.strides[0]),
-                                                 pyexpr(y.strides[0]), out['vals'].dtype.ctype)
+            body = [f'_dd = {T}(0)'] + dot_rows('_dd', X, ent.i, rows_of_y, ent.j, Kd, pyexpr(x.strides[0]),
+                                                 y_stride, out['vals'].dtype.ctype)
             body.append(f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * _dd')
         else:
             yk = f'{Y}[{ent.j}, k]' if node.y_layout == 'NK' else f'{Y}[k, {ent.j}]'
