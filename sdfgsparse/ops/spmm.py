@@ -14,6 +14,11 @@ __all__ = ['SpMM']
 
 B, Y = '_B', '_Y'
 
+#: Columns per parallel tile of a scatter walk when no transformation chose a tile: two
+#: cache lines of doubles, so each walk over the slots does SIMD updates while K = 64
+#: still gives four tiles to share among threads. SparseDenseTiling sizes it for the cache.
+SCATTER_TILE = 16
+
 
 @dace.library.expansion
 class ExpandSpMMPure(ExpandTransformation):
@@ -59,7 +64,8 @@ class ExpandSpMMPure(ExpandTransformation):
         else:  # rows are scattered: the K columns (or K / T tiles) in parallel around a flat walk over the slots
             n = ent.emit_coordinates(kb)
             bdesc = node.connected(state, B)
-            if T and contiguous_rows(bdesc, y):  # one SIMD loop over the tile's columns per slot
+            if contiguous_rows(bdesc, y):  # one SIMD loop over the tile's columns per slot
+                T = T or SCATTER_TILE  # untiled by a transformation: a fixed tile (see SCATTER_TILE)
                 kb.line(f'for kt in dace.map[0:{K}:{T}]:')
                 kb.line(f'    for q in range(0, {n}):')
                 kb.line('        if ri[q] >= 0:')
