@@ -107,17 +107,9 @@ def _bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[
     if unknown:
         raise errors.ShapeError(f'ss.optimize(matrices=...): {", ".join(map(repr, unknown))} is not an argument of '
                                 f'{sdfg.name} (arguments: {", ".join(sdfg.arg_names)})')
-    sizes: Dict[str, int] = {}
-    for name, value in examples.items():
-        desc = sdfg.arrays[name]
-        if is_sparse_desc(desc):
-            _, symbols, _ = marshal_arguments({name: value}, {name: desc})
-            sizes.update({k: int(v) for k, v in symbols.items()})
-        elif hasattr(value, 'shape'):
-            for expr, actual in zip(desc.shape, value.shape):
-                if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
-                    sizes.setdefault(str(expr), int(actual))
-    return sizes
+    # the call path's own marshalling: sparse structure symbols and dense shapes alike
+    _, symbols, _ = marshal_arguments(dict(examples), {n: sdfg.arrays[n] for n in examples})
+    return {k: int(v) for k, v in symbols.items()}
 
 
 def _given_format(value) -> Optional[str]:
@@ -134,12 +126,11 @@ def _given_format(value) -> Optional[str]:
 
 def _select_formats(sdfg, matrices, sizes, result) -> int:
     """SparseFormatSelection for every sparse argument the caller gave a matrix for."""
-    import os
     from sdfgsparse.analysis.format_cost import matrix_format_stats
+    from sdfgsparse.analysis.tiling import machine_threads
     from sdfgsparse.formats import sparse_type_of
     applied = 0
-    env = os.environ.get('OMP_NUM_THREADS', '')
-    threads = int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
+    threads = machine_threads()
     for name, value in (matrices or {}).items():
         desc = sdfg.arrays.get(name)
         if desc is None or not is_sparse_desc(desc) or _given_format(value) is None:

@@ -1,29 +1,16 @@
 """``SparseDenseTiling``: strip-mine the dense loop of a sparse-dense product and hoist the
 tile loop outward, with the tile size from the data-movement model."""
-import os
-
-import dace
-import sympy
 from dace import properties
 from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
-from sdfgsparse.analysis.tiling import machine_cache_bytes, spmm_dense_tile
+from sdfgsparse._symbolic import evaluate
+from sdfgsparse.analysis.tiling import machine_cache_bytes, machine_threads, spmm_dense_tile
 from sdfgsparse.lowering.entries import Entries
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.ops.spmm import SpMM
 
-__all__ = ['SparseDenseTiling', 'bind_size']
-
-
-def bind_size(expr, sdfg: dace.SDFG, sizes) -> int:
-    """``expr`` (a shape expression) as an integer, with the symbol values of ``sizes`` and the
-    SDFG's constants; None if a symbol stays unbound."""
-    values = {str(k): v for k, v in sdfg.constants.items()}
-    values.update({str(k): v for k, v in (sizes or {}).items()})
-    e = sympy.sympify(dace.symbolic.pystr_to_symbolic(str(expr)))
-    e = e.subs({s: values[str(s)] for s in e.free_symbols if str(s) in values})
-    return int(e) if e.is_number else None
+__all__ = ['SparseDenseTiling']
 
 
 @properties.make_properties
@@ -66,25 +53,21 @@ class SparseDenseTiling(xf.SingleStateTransformation):
     def expressions(cls):
         return [sdutil.node_path_graph(cls.product)]
 
-    def _workers(self) -> int:
-        if self.threads > 0:
-            return self.threads
-        env = os.environ.get('OMP_NUM_THREADS', '')
-        return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
-
     def tile(self, state, sdfg) -> int:
         """The tile the model chooses for the matched node (0: none)."""
         node = self.product
         st = node.operand_type(state, 'A')
         y = node.connected(state, '_Y')
-        rows, cols, k = (bind_size(e, sdfg, self.sizes) for e in (st.rows, st.cols, y.shape[1]))
+        values = {**{str(c): v for c, v in sdfg.constants.items()}, **self.sizes}  # sizes: constants or given
+        rows, cols, k = (evaluate(e, values) for e in (st.rows, st.cols, y.shape[1]))
         if rows is None or cols is None or k is None:
             return 0
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
         scatter = ent.strategy(0, node.schedule_hint) == 'sequential'
         itemsize = node.connected(state, '_B').dtype.bytes
         cache = self.cache_bytes if self.cache_bytes > 0 else machine_cache_bytes(2)
-        return spmm_dense_tile(rows, cols, k, cache // itemsize, scatter, self._workers(), self.vector)
+        return spmm_dense_tile(rows, cols, k, cache // itemsize, scatter,
+                               self.threads if self.threads > 0 else machine_threads(), self.vector)
 
     def can_be_applied(self, state, expr_index, sdfg, permissive=False):
         if self.product.dense_tile != 0:

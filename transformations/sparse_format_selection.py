@@ -2,7 +2,6 @@
 over the structure of the matrix the caller will pass."""
 import json
 
-import dace
 import sympy
 from dace import properties
 from dace.sdfg import nodes
@@ -13,7 +12,8 @@ from dace.transformation.interstate.loop_detection import find_for_loop
 from sdfgsparse.analysis.format_cost import CANDIDATES, choose_format
 from sdfgsparse.formats import get_format, is_sparse_desc, sparse_type_of
 from sdfgsparse.formats.catalogue import BSR
-from sdfgsparse.ops.base import SparseLibraryNode, add_sparse_input, sparse_consumers, transposed_alias, T_SUFFIX
+from sdfgsparse._symbolic import evaluate
+from sdfgsparse.ops.base import add_sparse_input, sparse_consumers, transposed_alias, T_SUFFIX
 
 __all__ = ['SparseFormatSelection', 'format_by_name']
 
@@ -126,9 +126,8 @@ class SparseFormatSelection(xf.SingleStateTransformation):
                 if type(node).__name__ == 'SpMV':
                     k = 1
                 elif conn is not None:
-                    shape = node.connected(state, conn).shape
-                    e = sympy.sympify(str(shape[-1])).subs({sympy.Symbol(s): v for s, v in self.sizes.items()})
-                    k = int(e) if e.is_number else 1
+                    k = evaluate(node.connected(state, conn).shape[-1], self.sizes)
+                    k = 1 if k is None else k  # an unknown width counts as a vector
                 res += [k] * trips
         return res
 

@@ -64,7 +64,7 @@ class SparseLoopOrdering(xf.SingleStateTransformation):
         return ins.get('_a'), ins.get('_b')
 
     def can_be_applied(self, state, expr_index, sdfg, permissive=False):
-        mm, tmp, mul = self.matmul, self.tmp, self.sample
+        mm, tmp = self.matmul, self.tmp
         desc = sdfg.arrays[tmp.data]
         if not desc.transient or isinstance(desc, dace.data.View) or len(desc.shape) != 2:
             return False

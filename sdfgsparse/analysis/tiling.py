@@ -35,9 +35,7 @@ still fits the 300 MB L3. So the model does not tile row-owned walks
 """
 import math
 import os
-from typing import Optional
-
-__all__ = ['machine_cache_bytes', 'spmm_dense_tile']
+__all__ = ['machine_cache_bytes', 'machine_threads', 'spmm_dense_tile']
 
 _FALLBACK_CACHE = 1 << 20
 #: whether the model tiles row-owned walks (see the measurement in the module docstring)
@@ -63,6 +61,12 @@ def machine_cache_bytes(level: int = 2) -> int:
     except (OSError, ValueError):
         pass
     return _FALLBACK_CACHE
+
+
+def machine_threads() -> int:
+    """Threads the generated code runs with: ``OMP_NUM_THREADS`` if set, else the CPU count."""
+    env = os.environ.get('OMP_NUM_THREADS', '')
+    return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
 
 
 def _round_down(x: int, step: int) -> int:

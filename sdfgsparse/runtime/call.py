@@ -140,12 +140,9 @@ def call_program(prog, orig_call, args, kwargs):
     descriptor serialisation and symbol solving."""
     plans = prog.__dict__.get('_ss_plans')
     if plans:
-        pos = args if not kwargs else _positional(prog.argnames, args, kwargs)
-        if pos is not None:
-            for plan in plans.get(_raw_key(pos), ()):
-                result = plan.run(pos)
-                if result is not MISS:
-                    return result
+        result = _run_plans(plans, prog.argnames, args, kwargs)
+        if result is not MISS:
+            return result
     names = list(prog.argnames)
     values = dict(zip(names, args))
     values.update({k: v for k, v in kwargs.items() if k in names})
@@ -175,6 +172,19 @@ def call_program(prog, orig_call, args, kwargs):
     if key is not None and key in fast:
         _add_plan(prog, fast[key][0], key, names, descs, values, out, sparse, torch_in)
     return _to_torch(result) if torch_in else result
+
+
+def _run_plans(plans, argnames, args, kwargs):
+    """The result of the first plan that finishes the call, or MISS. Plans are keyed by the
+    types of *all* arguments, so a call that leaves some out matches none."""
+    pos = args if not kwargs else _positional(argnames, args, kwargs)
+    if pos is None:
+        return MISS
+    for plan in plans.get(_raw_key(pos), ()):
+        result = plan.run(pos)
+        if result is not MISS:
+            return result
+    return MISS
 
 
 def _raw_key(args) -> tuple:
@@ -258,12 +268,9 @@ class CompiledProgram:
         names = list(self.sdfg.arg_names)
         plans = self.__dict__.get('_plans')
         if plans:  # a warm call of a known signature (see call_program)
-            pos = args if not kwargs else _positional(names, args, kwargs)
-            if pos is not None and len(pos) == len(names):
-                for plan in plans.get(_raw_key(pos), ()):
-                    result = plan.run(pos)
-                    if result is not MISS:
-                        return result
+            result = _run_plans(plans, names, args, kwargs)
+            if result is not MISS:
+                return result
         values = dict(zip(names, args))
         values.update(kwargs)
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}

@@ -6,7 +6,6 @@ import json
 
 import dace
 import numpy as np
-import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
