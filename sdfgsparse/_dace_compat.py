@@ -168,6 +168,8 @@ def apply():
         return
     if 'DACE_cache' not in os.environ:
         dace.Config.set('cache', value='hash')
+    if 'DACE_compiler_build_type' not in os.environ:
+        dace.Config.set('compiler', 'build_type', value='Release')
     _patch_call()
     _patch_returns()
     _patch_replace_dict()

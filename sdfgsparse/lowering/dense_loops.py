@@ -10,7 +10,7 @@ the parallel map — stays generated Python, so every format still gets the oper
 """
 from typing import List
 
-__all__ = ['axpy_row', 'axpy_tile', 'dot_rows', 'contiguous_rows']
+__all__ = ['axpy_row', 'axpy_tile', 'dot_rows', 'contiguous_rows', 'gemm_row_block', 'GEMM_ROWS']
 
 
 def contiguous_rows(*descs) -> bool:
@@ -91,5 +91,84 @@ def dot_rows(out: str, x: str, i: str, y: str, j: str, k: str, x_stride: str, y_
         f'    _tx << {x}',
         f'    _ty << {y}',
         f'    _to >> {out}',
+        f'    """{code}"""',
+    ]
+
+
+#: Rows of ``C`` per register block of :func:`gemm_row_block`.
+GEMM_ROWS = 4
+
+
+def gemm_row_block(c: str, a: str, b: str, ib: str, m: str, k: str, n: str, lda: str, ldb: str, ldc: str,
+                   ctype: str) -> List[str]:
+    """Generated-source lines for rows ``GEMM_ROWS*ib ...`` (at most ``GEMM_ROWS``, fewer at
+    the end) of the dense product ``c = a @ b`` (``m x k`` times ``k x n``, rows contiguous,
+    ``ld*`` elements between rows).
+
+    Register blocking: the block's rows are computed a column panel at a time, the panel's
+    accumulators (``GEMM_ROWS`` rows x four 64-byte vectors) held in registers over the
+    whole ``k`` loop, so every loaded row piece of ``b`` feeds ``GEMM_ROWS`` FMAs and ``c``
+    is written once (the row-wise axpy form loads and stores ``c`` for every ``k``). Narrower
+    panels (one vector) take the remaining columns, the last partial vector is masked;
+    trailing rows use one-row blocks. ``c`` is passed whole; blocks write disjoint rows.
+    """
+    code = f'''
+typedef {ctype} _T;
+const long _V = 64 / sizeof(_T);
+const long _M = {m}, _K = {k}, _N = {n}, _lda = {lda}, _ldb = {ldb}, _ldc = {ldc};
+const _T* __restrict__ _pa = _ta;
+const _T* __restrict__ _pb = _tb;
+_T* __restrict__ _pc = _tc;
+auto _panel = [&](long r0, long c0, auto rows, auto width, auto masked, long rem) {{
+    constexpr long R = decltype(rows)::value;
+    constexpr long W = decltype(width)::value;
+    constexpr bool MASK = decltype(masked)::value;
+    _T acc[R][W];
+    for (long r = 0; r < R; ++r) {{
+        _Pragma("omp simd") for (long c = 0; c < W; ++c) acc[r][c] = 0;
+    }}
+    for (long q = 0; q < _K; ++q) {{
+        const _T* __restrict__ br = _pb + q * _ldb + c0;
+        for (long r = 0; r < R; ++r) {{
+            const _T av = _pa[(r0 + r) * _lda + q];
+            if (MASK) {{
+                _Pragma("omp simd") for (long c = 0; c < W; ++c) acc[r][c] += av * (c < rem ? br[c] : _T(0));
+            }} else {{
+                _Pragma("omp simd") for (long c = 0; c < W; ++c) acc[r][c] += av * br[c];
+            }}
+        }}
+    }}
+    for (long r = 0; r < R; ++r) {{
+        _T* __restrict__ cr = _pc + (r0 + r) * _ldc + c0;
+        if (MASK) {{
+            for (long c = 0; c < W; ++c) if (c < rem) cr[c] = acc[r][c];
+        }} else {{
+            _Pragma("omp simd") for (long c = 0; c < W; ++c) cr[c] = acc[r][c];
+        }}
+    }}
+}};
+auto _rows = [&](long r0, auto rows) {{
+    long c0 = 0;
+    for (; c0 + 4 * _V <= _N; c0 += 4 * _V)
+        _panel(r0, c0, rows, std::integral_constant<long, 4 * _V>(), std::false_type(), 0);
+    for (; c0 + _V <= _N; c0 += _V)
+        _panel(r0, c0, rows, std::integral_constant<long, _V>(), std::false_type(), 0);
+    if (c0 < _N)
+        _panel(r0, c0, rows, std::integral_constant<long, _V>(), std::true_type(), _N - c0);
+}};
+const long _i0 = _tib * {GEMM_ROWS};
+if (_i0 + {GEMM_ROWS} <= _M) {{
+    _rows(_i0, std::integral_constant<long, {GEMM_ROWS}>());
+}} else {{
+    for (long r = _i0; r < _M; ++r) _rows(r, std::integral_constant<long, 1>());
+}}
+'''
+    return [
+        f'_ib = dace.int64({ib})',
+        'with dace.tasklet(dace.Language.CPP):',
+        '    _tib << _ib',
+        f'    _ta << {a}',
+        f'    _tb << {b}',
+        f'    _tc >> {c}',
         f'    """{code}"""',
     ]

@@ -1,11 +1,14 @@
-"""A row-wise SIMD expansion for DaCe's dense ``MatMul`` (``C = A @ B``, both 2-D).
+"""A register-blocked SIMD expansion for DaCe's dense ``MatMul`` (``C = A @ B``, both 2-D).
 
 DaCe 1.0.2 expands a dense matrix product without a BLAS library into a map with a
 write-conflict reduction over the inner dimension, which the C++ compiler cannot
 vectorise: ``X @ W`` of a GCN layer (2708 x 64 times 64 x 64, float32) dominates the layer.
-This expansion computes each row of ``C`` as ``sum_k A[i, k] * B[k, :]`` — the rows of C in
-parallel, one SIMD loop over ``B``'s contiguous row per ``k`` (:func:`axpy_row`) — the
-i-k-j order. It is registered as the ``'sdfgsparse'`` implementation of DaCe's ``MatMul``
+This expansion computes blocks of four rows of ``C`` in parallel (a DaCe map); each block
+walks ``B`` in column panels whose accumulators stay in registers over the whole ``k``
+loop, every loaded piece of a ``B`` row feeding four SIMD FMAs (:func:`gemm_row_block`).
+Measured on the GCN product (2708 x 64 times 64 x 64, float32, 2 threads): 0.58 ms with
+the earlier row-wise axpy form (one load and store of ``C`` per FMA), 0.12-0.13 ms in a
+standalone build of the block kernel; MKL's SGEMM in torch 0.09 ms. It is registered as the ``'sdfgsparse'`` implementation of DaCe's ``MatMul``
 node; ``ss.optimize`` selects it for products it applies to (:func:`rows_applicable`).
 """
 import dace
@@ -14,7 +17,7 @@ from dace.libraries.blas import MatMul
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.dense_loops import axpy_row, contiguous_rows
+from sdfgsparse.lowering.dense_loops import GEMM_ROWS, contiguous_rows, gemm_row_block
 from sdfgsparse.lowering.entries import kernel_for_node
 
 __all__ = ['ExpandMatMulRows', 'IMPLEMENTATION', 'rows_applicable']
@@ -47,7 +50,7 @@ def rows_applicable(node, state) -> bool:
 
 @dace.library.expansion
 class ExpandMatMulRows(ExpandTransformation):
-    """Rows of C in parallel; per row, K SIMD updates ``C[i, :] += A[i, k] * B[k, :]``."""
+    """Blocks of rows of C in parallel; per block, register-held column panels over K."""
     environments = []
 
     @staticmethod
@@ -55,12 +58,10 @@ class ExpandMatMulRows(ExpandTransformation):
         a, b, c = _operands(node, state)
         kb = kernel_for_node(node, state, sdfg)
         M, K, N = (pyexpr(s) for s in (a.shape[0], a.shape[1], b.shape[1]))
-        kb.line(f'for i in dace.map[0:{M}]:')
-        kb.line(f'    for z in range(0, {N}):')
-        kb.line('        _c[i, z] = 0')
-        kb.line(f'    for k in range(0, {K}):')
-        for l in axpy_row('_c', 'i', '_b', 'k', '_a[i, k]', N, pyexpr(b.strides[0]), c.dtype.ctype):
-            kb.line('        ' + l)
+        lds = (pyexpr(d.strides[0]) for d in (a, b, c))
+        kb.line(f'for ib in dace.map[0:({M} + {GEMM_ROWS - 1}) // {GEMM_ROWS}]:')
+        for l in gemm_row_block('_c', '_a', '_b', 'ib', M, K, N, *lds, c.dtype.ctype):
+            kb.line('    ' + l)
         return kb.build()
 
 

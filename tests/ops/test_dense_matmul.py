@@ -1,4 +1,4 @@
-"""The row-wise SIMD expansion of DaCe's dense MatMul (selected by ss.optimize): compared
+"""The register-blocked SIMD expansion of DaCe's dense MatMul (selected by ss.optimize): compared
 with NumPy on rectangular, one-column and float32/float64 products; refused where it does
 not apply."""
 import dace
@@ -40,7 +40,10 @@ def test_row_expansion_matches_numpy(prog, dt, rng):
     sdfg, n = _select(prog)
     assert n == 1
     compiled = sdfg.compile()
-    for m, k, nn in ((7, 5, 3), (33, 1, 17), (1, 40, 1), (64, 64, 64)):
+    # register blocks of 4 rows; column panels of 4 vectors, 1 vector and a masked rest
+    # (a vector is 16 float32 / 8 float64): full, trailing rows, every panel kind, k = 0
+    for m, k, nn in ((7, 5, 3), (33, 1, 17), (1, 40, 1), (64, 64, 64), (9, 3, 100), (130, 70, 301),
+                     (4, 16, 8), (6, 0, 5)):
         A, B = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((k, nn)).astype(dt)
         got = compiled(A=A, B=B, M=m, K=k, N=nn)
         np.testing.assert_allclose(got, A @ B, rtol=1e-5 if dt == np.float32 else 1e-12, atol=1e-5)
