@@ -183,6 +183,24 @@ class _DenseSlot:
         return data_pointer(v)
 
 
+class _ScalarSlot:
+    """One scalar argument (``rs_old: dace.float64``): passed by value. Only values of the
+    first call's Python or NumPy type are taken, so the conversion is the one the full path
+    made for that call."""
+
+    def __init__(self, index: int, name: str, desc: dace.data.Scalar, sample):
+        if not isinstance(sample, (int, float, complex, np.number)) or isinstance(sample, (bool, np.bool_)):
+            raise NoPlan(f'scalar argument {name} of type {type(sample).__name__}')
+        self.index, self.name = index, name
+        self.kind = type(sample)
+        self.ctype = desc.dtype.as_ctypes()
+
+    def bind(self, v):
+        if type(v) is not self.kind:
+            return None
+        return self.ctype(v)
+
+
 # ---------------------------------------------------------------------- returns
 class _DenseReturn:
 
@@ -257,6 +275,9 @@ class CallPlan:
             if name in sparse:
                 continue
             desc = sdfg.arrays.get(name)
+            if isinstance(desc, dace.data.Scalar) and not is_sparse_desc(desc):
+                dense_slots.append(_ScalarSlot(i, name, desc, values[name]))
+                continue
             if not isinstance(out[name], np.ndarray) or not isinstance(desc, dace.data.Array) or \
                     isinstance(desc, dace.data.View) or is_sparse_desc(desc):
                 raise NoPlan(f'argument {name}')
@@ -285,7 +306,7 @@ class CallPlan:
             desc = csdfg._typedict[a]
             if a in index:
                 self.sources.append((0, index[a]))
-                argtypes.append(ctypes.c_void_p)
+                argtypes.append(desc.dtype.as_ctypes() if isinstance(desc, dace.data.Scalar) else ctypes.c_void_p)
             elif a in retindex:
                 self.sources.append((1, retindex[a]))
                 argtypes.append(ctypes.c_void_p)
@@ -314,7 +335,7 @@ class CallPlan:
             keep.append(obj)
             ptrs[slot.index] = ctypes.addressof(obj)
         for slot in self.dense_slots:
-            p = slot.bind(args[slot.index], syms)
+            p = slot.bind(args[slot.index]) if type(slot) is _ScalarSlot else slot.bind(args[slot.index], syms)
             if p is None:
                 return MISS
             ptrs[slot.index] = p

@@ -45,6 +45,11 @@ def plan_spmv64(A: ss.CSR[dace.float64, M, N, dace.int64], x: dace.float64[N]):
     return A @ x
 
 
+@dace.program
+def plan_axpy(A: ss.CSR[dace.float64, M, N], x: dace.float64[N], y: dace.float64[M], alpha: dace.float64):
+    return alpha * (A @ x) + y
+
+
 @pytest.fixture
 def plan_calls(monkeypatch):
     """Counts the calls a plan finished (not handed back to the full path)."""
@@ -105,6 +110,23 @@ def test_results_are_fresh_arrays(rng):
     assert y1 is not y2 and not np.shares_memory(y1, y2)
     S1, S2 = plan_scale(A), plan_scale(A)
     assert not np.shares_memory(S1.data, S2.data) and not np.shares_memory(S1.data, A.data)
+
+
+def test_warm_calls_with_a_scalar_argument(rng, plan_calls):
+    """Scalars pass by value. An int or NumPy float is another signature: its first call
+    takes the full path (which converts it), later ones its own plan."""
+    for m, n, d in _shapes():
+        A = _random(rng, m, n, d)
+        x, y = rng.standard_normal(n), rng.standard_normal(m)
+        for alpha in (2.5, -0.75, 0.0):
+            np.testing.assert_allclose(plan_axpy(A, x, y, alpha), alpha * (A @ x) + y, rtol=1e-12, atol=1e-12)
+    assert plan_calls['missed'] == 0 and plan_calls['done'] >= 3 * len(_shapes()) - 1
+    A = _random(rng, 30, 20, 0.2)
+    x, y = rng.standard_normal(20), rng.standard_normal(30)
+    done = plan_calls['done']
+    for alpha in (3, np.float64(1.5), 4, np.float64(-2.0)):
+        np.testing.assert_allclose(plan_axpy(A, x, y, alpha), alpha * (A @ x) + y, rtol=1e-12, atol=1e-12)
+    assert plan_calls['missed'] == 0 and plan_calls['done'] == done + 2
 
 
 def test_changed_signature_takes_a_new_plan(rng, plan_calls):
