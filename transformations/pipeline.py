@@ -14,8 +14,9 @@ Order (each step is a transformation a user can also apply by hand; see
 4. :class:`SparseEpilogueFusion` — bias / activation maps into SpMV / SpMM;
 5. :class:`SparseDenseTiling` — tiles of the dense loop of SpMM, sized for the cache
    (needs the sizes: given by ``matrices``, or constant in the program);
-6. dense 2-D ``MatMul`` nodes (``X @ W``) take the row-wise SIMD expansion of
-   :mod:`sdfgsparse.ops.dense_matmul` instead of DaCe's default;
+6. dense 2-D ``MatMul`` nodes (``X @ W``) take the register-blocked SIMD expansion of
+   :mod:`sdfgsparse.ops.dense_matmul` instead of DaCe's default, and ``Dot`` nodes
+   (``np.dot`` of vectors) one SIMD reduction instead of atomic adds;
 7. DaCe's own clean-up (``simplify``).
 
 Fusion runs before tiling so that tiling sees the final nodes. The report says what each
@@ -159,12 +160,14 @@ def _costs(sdfg) -> str:
     return ''.join(f' (bytes per call: {t.reason})' for t in hist[-1:])
 
 
-def _dense_matmuls(sdfg) -> int:
-    """Select the row-wise SIMD expansion for DaCe's dense 2-D MatMul nodes."""
-    from sdfgsparse.ops.dense_matmul import IMPLEMENTATION, rows_applicable
+def _dense_products(sdfg) -> int:
+    """Select sdfgsparse's expansions for DaCe's dense 2-D MatMul and Dot nodes."""
+    from sdfgsparse.ops.dense_matmul import IMPLEMENTATION, dot_applicable, rows_applicable
     n = 0
     for node, state in sdfg.all_nodes_recursive():
-        if isinstance(state, dace.SDFGState) and rows_applicable(node, state) and node.implementation != IMPLEMENTATION:
+        if not isinstance(state, dace.SDFGState) or getattr(node, 'implementation', None) == IMPLEMENTATION:
+            continue
+        if rows_applicable(node, state) or dot_applicable(node, state):
             node.implementation = IMPLEMENTATION
             n += 1
     return n
@@ -243,9 +246,9 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         return 'dense tiles ' + ', '.join(t)
 
     step('SparseDenseTiling', lambda: _run(sdfg, SparseDenseTiling, tiling), tiles)
-    step('dense MatMul', lambda: _dense_matmuls(sdfg),
-         lambda n: f'{n} dense products expanded row-wise with SIMD rows (ops/dense_matmul.py)' if n else
-         'no dense 2-D product')
+    step('dense products', lambda: _dense_products(sdfg),
+         lambda n: f'{n} dense products (X @ W register-blocked, dot products as one SIMD reduction; '
+         'ops/dense_matmul.py)' if n else 'no dense 2-D product or dot product')
     step('simplify', lambda: len(sdfg.simplify() or {}), lambda n: 'DaCe simplification passes')
     sdfg.validate()
     result.iterations_after = _count(sdfg)

@@ -1,9 +1,12 @@
 """Interleaved wall-clock timing, its statistics, and the peak memory of one call.
 
 :func:`interleaved` runs every system's call ``warmup`` times, then ``repeat`` rounds in
-which each system is called once, the order rotating from round to round, so that a slow
-phase of the machine (another process, frequency changes) hits all systems alike rather
-than whichever ran last. The garbage collector is off during the timed rounds; between
+which each system is called once, in a new (seeded) random order each round, so that a
+slow phase of the machine (another process, frequency changes) hits all systems alike
+rather than whichever ran last, and no system always follows the same other one: a
+library's OpenMP threads keep spinning for a while after its call and slow whatever
+runs next (with a rotating order each system had one fixed predecessor: the optimised
+and plain sdfgsparse rows of one program differed by a steady 10% in a quick run). The garbage collector is off during the timed rounds; between
 two calls (untimed) a generation-0 collection frees what the previous call left in
 reference cycles (python-graphblas results are cyclic: without it, ten rounds of
 512 MB results piled up to an 18 GB process).
@@ -18,6 +21,7 @@ already holds is reused without growing the resident set).
 import ctypes
 import ctypes.util
 import gc
+import random
 import statistics
 import time
 import tracemalloc
@@ -85,12 +89,14 @@ def interleaved(calls: Dict[str, Callable[[], object]],
             except Exception as exc:
                 fail(name, exc)
                 break
+    order_rng = random.Random(0)
     enabled = gc.isenabled()
     gc.disable()
     try:
-        for r in range(repeat):
-            shift = r % len(names) if names else 0
-            for name in names[shift:] + names[:shift]:  # a copy: fail() may shorten names
+        for _ in range(repeat):
+            order = list(names)  # a copy: fail() may shorten names
+            order_rng.shuffle(order)
+            for name in order:
                 if on_call:
                     on_call(name)
                 fn = calls[name]

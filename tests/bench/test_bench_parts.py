@@ -204,15 +204,22 @@ def test_sddmm_reference_and_work_counts():
 
 
 # ---------------------------------------------------------------- timing
-def test_interleaved_rotates_order_and_reports_stats():
+def test_interleaved_shuffles_order_and_reports_stats():
     order = []
     ticks = iter(range(1000))
     calls = {n: (lambda n=n: order.append(n)) for n in 'abc'}
-    stats = interleaved(calls, repeat=3, warmup=1, clock=lambda: float(next(ticks)))
+    stats = interleaved(calls, repeat=12, warmup=1, clock=lambda: float(next(ticks)))
     assert order[:3] == ['a', 'b', 'c']  # warm-up
-    assert order[3:] == ['a', 'b', 'c', 'b', 'c', 'a', 'c', 'a', 'b']
+    rounds = [order[i:i + 3] for i in range(3, len(order), 3)]
+    assert len(rounds) == 12 and all(sorted(r) == ['a', 'b', 'c'] for r in rounds)
+    # each system is preceded by each other one at some point (no fixed predecessor)
+    follows = {(x, y) for r in rounds for x, y in zip(r, r[1:])}
+    assert follows == {(x, y) for x in 'abc' for y in 'abc' if x != y}
+    order2 = []
+    interleaved({n: (lambda n=n: order2.append(n)) for n in 'abc'}, repeat=12, warmup=1)
+    assert order2 == order  # seeded: the same order every run
     for s in stats.values():
-        assert s.times == [1.0, 1.0, 1.0] and s.median == s.min == s.max == 1.0 and not s.noisy
+        assert s.times == [1.0] * 12 and s.median == s.min == s.max == 1.0 and not s.noisy
 
 
 def test_interleaved_keeps_going_when_one_call_raises():

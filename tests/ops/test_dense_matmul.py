@@ -1,11 +1,11 @@
 """The register-blocked SIMD expansion of DaCe's dense MatMul (selected by ss.optimize): compared
 with NumPy on rectangular, one-column and float32/float64 products; refused where it does
-not apply."""
+not apply. The dot-product reduction that replaces DaCe's atomic-add map, likewise."""
 import dace
 import numpy as np
 import pytest
 
-from sdfgsparse.ops.dense_matmul import IMPLEMENTATION, rows_applicable
+from sdfgsparse.ops.dense_matmul import DOT_PARALLEL, IMPLEMENTATION, dot_applicable, rows_applicable
 
 M, K, N = (dace.symbol(s) for s in 'MKN')
 
@@ -52,3 +52,50 @@ def test_row_expansion_matches_numpy(prog, dt, rng):
 def test_not_applicable_to_matrix_vector():
     _, n = _select(mv)
     assert n == 0
+
+
+@dace.program
+def dot64(x: dace.float64[M], y: dace.float64[M]):
+    return np.dot(x, y)
+
+
+@dace.program
+def dot32_strided(x: dace.float32[M, 2], y: dace.float32[M]):
+    return np.dot(x[:, 1], y)
+
+
+def _select_dots(prog):
+    sdfg = prog.to_sdfg()
+    n = 0
+    for node, state in sdfg.all_nodes_recursive():
+        if isinstance(state, dace.SDFGState) and dot_applicable(node, state):
+            node.implementation = IMPLEMENTATION
+            n += 1
+    return sdfg, n
+
+
+def test_dot_reduction_matches_numpy(rng):
+    sdfg, n = _select_dots(dot64)
+    assert n == 1
+    compiled = sdfg.compile()
+    # one element, a SIMD remainder, and above DOT_PARALLEL (the parallel reduction)
+    for m in (1, 37, 1000, DOT_PARALLEL + 123):
+        x, y = rng.standard_normal(m), rng.standard_normal(m)
+        np.testing.assert_allclose(compiled(x=x, y=y, M=m)[0], x @ y, rtol=1e-10)
+
+
+def test_dot_reduction_on_a_strided_column(rng):
+    sdfg, n = _select_dots(dot32_strided)
+    assert n == 1
+    compiled = sdfg.compile()
+    for m in (5, 4099):
+        x, y = rng.standard_normal((m, 2)).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+        np.testing.assert_allclose(compiled(x=x, y=y, M=m)[0], x[:, 1] @ y, rtol=1e-4)
+
+
+def test_dot_not_applicable_to_mixed_types():
+    @dace.program
+    def mixed(x: dace.float64[M], y: dace.float32[M]):
+        return np.dot(x, y)
+
+    assert _select_dots(mixed)[1] == 0

@@ -85,6 +85,36 @@ def test_tiling_needs_sizes_and_uses_them(rng):
     np.testing.assert_allclose(opt(A=A, B=B), A.T @ B, rtol=1e-10, atol=1e-12)
 
 
+@dace.program
+def cg_step(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], r: dace.float64[N], p: dace.float64[N],
+            rs_old: dace.float64):
+    Ap = A @ p
+    alpha = rs_old / np.dot(p, Ap)
+    x_new = x + alpha * p
+    r_new = r - alpha * Ap
+    rs_new = np.dot(r_new, r_new)
+    return x_new, r_new, r_new + (rs_new / rs_old) * p, rs_new
+
+
+def test_dot_products_take_the_reduction_expansion(rng):
+    from sdfgsparse.ops.dense_matmul import IMPLEMENTATION
+    opt = ss.optimize(cg_step)
+    assert _steps(opt)['dense products'] == 2
+    dots = [n for n, _ in opt.sdfg.all_nodes_recursive() if type(n).__name__ == 'Dot']
+    assert len(dots) == 2 and all(d.implementation == IMPLEMENTATION for d in dots)
+    for A in (sp.random_array((60, 60), density=0.1, format='csr', rng=rng) + sp.eye_array(60), real_matrix('cora_A')):
+        n = A.shape[0]
+        x, r, p = rng.standard_normal(n), rng.standard_normal(n), rng.standard_normal(n)
+        got, plain = opt(A, x, r, p, 2.0), cg_step(A, x, r, p, 2.0)
+        Ap = A @ p
+        alpha = 2.0 / (p @ Ap)
+        rn = r - alpha * Ap
+        want = (x + alpha * p, rn, rn + (rn @ rn) / 2.0 * p, rn @ rn)
+        for g, q, w in zip(got, plain, want):
+            np.testing.assert_allclose(np.ravel(g), np.ravel(w), rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(np.ravel(g), np.ravel(q), rtol=1e-9, atol=1e-12)
+
+
 def test_sdfg_is_transformed_in_place():
     sdfg = gcn_layer.to_sdfg()
     opt = ss.optimize(sdfg)
