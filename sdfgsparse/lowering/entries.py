@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 import dace
 
-from sdfgsparse.formats import SparseType
+from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.kernel import KernelBuilder
 
@@ -116,6 +116,9 @@ class Entries:
 def kernel_for_node(node, state, sdfg, name: Optional[str] = None) -> KernelBuilder:
     """A kernel whose parameters are the node's connectors, typed like the connected data."""
     kb = KernelBuilder(name or node.label)
+    # sparse data reach the node member by member (views); their index dtypes are those of
+    # the enclosing SDFG's structures
+    kb.sparse_operands.extend(d for d in sdfg.arrays.values() if is_sparse_desc(d))
     for e in state.in_edges(node):
         if e.dst_conn and e.dst_conn not in kb.params:
             kb.param(e.dst_conn, sdfg.arrays[e.data.data])

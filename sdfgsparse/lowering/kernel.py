@@ -14,6 +14,7 @@ import dace
 import sympy
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering import storage_check
 
 __all__ = ['KernelBuilder', 'pyexpr']
 
@@ -36,6 +37,7 @@ class KernelBuilder:
         self.globals: Dict[str, object] = {'dace': dace}
         self.lines: List[str] = []
         self._tmp = itertools.count()
+        self.sparse_operands: List[dace.data.Data] = []  # their compiled storage checks go along
 
     def param(self, name: str, desc: dace.data.Data) -> str:
         """Declare an argument (a non-transient copy of ``desc``); returns its name."""
@@ -91,4 +93,6 @@ class KernelBuilder:
         except Exception as ex:  # pragma: no cover - shows the generated source for debugging
             raise RuntimeError(f'sdfgsparse: could not parse generated kernel:\n{src}') from ex
         sdfg.name = self.name
+        for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
+            storage_check.add_to(sdfg, d)
         return sdfg

@@ -6,7 +6,10 @@ array, position and value of the first problem. :class:`StorageCheck` only answe
 an index range), or with plain Python on lists for tiny matrices, where each NumPy call
 costs more than the work. When it answers no, the caller takes the full path, which
 raises the precise error; so this check may be stricter than the specification, never
-looser.
+looser. Given the compiled checks of the kernel's library
+(:mod:`sdfgsparse.lowering.storage_check`), index levels are checked by them instead: one
+parallel pass instead of several NumPy passes (ca-AstroPh, 394k entries: ~0.2 ms ->
+tens of µs).
 """
 from typing import Dict
 
@@ -16,6 +19,7 @@ import sympy
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat
 from sdfgsparse.formats.levels import Compressed, Dense, Singleton
+from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.symexpr import compile_int
 
 __all__ = ['StorageCheck']
@@ -77,10 +81,13 @@ class StorageCheck:
     """``check(arrays, rows, cols, sizes) -> bool`` for one format, built once.
 
     Levels without a fast check here (offsets, padded singletons) run their own
-    ``validate`` and count as invalid when it raises.
+    ``validate`` and count as invalid when it raises. ``native``: the compiled checks
+    (``{'compressed': f, 'in_range': f}`` from :func:`storage_check.symbols`) for the
+    arguments' index dtype, or None for NumPy.
     """
 
-    def __init__(self, fmt: SparseFormat):
+    def __init__(self, fmt: SparseFormat, native=None):
+        self.native = native
         r, c = sympy.Symbol('_rows', integer=True), sympy.Symbol('_cols', integer=True)
         sizes = {k: sympy.Symbol(k, integer=True) for k in fmt.size_keys}
         self._extents = [None if e is None else compile_int(e) for e in fmt.extents(r, c)]
@@ -115,14 +122,23 @@ class StorageCheck:
                     pos = arrays[pos_name]
                     if pos.shape[0] != parent + 1:
                         return False
-                small = n + parent <= SMALL
-                ok = (_compressed_small if small else _compressed_vector)(crd, pos, n, extent, lvl.ordered,
-                                                                          lvl.unique)
+                if self.native is not None:
+                    ok = self.native['compressed'](0 if pos is None else data_pointer(pos), parent,
+                                                   data_pointer(crd), n, extent, lvl.ordered, lvl.unique) == 0
+                else:
+                    small = n + parent <= SMALL
+                    ok = (_compressed_small if small else _compressed_vector)(crd, pos, n, extent, lvl.ordered,
+                                                                              lvl.unique)
                 if not ok:
                     return False
             elif kind == 'singleton':
                 crd = arrays[crd_name]
-                if crd.shape[0] != parent or (parent and _umax(crd) >= extent):
+                if crd.shape[0] != parent:
+                    return False
+                if self.native is not None:
+                    if self.native['in_range'](data_pointer(crd), parent, extent) != 0:
+                        return False
+                elif parent and _umax(crd) >= extent:
                     return False
             else:
                 try:

@@ -25,6 +25,7 @@ from dace import hooks
 
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.formats.levels import Compressed
+from sdfgsparse.lowering import storage_check
 from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members
@@ -48,7 +49,7 @@ class _SparseSlot:
     """One sparse argument: where its arrays come from, what they must be, the symbols
     it defines, and the struct it becomes."""
 
-    def __init__(self, index: int, name: str, arg: 'marshal.SparseArg', struct_cls, sample):
+    def __init__(self, index: int, name: str, arg: 'marshal.SparseArg', struct_cls, sample, lib=None):
         st = arg.type
         fmt = st.fmt
         self.index, self.name, self.type = index, name, st
@@ -62,7 +63,7 @@ class _SparseSlot:
         self.block = fmt.block
         arg.symbol_values()  # fills the type's symbol slots
         self.symbols = list(st.__dict__['_symbol_slots'])
-        self.check = StorageCheck(fmt)
+        self.check = StorageCheck(fmt, None if lib is None else storage_check.symbols(lib, self.index_dtype))
         # Entries of each compressed level; other sizes (ELL's K, DIA's nd and L) as
         # marshal._sizes computes them.
         self.size_specs = [(f'n{k}', f'crd{k}') for k, lvl in enumerate(fmt.levels) if isinstance(lvl, Compressed)]
@@ -268,7 +269,7 @@ class CallPlan:
         defined = set(self.constants)
         for i, name in enumerate(argnames):
             if name in sparse:
-                slot = _SparseSlot(i, name, sparse[name], type(out[name]), values[name])
+                slot = _SparseSlot(i, name, sparse[name], type(out[name]), values[name], csdfg._lib)
                 defined |= {s for s, _ in slot.symbols}
                 sparse_slots.append(slot)
         for i, name in enumerate(argnames):

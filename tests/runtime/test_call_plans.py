@@ -274,15 +274,40 @@ def _spec_ok(fmt, arrays, shape, sizes):
     return True
 
 
+@pytest.fixture(scope='module')
+def native_checks():
+    """The compiled storage checks of a kernel library, per index dtype (from the plans of
+    two compiled programs)."""
+    A = sp.random_array((4, 3), density=0.5, format='csr', rng=0)
+    x = np.ones(3)
+    found = {}
+    for prog, idt in ((plan_spmv, np.int32), (plan_spmv64, np.int64)):
+        B = sp.csr_array((A.data, A.indices.astype(idt), A.indptr.astype(idt)), shape=A.shape)
+        prog(B, x)
+        prog(B, x)
+        plan = next(p for ps in prog._ss_plans.values() for p in ps)
+        found[np.dtype(idt)] = plan.sparse_slots[0].check.native
+    assert all(f is not None for f in found.values())
+    return found
+
+
 @pytest.mark.parametrize('fmt', [CSR, CSC, COO], ids=lambda f: f.name)
-def test_storage_check_agrees_with_validation(rng, fmt):
-    """The fast check answers as the full validation does, on valid and broken storage,
-    below and above the size where it switches to vectorised checks."""
-    check = StorageCheck(fmt)
+@pytest.mark.parametrize('kind', ['numpy', 'native32', 'native64'])
+def test_storage_check_agrees_with_validation(rng, fmt, kind, request):
+    """The fast check (NumPy, or the compiled checks of the kernel library for int32 and
+    int64 indices) answers as the full validation does, on valid and broken storage (chosen
+    and random edits), below and above the sizes where it switches to vectorised or
+    parallel checks."""
+    idt = np.int64 if kind == 'native64' else np.int32
+    check = StorageCheck(fmt, None if kind == 'numpy' else request.getfixturevalue('native_checks')[np.dtype(idt)])
     convert = {'CSR': sp.csr_array, 'CSC': sp.csc_array, 'COO': sp.coo_array}[fmt.name]
-    for m, n, d in [(1, 1, 1.0), (6, 5, 0.4), (4 * SMALL, 3 * SMALL, 0.05), (5, 5, 0.0), (SMALL, 2, 0.5)]:
+    shapes = [(1, 1, 1.0), (6, 5, 0.4), (4 * SMALL, 3 * SMALL, 0.05), (5, 5, 0.0), (SMALL, 2, 0.5)]
+    if kind != 'numpy':
+        shapes.append((700, 600, 0.2))  # 84k entries: above storage_check.PARALLEL
+    for m, n, d in shapes:
         A = convert(_random(rng, m, n, d))
         arrays, sizes = _storage(A, fmt)
+        arrays = {k: v if k == 'vals' else v.astype(idt) for k, v in arrays.items()}
         shape = A.shape
         assert check(arrays, *shape, sizes) and _spec_ok(fmt, arrays, shape, sizes)
         nnz = arrays['vals'].size
@@ -292,6 +317,12 @@ def test_storage_check_agrees_with_validation(rng, fmt):
             edits += [(crd, 1, int(arrays[crd][0]))]  # duplicate or unsorted where the format cares
         if 'pos1' in arrays:
             edits += [('pos1', -1, nnz + 1), ('pos1', 0, 1), ('pos1', len(arrays['pos1']) // 2, nnz + 3)]
+        members = [k for k in arrays if k != 'vals']
+        for _ in range(20):  # random edits: a member, a position, a value near the valid range
+            member = members[rng.integers(len(members))]
+            if arrays[member].size:
+                top = max(shape) if member.startswith('crd') else nnz
+                edits.append((member, int(rng.integers(arrays[member].size)), int(rng.integers(-2, top + 2))))
         for member, at, value in edits:
             if arrays[member].size == 0:
                 continue
