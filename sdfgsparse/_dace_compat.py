@@ -163,6 +163,40 @@ def _patch_return_arrays():
     compiled_sdfg.CompiledSDFG._create_array = _create_array
 
 
+_FINGERPRINT = []
+
+
+def source_fingerprint() -> str:
+    """A short hash of every ``.py`` file of sdfgsparse and its transformations."""
+    if not _FINGERPRINT:
+        import hashlib
+        import pathlib
+        pkg = pathlib.Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for root in (pkg, pkg.parent / 'transformations'):
+            for f in sorted(root.rglob('*.py')) if root.is_dir() else ():
+                h.update(f.relative_to(root).as_posix().encode())
+                h.update(f.read_bytes())
+        _FINGERPRINT.append(h.hexdigest()[:12])
+    return _FINGERPRINT[0]
+
+
+def _patch_build_folder():
+    prop = dace.SDFG.build_folder
+    if getattr(prop.fget, '_sdfgsparse', False):
+        return
+
+    def build_folder(self):
+        folder = prop.fget(self)
+        if '_build_folder' not in self.__dict__ and dace.Config.get('cache') == 'hash':
+            folder = f'{folder}_ss{source_fingerprint()}'
+        return folder
+
+    build_folder._sdfgsparse = True
+    build_folder.__doc__ = prop.fget.__doc__
+    dace.SDFG.build_folder = property(build_folder, prop.fset)
+
+
 def apply():
     if _applied['done']:
         return
@@ -175,4 +209,5 @@ def apply():
     _patch_replace_dict()
     _patch_structure_json()
     _patch_return_arrays()
+    _patch_build_folder()
     _applied['done'] = True

@@ -1,9 +1,12 @@
 """SpGEMM: ``C = A @ B`` with sparse A (any format) and sparse B in CSR; a CSR result.
 
-Gustavson's row-wise product in expand–sort–compress form: each stored ``A[i, k]``
-appends ``A[i, k] * B[k, j]`` for every stored ``B[k, j]``; sorting and summing equal
-coordinates gives C. The expansion list holds exactly ``flops`` entries, a capacity the
-runtime computes from the arguments before the call (see :mod:`sdfgsparse.runtime.capacity`).
+When A iterates as CSR (a CSR A, or the transposed view of a CSC one), the rows of C are
+computed in parallel by Gustavson's algorithm with per-thread workspaces
+(:mod:`sdfgsparse.lowering.gustavson`). Otherwise, Gustavson's row-wise product in
+expand–sort–compress form: each stored ``A[i, k]`` appends ``A[i, k] * B[k, j]`` for every
+stored ``B[k, j]``; sorting and summing equal coordinates gives C. The result arrays have
+``flops`` entries of capacity, which the runtime computes from the arguments before the
+call (see :mod:`sdfgsparse.runtime.capacity`).
 """
 import dace
 import dace.library
@@ -12,7 +15,8 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
 from sdfgsparse.lowering.compress import compress_kernel, emit_append
-from sdfgsparse.lowering.entries import Entries
+from sdfgsparse.lowering.entries import Entries, kernel_for_node
+from sdfgsparse.lowering.gustavson import emit_gustavson, guided_rows
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SpGEMM']
@@ -20,7 +24,8 @@ __all__ = ['SpGEMM']
 
 @dace.library.expansion
 class ExpandSpGEMMPure(ExpandTransformation):
-    """Expand (sequential walk over A's entries and the matching rows of B), sort, sum."""
+    """Row-parallel Gustavson when A iterates as CSR; else expand (sequential walk over A's
+    entries and the matching rows of B), sort, sum."""
     environments = []
 
     @staticmethod
@@ -30,6 +35,14 @@ class ExpandSpGEMMPure(ExpandTransformation):
         if stb.fmt.name != 'CSR':
             raise errors.UnsupportedOperationError(f'{node.label}: B must iterate as CSR (got {stb.fmt.name}); '
                                                    'the frontend converts it')
+        if sta.fmt.name == 'CSR' and node.sparse_type(state, 'out').fmt.name == 'CSR':
+            kb = kernel_for_node(node, state, sdfg)
+            conns = {p: {m: member_conn(p, m) for m in ('pos1', 'crd1', 'vals')} for p in ('A', 'B', 'out')}
+            vt = node.member_arrays(state, 'out')['vals'].dtype
+            emit_gustavson(kb, sta.rows, stb.cols, conns['A'], conns['B'], conns['out'], vt)
+            kernel = kb.build()
+            guided_rows(kernel)
+            return kernel
         ent = Entries(sta, {m: member_conn('A', m) for m in sta.fmt.member_names})
         bp, bc, bv = (member_conn('B', m) for m in ('pos1', 'crd1', 'vals'))
 

@@ -1,0 +1,133 @@
+"""Row-parallel Gustavson SpGEMM: ``C = A @ B`` with ``A`` and ``B`` walked as CSR, a CSR ``C``.
+
+The generic lowering (:mod:`sdfgsparse.lowering.compress`) appends every product to one
+list, sorts it and compresses it — sequentially, through ``flops``-long buffers (A @ A on
+adder_dcop_05, 1.85M products: 191 ms against scipy's 15 ms). When both operands iterate
+row-major, the rows of ``C`` are independent, so this lowering computes them in parallel
+(a DaCe map over rows, guided schedule: power-law rows differ by orders of magnitude):
+
+1. *count* — per row, the distinct columns reached through ``A[i, k] * B[k, :]``, found
+   with a per-thread marker array (an epoch per row, so it is never cleared);
+2. *positions* — ``pos`` as the prefix sum of the counts (sequential over rows);
+3. *fill* — per row again, the products summed into a per-thread dense accumulator in the
+   order of A's then B's entries (the generic lowering's order, so results agree to the
+   last bit), the row's columns sorted — or, for a row holding more than an eighth of
+   the columns, found by scanning the marker — and written at ``pos[i]``.
+
+Each per-row step is one C++ tasklet inside the generated map (the loop over a row's
+products has data-dependent bounds and a scattered accumulator, which DaCe 1.0.2's
+frontend turns into atomics). Per-thread workspaces are ``thread_local`` and grow to the
+largest ``B.cols`` seen (a marker, an accumulator and a column list per thread). Explicit
+zeros from cancellation are kept, as in the generic lowering.
+"""
+import dace
+
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.kernel import KernelBuilder
+
+__all__ = ['emit_gustavson', 'guided_rows']
+
+# C++ locals are prefixed g_: DaCe writes the tasklet's outputs after its code in the same
+# scope, so a local may not shadow a data name of the kernel.
+_COUNT = '''
+static thread_local std::vector<long long> g_markv;
+static thread_local long long g_epoch = 0;
+const long long g_nc = _tnc;
+if ((long long)g_markv.size() < g_nc) g_markv.assign(g_nc, 0);
+long long* __restrict__ g_mark = g_markv.data();
+const long long g_tag = ++g_epoch;
+const long long g_i = _ti;
+long long g_cnt = 0;
+for (long long g_q = _ap[g_i]; g_q < _ap[g_i + 1]; ++g_q) {
+    const long long g_k = _ac[g_q];
+    for (long long g_r = _bp[g_k]; g_r < _bp[g_k + 1]; ++g_r) {
+        const long long g_j = _bc[g_r];
+        if (g_mark[g_j] != g_tag) { g_mark[g_j] = g_tag; ++g_cnt; }
+    }
+}
+_tcnt = g_cnt;
+'''
+
+_FILL = '''
+typedef {vt} g_V;
+static thread_local std::vector<long long> g_markv;
+static thread_local std::vector<g_V> g_accv;
+static thread_local std::vector<long long> g_colv;
+static thread_local long long g_epoch = 0;
+const long long g_nc = _tnc;
+if ((long long)g_markv.size() < g_nc) {{ g_markv.assign(g_nc, 0); g_accv.resize(g_nc); g_colv.resize(g_nc); }}
+long long* __restrict__ g_mark = g_markv.data();
+g_V* __restrict__ g_acc = g_accv.data();
+long long* __restrict__ g_cols = g_colv.data();
+const long long g_tag = ++g_epoch;
+const long long g_i = _ti;
+long long g_n = 0;
+for (long long g_q = _ap[g_i]; g_q < _ap[g_i + 1]; ++g_q) {{
+    const long long g_k = _ac[g_q];
+    const g_V g_a = (g_V)_av[g_q];
+    for (long long g_r = _bp[g_k]; g_r < _bp[g_k + 1]; ++g_r) {{
+        const long long g_j = _bc[g_r];
+        const g_V g_p = g_a * (g_V)_bv[g_r];
+        if (g_mark[g_j] != g_tag) {{ g_mark[g_j] = g_tag; g_acc[g_j] = g_p; g_cols[g_n++] = g_j; }}
+        else g_acc[g_j] += g_p;
+    }}
+}}
+long long g_d = _op[g_i];
+if (g_n * 8 > g_nc) {{  // a dense-ish row: scanning the marker is cheaper than sorting
+    for (long long g_j = 0; g_j < g_nc; ++g_j)
+        if (g_mark[g_j] == g_tag) {{ _oc[g_d] = g_j; _ov[g_d] = g_acc[g_j]; ++g_d; }}
+}} else {{
+    std::sort(g_cols, g_cols + g_n);
+    for (long long g_x = 0; g_x < g_n; ++g_x) {{ const long long g_j = g_cols[g_x]; _oc[g_d] = g_j; _ov[g_d] = g_acc[g_j]; ++g_d; }}
+}}
+'''
+
+
+def emit_gustavson(kb: KernelBuilder, rows, cols, a: dict, b: dict, out: dict, vt: dace.typeclass):
+    """Emit the three steps into ``kb``.
+
+    :param rows, cols: the result's shape (``cols`` is B's column count).
+    :param a, b, out: connector names of ``pos1``, ``crd1``, ``vals`` of A, B and the result.
+    :param vt: the result's value type.
+    """
+    kb.globals['np'] = __import__('numpy')
+    kb.symbols_of(rows, cols)
+    R, C = pyexpr(rows), pyexpr(cols)
+    L = kb.line
+    ins = [('_ap', a['pos1']), ('_ac', a['crd1']), ('_bp', b['pos1']), ('_bc', b['crd1'])]
+    L(f'cnt = np.empty(({R},), dtype=dace.int64)')
+    L(f'ncols = dace.int64({C})')
+    L(f'for i in dace.map[0:{R}]:')
+    L('    _ri = dace.int64(i)')
+    L('    with dace.tasklet(dace.Language.CPP):')
+    L('        _ti << _ri')
+    L('        _tnc << ncols')
+    for conn, arr in ins:
+        L(f'        {conn} << {arr}')
+    L('        _tcnt >> cnt[i]')
+    L(f'        """{_COUNT}"""')
+    L(f'{out["pos1"]}[0] = 0')
+    # (a loop variable's name must not occur in the C++ tasklets: DaCe 1.0.2 would take
+    # the C++ local of that name for the symbol)
+    L(f'for gw_row in range(0, {R}):')
+    L(f'    {out["pos1"]}[gw_row + 1] = {out["pos1"]}[gw_row] + cnt[gw_row]')
+    L(f'for i in dace.map[0:{R}]:')
+    L('    _rj = dace.int64(i)')
+    L('    with dace.tasklet(dace.Language.CPP):')
+    L('        _ti << _rj')
+    L('        _tnc << ncols')
+    for conn, arr in ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]:
+        L(f'        {conn} << {arr}')
+    L(f'        _oc >> {out["crd1"]}')
+    L(f'        _ov >> {out["vals"]}')
+    L(f'        """{_FILL.format(vt=vt.ctype)}"""')
+
+
+def guided_rows(sdfg: dace.SDFG):
+    """Give the row maps of a built Gustavson kernel (the maps around its C++ tasklets)
+    OpenMP's guided schedule."""
+    for node, state in sdfg.all_nodes_recursive():
+        if isinstance(node, dace.nodes.MapEntry) and any(
+                isinstance(n, dace.nodes.Tasklet) and n.language == dace.Language.CPP
+                for n in state.scope_subgraph(node).nodes()):
+            node.map.omp_schedule = dace.dtypes.OMPScheduleType.Guided
