@@ -82,3 +82,14 @@ def test_spgemm_capacity_is_exact_flops(rng):
     b = marshal_sparse('B', B, None)
     expected = sum(B[[k], :].nnz for k in A.tocoo().col)
     assert spgemm_flops(a, False, b, False) == expected
+    # row-major operands (CSR, or the transpose of CSC) are read directly, others through
+    # their coordinates: every combination counts the same
+    S = sp.random_array((8, 8), density=0.3, format='csr', rng=rng)
+    T = sp.random_array((8, 8), density=0.4, format='csr', rng=rng)
+    for fa, ta in (('csr', False), ('csc', True), ('csc', False), ('coo', True), ('csr', True)):
+        for fb, tb in (('csr', False), ('csc', True), ('coo', False), ('csc', False)):
+            Ae, Be = (S.T if ta else S), (T.T if tb else T)
+            want = sum(sp.csr_array(Be)[[k], :].nnz for k in sp.coo_array(Ae).col)
+            a = marshal_sparse('A', S.asformat(fa), None)
+            b = marshal_sparse('B', T.asformat(fb), None)
+            assert spgemm_flops(a, ta, b, tb) == want, (fa, ta, fb, tb)
