@@ -52,6 +52,7 @@ _tcnt = g_cnt;
 
 _FILL = '''
 typedef {vt} g_V;
+(void)_tcap;
 static thread_local std::vector<unsigned long long> g_bitv;
 static thread_local std::vector<g_V> g_accv;
 static thread_local std::vector<long long> g_colv;
@@ -99,17 +100,21 @@ if (g_n > 0 && (g_hi >> 6) - (g_lo >> 6) + 1 <= 8 * g_n) {{
 '''
 
 
-def emit_gustavson(kb: KernelBuilder, rows, cols, a: dict, b: dict, out: dict, vt: dace.typeclass):
+def emit_gustavson(kb: KernelBuilder, rows, cols, cap, a: dict, b: dict, out: dict, vt: dace.typeclass):
     """Emit the three steps into ``kb``.
 
     :param rows, cols: the result's shape (``cols`` is B's column count).
+    :param cap: the result's capacity (its symbols must be used by the kernel: DaCe 1.0.2
+                passes the enclosing program only the symbols its kernels use, and an
+                intermediate result is allocated from them).
     :param a, b, out: connector names of ``pos1``, ``crd1``, ``vals`` of A, B and the result.
     :param vt: the result's value type.
     """
     kb.globals['np'] = __import__('numpy')
-    kb.symbols_of(rows, cols)
+    kb.symbols_of(rows, cols, cap)
     R, C = pyexpr(rows), pyexpr(cols)
     L = kb.line
+    L(f'gcap = dace.int64({pyexpr(cap)})')
     ins = [('_ap', a['pos1']), ('_ac', a['crd1']), ('_bp', b['pos1']), ('_bc', b['crd1'])]
     L(f'cnt = np.empty(({R},), dtype=dace.int64)')
     L(f'ncols = dace.int64({C})')
@@ -132,6 +137,7 @@ def emit_gustavson(kb: KernelBuilder, rows, cols, a: dict, b: dict, out: dict, v
     L('    with dace.tasklet(dace.Language.CPP):')
     L('        _ti << _rj')
     L('        _tnc << ncols')
+    L('        _tcap << gcap')
     for conn, arr in ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]:
         L(f'        {conn} << {arr}')
     L(f'        _oc >> {out["crd1"]}')

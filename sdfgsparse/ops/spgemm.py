@@ -38,8 +38,9 @@ class ExpandSpGEMMPure(ExpandTransformation):
         if sta.fmt.name == 'CSR' and node.sparse_type(state, 'out').fmt.name == 'CSR':
             kb = kernel_for_node(node, state, sdfg)
             conns = {p: {m: member_conn(p, m) for m in ('pos1', 'crd1', 'vals')} for p in ('A', 'B', 'out')}
-            vt = node.member_arrays(state, 'out')['vals'].dtype
-            emit_gustavson(kb, sta.rows, stb.cols, conns['A'], conns['B'], conns['out'], vt)
+            outs = node.member_arrays(state, 'out')
+            emit_gustavson(kb, sta.rows, stb.cols, outs['crd1'].shape[0], conns['A'], conns['B'], conns['out'],
+                           outs['vals'].dtype)
             kernel = kb.build()
             guided_rows(kernel)
             return kernel

@@ -28,6 +28,11 @@ def gemm_csc_t(A: ss.CSC[dace.float64, K, M], B: ss.CSR[dace.float64, K, N]):
     return A.T @ B
 
 
+@dace.program
+def gemm_then_spmv(A: ss.CSR[dace.float64, M, K], B: ss.CSR[dace.float64, K, N], x: dace.float64[N]):
+    return (A @ B) @ x
+
+
 def _check(got, A, B, rtol=1e-12):
     want = sp.csr_array(A @ B)
     assert got.format == 'csr' and got.shape == want.shape
@@ -83,3 +88,11 @@ def test_float32_int64_and_transposed_csc(rng):
 def test_real_matrix_squared():
     A = real_matrix('cora_A')
     _check(gemm64(A, A), A, A)
+
+
+def test_intermediate_product(rng):
+    """An SpGEMM result that stays inside the program (allocated from its capacity)."""
+    A = sp.random_array((30, 20), density=0.2, format='csr', rng=rng)
+    B = sp.random_array((20, 25), density=0.2, format='csr', rng=rng)
+    x = rng.standard_normal(25)
+    np.testing.assert_allclose(gemm_then_spmv(A, B, x), A @ (B @ x), rtol=1e-12)

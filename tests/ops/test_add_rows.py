@@ -1,0 +1,81 @@
+"""Row-parallel A ± B (lowering/row_union.py): CSR and CSC operands in every orientation
+(a column-major operand is stored by rows first), cancellation kept, empty rows, against
+scipy; selected only for CSR / CSC operands with a CSR result."""
+import dace
+import numpy as np
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sparse_zoo import real_matrix
+
+M, N = dace.symbol('M'), dace.symbol('N')
+
+
+@dace.program
+def add_rr(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N]):
+    return A + B
+
+
+@dace.program
+def sub_rc(A: ss.CSR[dace.float64, M, N], B: ss.CSC[dace.float64, M, N]):
+    return A - B
+
+
+@dace.program
+def add_t(A: ss.CSR[dace.float64, N, N]):
+    return A + A.T
+
+
+@dace.program
+def sub_ct(A: ss.CSC[dace.float32, M, N, dace.int64], B: ss.CSR[dace.float32, N, M, dace.int64]):
+    return A - B.T
+
+
+@dace.program
+def add_then_spmv(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return (A + B) @ x
+
+
+def _check(got, want, rtol=1e-12):
+    want = sp.csr_array(want)
+    assert got.format == 'csr' and got.shape == want.shape and got.has_canonical_format
+    np.testing.assert_allclose(got.toarray(), want.toarray(), rtol=rtol, atol=rtol)
+
+
+def _with_empty_rows(rng, m, n, d, fmt='csr', dtype=np.float64):
+    A = sp.random_array((m, n), density=d, format='lil', rng=rng, dtype=dtype)
+    A[m // 2, :] = 0
+    return sp.csr_array(A).asformat(fmt)
+
+
+def test_every_orientation(rng):
+    for m, n in ((1, 1), (7, 5), (40, 30), (64, 200), (5, 1)):
+        A, B = _with_empty_rows(rng, m, n, 0.3), _with_empty_rows(rng, m, n, 0.3)
+        _check(add_rr(A, B), A + B)
+        Bc = B.tocsc()
+        _check(sub_rc(A, Bc), A - B)
+        S = _with_empty_rows(rng, n, n, 0.2)
+        _check(add_t(S), S + S.T)
+        Ac = sp.csc_array(A.astype(np.float32))
+        Bt = sp.csr_array(B.T.astype(np.float32))
+        Ac.indices, Ac.indptr = Ac.indices.astype(np.int64), Ac.indptr.astype(np.int64)
+        Bt.indices, Bt.indptr = Bt.indices.astype(np.int64), Bt.indptr.astype(np.int64)
+        _check(sub_ct(Ac, Bt), A.astype(np.float32) - B.astype(np.float32), rtol=1e-5)
+
+
+def test_cancellation_is_kept():
+    A = sp.csr_array(np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 3.0]]))
+    C = sub_rc(A, A.tocsc())
+    assert C.nnz == 3 and list(C.indices) == [0, 1, 2] and not C.data.any()
+
+
+def test_real_matrix_plus_transpose():
+    A = real_matrix('cora_A')
+    _check(add_t(A), A + A.T)
+
+
+def test_intermediate_sum(rng):
+    """A sum that stays inside the program (allocated from its capacity)."""
+    A, B = _with_empty_rows(rng, 30, 20, 0.2), _with_empty_rows(rng, 30, 20, 0.2)
+    x = rng.standard_normal(20)
+    np.testing.assert_allclose(add_then_spmv(A, B, x), (A + B) @ x, rtol=1e-12)
