@@ -38,9 +38,11 @@ def _spmm(sdfg):
 
 
 def test_tile_model():
-    # scatter: the working set (rows + cols) * J fits, capped by K / threads, a multiple of 8
+    # scatter: the working set (rows + cols) * J fits, capped by K / units (two per thread
+    # when there are several), a multiple of 8
     assert spmm_dense_tile(1000, 1000, 64, cache_words=2000 * 24, scatter=True, threads=1) == 24
-    assert spmm_dense_tile(1000, 1000, 64, cache_words=10**9, scatter=True, threads=2) == 32
+    assert spmm_dense_tile(1000, 1000, 64, cache_words=10**9, scatter=True, threads=2) == 16
+    assert spmm_dense_tile(1000, 1000, 256, cache_words=10**9, scatter=True, threads=4) == 32
     assert spmm_dense_tile(1000, 1000, 64, cache_words=10**9, scatter=True, threads=1) == 64
     assert spmm_dense_tile(10**6, 10**6, 64, cache_words=1000, scatter=True, threads=1) == 8  # never below a vector
     assert spmm_dense_tile(1000, 1000, 8, cache_words=10**9, scatter=True) == 0  # K within one vector: nothing to tile
@@ -98,7 +100,7 @@ def test_round_trips_through_json():
     sdfg = atb.to_sdfg()
     sdfg.apply_transformations(SparseDenseTiling, options={'sizes': {'M': 100, 'N': 100, 'K': 64}, 'threads': 2})
     again = dace.SDFG.from_json(sdfg.to_json())
-    assert _spmm(again).dense_tile == 32
+    assert _spmm(again).dense_tile == 16
     xf = SparseDenseTiling()
     xf.cache_bytes, xf.sizes = 1 << 20, {'K': 64}
     back = SparseDenseTiling.from_json(xf.to_json())
