@@ -7,9 +7,10 @@ This expansion computes blocks of four rows of ``C`` in parallel (a DaCe map); e
 walks ``B`` in column panels whose accumulators stay in registers over the whole ``k``
 loop, every loaded piece of a ``B`` row feeding four SIMD FMAs (:func:`gemm_row_block`).
 Measured on the GCN product (2708 x 64 times 64 x 64, float32, 2 threads): 0.58 ms with
-the earlier row-wise axpy form (one load and store of ``C`` per FMA), 0.12-0.13 ms in a
-standalone build of the block kernel; MKL's SGEMM in torch 0.09 ms. It is registered as the ``'sdfgsparse'`` implementation of DaCe's ``MatMul``
-node; ``ss.optimize`` selects it for products it applies to (:func:`rows_applicable`).
+the earlier row-wise axpy form (one load and store of ``C`` per FMA), 0.14 ms now (at
+``-O3``; see ``_dace_compat`` patch 7); MKL's SGEMM in torch 0.09-0.11 ms. It is
+registered as the ``'sdfgsparse'`` implementation of DaCe's ``MatMul`` node;
+``ss.optimize`` selects it for products it applies to (:func:`rows_applicable`).
 
 DaCe's pure ``Dot`` expansion (``np.dot`` of two vectors) is a parallel map whose every
 product is an atomic add into one scalar: two threads fight over its cache line (a CG
