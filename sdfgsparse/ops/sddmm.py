@@ -19,7 +19,8 @@ class ExpandSDDMMPure(ExpandTransformation):
     """One dot product of length K per stored entry; entries own distinct value slots, so
     the outer level always runs in parallel. Index arrays of S are copied to the result.
     Both operands are read by contiguous rows in a SIMD tasklet: with ``y_layout='NK'``
-    directly, with ``'KN'`` from a copy of ``Y.T`` made once per call."""
+    directly, with ``'KN'`` from a copy of ``Y.T`` made once per call. Every stored slot
+    is written, so only formats with padding slots zero the result's values first."""
     environments = []
 
     @staticmethod
@@ -31,7 +32,8 @@ class ExpandSDDMMPure(ExpandTransformation):
         x = node.connected(state, X)
         T = kb.dtype(out['vals'].dtype)
         copy_index_members(kb, node.member_arrays(state, 'S'), 'S', 'out')
-        zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
+        if st.fmt.name not in ('CSR', 'CSC', 'COO', 'DCSR'):  # padded slots (ELL, DIA, BSR) read as zeros
+            zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
         y = node.connected(state, Y)
         Kd = pyexpr(x.shape[1])
         rows_of_y, y_stride = Y, pyexpr(y.strides[0]) if len(y.shape) == 2 else None
@@ -40,7 +42,7 @@ class ExpandSDDMMPure(ExpandTransformation):
             # so that every dot product reads two contiguous rows
             kb.globals['np'] = __import__('numpy')
             N = pyexpr(y.shape[1])
-            kb.line(f'_yt = np.zeros(({N}, {Kd}), dtype={T})')
+            kb.line(f'_yt = np.empty(({N}, {Kd}), dtype={T})')  # every element is written
             kb.line(f'for z0, z1 in dace.map[0:{N}, 0:{Kd}]:')
             kb.line(f'    _yt[z0, z1] = {Y}[z1, z0]')
             rows_of_y, y_stride = '_yt', Kd
