@@ -26,6 +26,7 @@ import dace
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.kernel import KernelBuilder
+from sdfgsparse.lowering.rowwise import emit_count_fill
 
 __all__ = ['emit_gustavson', 'guided_rows']
 
@@ -52,7 +53,6 @@ _tcnt = g_cnt;
 
 _FILL = '''
 typedef {vt} g_V;
-(void)_tcap;
 static thread_local std::vector<unsigned long long> g_bitv;
 static thread_local std::vector<g_V> g_accv;
 static thread_local std::vector<long long> g_colv;
@@ -101,48 +101,18 @@ if (g_n > 0 && (g_hi >> 6) - (g_lo >> 6) + 1 <= 8 * g_n) {{
 
 
 def emit_gustavson(kb: KernelBuilder, rows, cols, cap, a: dict, b: dict, out: dict, vt: dace.typeclass):
-    """Emit the three steps into ``kb``.
+    """Emit the three steps into ``kb`` (:func:`~sdfgsparse.lowering.rowwise.emit_count_fill`).
 
     :param rows, cols: the result's shape (``cols`` is B's column count).
-    :param cap: the result's capacity (its symbols must be used by the kernel: DaCe 1.0.2
-                passes the enclosing program only the symbols its kernels use, and an
-                intermediate result is allocated from them).
+    :param cap: the result's capacity.
     :param a, b, out: connector names of ``pos1``, ``crd1``, ``vals`` of A, B and the result.
     :param vt: the result's value type.
     """
-    kb.globals['np'] = __import__('numpy')
-    kb.symbols_of(rows, cols, cap)
-    R, C = pyexpr(rows), pyexpr(cols)
-    L = kb.line
-    L(f'gcap = dace.int64({pyexpr(cap)})')
-    ins = [('_ap', a['pos1']), ('_ac', a['crd1']), ('_bp', b['pos1']), ('_bc', b['crd1'])]
-    L(f'cnt = np.empty(({R},), dtype=dace.int64)')
-    L(f'ncols = dace.int64({C})')
-    L(f'for i in dace.map[0:{R}]:')
-    L('    _ri = dace.int64(i)')
-    L('    with dace.tasklet(dace.Language.CPP):')
-    L('        _ti << _ri')
-    L('        _tnc << ncols')
-    for conn, arr in ins:
-        L(f'        {conn} << {arr}')
-    L('        _tcnt >> cnt[i]')
-    L(f'        """{_COUNT}"""')
-    L(f'{out["pos1"]}[0] = 0')
-    # (a loop variable's name must not occur in the C++ tasklets: DaCe 1.0.2 would take
-    # the C++ local of that name for the symbol)
-    L(f'for gw_row in range(0, {R}):')
-    L(f'    {out["pos1"]}[gw_row + 1] = {out["pos1"]}[gw_row] + cnt[gw_row]')
-    L(f'for i in dace.map[0:{R}]:')
-    L('    _rj = dace.int64(i)')
-    L('    with dace.tasklet(dace.Language.CPP):')
-    L('        _ti << _rj')
-    L('        _tnc << ncols')
-    L('        _tcap << gcap')
-    for conn, arr in ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]:
-        L(f'        {conn} << {arr}')
-    L(f'        _oc >> {out["crd1"]}')
-    L(f'        _ov >> {out["vals"]}')
-    L(f'        """{_FILL.format(vt=vt.ctype)}"""')
+    kb.symbols_of(cols)
+    kb.line(f'ncols = dace.int64({pyexpr(cols)})')
+    ins = [('_tnc', 'ncols'), ('_ap', a['pos1']), ('_ac', a['crd1']), ('_bp', b['pos1']), ('_bc', b['crd1'])]
+    fill = ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]
+    emit_count_fill(kb, 'gw', rows, cap, ins, fill, out, _COUNT, _FILL.format(vt=vt.ctype))
 
 
 def guided_rows(sdfg: dace.SDFG):

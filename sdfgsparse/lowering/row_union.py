@@ -21,6 +21,7 @@ import dace
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.kernel import KernelBuilder
+from sdfgsparse.lowering.rowwise import emit_count_fill
 
 __all__ = ['emit_rows_of_columns', 'emit_row_union']
 
@@ -60,7 +61,6 @@ _tcnt = u_n + (u_ae - u_a) + (u_be - u_b);
 _FILL = '''
 typedef {vt} u_V;
 const u_V u_s = (u_V)({sign});
-(void)_tcap;
 const long long u_i = _ti;
 long long u_a = _ap[u_i], u_ae = _ap[u_i + 1], u_b = _bp[u_i], u_be = _bp[u_i + 1], u_d = _op[u_i];
 while (u_a < u_ae && u_b < u_be) {{
@@ -105,34 +105,8 @@ def emit_rows_of_columns(kb: KernelBuilder, tag: str, rows, cols, src: dict, nnz
 def emit_row_union(kb: KernelBuilder, rows, cap, a: dict, b: dict, out: dict, sign: int, vt: dace.typeclass):
     """Emit count, positions and fill of ``out = a + sign * b`` over ``rows`` rows (``a``,
     ``b``, ``out``: names of ``pos1`` / ``crd1`` / ``vals``, all row-major; ``cap``: the
-    result's capacity, ``nnz(A) + nnz(B)``)."""
-    kb.globals['np'] = __import__('numpy')
-    kb.symbols_of(rows, cap)
-    R = pyexpr(rows)
-    L = kb.line
-    # The kernel must use the capacity's symbols: DaCe 1.0.2 passes the enclosing program
-    # only the symbols its kernels use, and the result's arrays are allocated from them.
-    L(f'ucap = dace.int64({pyexpr(cap)})')
+    result's capacity, ``nnz(A) + nnz(B)``), by
+    :func:`~sdfgsparse.lowering.rowwise.emit_count_fill`."""
     ins = [('_ap', a['pos1']), ('_ac', a['crd1']), ('_bp', b['pos1']), ('_bc', b['crd1'])]
-    L(f'ucnt = np.empty(({R},), dtype=dace.int64)')
-    L(f'for i in dace.map[0:{R}]:')
-    L('    _ui = dace.int64(i)')
-    L('    with dace.tasklet(dace.Language.CPP):')
-    L('        _ti << _ui')
-    for conn, arr in ins:
-        L(f'        {conn} << {arr}')
-    L('        _tcnt >> ucnt[i]')
-    L(f'        """{_COUNT}"""')
-    L(f'{out["pos1"]}[0] = 0')
-    L(f'for un_row in range(0, {R}):')
-    L(f'    {out["pos1"]}[un_row + 1] = {out["pos1"]}[un_row] + ucnt[un_row]')
-    L(f'for i in dace.map[0:{R}]:')
-    L('    _uj = dace.int64(i)')
-    L('    with dace.tasklet(dace.Language.CPP):')
-    L('        _ti << _uj')
-    L('        _tcap << ucap')
-    for conn, arr in ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]:
-        L(f'        {conn} << {arr}')
-    L(f'        _oc >> {out["crd1"]}')
-    L(f'        _ov >> {out["vals"]}')
-    L(f'        """{_FILL.format(vt=vt.ctype, sign=int(sign))}"""')
+    fill = ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]
+    emit_count_fill(kb, 'un', rows, cap, ins, fill, out, _COUNT, _FILL.format(vt=vt.ctype, sign=int(sign)))

@@ -36,11 +36,12 @@ IMPLEMENTATION = 'sdfgsparse'
 DOT_PARALLEL = 1 << 16
 
 
-def _operands(node, state):
+def _operands(node, state, inputs=('_a', '_b'), output='_c'):
+    """The descriptors connected to ``inputs`` and ``output`` (None where unconnected)."""
     sdfg = state.parent
     ins = {e.dst_conn: sdfg.arrays[e.data.data] for e in state.in_edges(node)}
     outs = {e.src_conn: sdfg.arrays[e.data.data] for e in state.out_edges(node)}
-    return ins.get('_a'), ins.get('_b'), outs.get('_c')
+    return tuple(ins.get(c) for c in inputs) + (outs.get(output), )
 
 
 def rows_applicable(node, state) -> bool:
@@ -83,10 +84,7 @@ def dot_applicable(node, state) -> bool:
     """A dot product of two float vectors of the result's type, in host memory."""
     if not isinstance(node, Dot):
         return False
-    sdfg = state.parent
-    ins = {e.dst_conn: sdfg.arrays[e.data.data] for e in state.in_edges(node)}
-    outs = {e.src_conn: sdfg.arrays[e.data.data] for e in state.out_edges(node)}
-    x, y, r = ins.get('_x'), ins.get('_y'), outs.get('_result')
+    x, y, r = _operands(node, state, ('_x', '_y'), '_result')
     if x is None or y is None or r is None:
         return False
     if not (x.dtype == y.dtype == r.dtype) or x.dtype not in (dace.float32, dace.float64):

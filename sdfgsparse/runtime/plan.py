@@ -196,7 +196,7 @@ class _ScalarSlot:
         self.kind = type(sample)
         self.ctype = desc.dtype.as_ctypes()
 
-    def bind(self, v):
+    def bind(self, v, syms: Dict[str, int]):
         if type(v) is not self.kind:
             return None
         return self.ctype(v)
@@ -336,7 +336,7 @@ class CallPlan:
             keep.append(obj)
             ptrs[slot.index] = ctypes.addressof(obj)
         for slot in self.dense_slots:
-            p = slot.bind(args[slot.index]) if type(slot) is _ScalarSlot else slot.bind(args[slot.index], syms)
+            p = slot.bind(args[slot.index], syms)
             if p is None:
                 return MISS
             ptrs[slot.index] = p

@@ -7,6 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
+from sdfgsparse.bench.programs import bench_cg as cg_step  # samples/cg.py's iteration
 from sdfgsparse.ops.attention import SparseAttention
 from sdfgsparse.ops.spmm import SpMM
 from sparse_zoo import real_matrix
@@ -83,17 +84,6 @@ def test_tiling_needs_sizes_and_uses_them(rng):
     (node, ) = [n for n, _ in opt.sdfg.all_nodes_recursive() if isinstance(n, SpMM)]
     assert node.dense_tile > 0 and node.dense_tile % 8 == 0
     np.testing.assert_allclose(opt(A=A, B=B), A.T @ B, rtol=1e-10, atol=1e-12)
-
-
-@dace.program
-def cg_step(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], r: dace.float64[N], p: dace.float64[N],
-            rs_old: dace.float64):
-    Ap = A @ p
-    alpha = rs_old / np.dot(p, Ap)
-    x_new = x + alpha * p
-    r_new = r - alpha * Ap
-    rs_new = np.dot(r_new, r_new)
-    return x_new, r_new, r_new + (rs_new / rs_old) * p, rs_new
 
 
 def test_dot_products_take_the_reduction_expansion(rng):
