@@ -312,7 +312,7 @@ def test_storage_check_agrees_with_validation(rng, fmt, kind, request):
         assert check(arrays, *shape, sizes) and _spec_ok(fmt, arrays, shape, sizes)
         nnz = arrays['vals'].size
         crd = 'crd1'
-        edits = [(crd, 0, -1), (crd, nnz - 1, 10**6)]
+        edits = [(crd, 0, -1), (crd, nnz - 1, 10**6), (crd, nnz // 2, int(np.iinfo(idt).min))]
         if nnz >= 2:
             edits += [(crd, 1, int(arrays[crd][0]))]  # duplicate or unsorted where the format cares
         if 'pos1' in arrays:
