@@ -5,7 +5,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.dense_loops import contiguous_rows, dot_rows
+from sdfgsparse.lowering.dense_loops import contiguous_rows, dot_rows, transposed_rows
 from sdfgsparse.lowering.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
@@ -19,7 +19,8 @@ class ExpandSDDMMPure(ExpandTransformation):
     """One dot product of length K per stored entry; entries own distinct value slots, so
     the outer level always runs in parallel. Index arrays of S are copied to the result.
     Both operands are read by contiguous rows in a SIMD tasklet: with ``y_layout='NK'``
-    directly, with ``'KN'`` from a copy of ``Y.T`` made once per call. Every stored slot
+    directly, with ``'KN'`` from ``Y.T`` stored by rows once per call (in a buffer that
+    the calling thread keeps: :func:`~sdfgsparse.lowering.dense_loops.transposed_rows`). Every stored slot
     is written, so only formats with padding slots zero the result's values first."""
     environments = []
 
@@ -36,20 +37,17 @@ class ExpandSDDMMPure(ExpandTransformation):
             zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
         y = node.connected(state, Y)
         Kd = pyexpr(x.shape[1])
-        rows_of_y, y_stride = Y, pyexpr(y.strides[0]) if len(y.shape) == 2 else None
+        rows_of_y, y_stride, y_pointer = Y, pyexpr(y.strides[0]) if len(y.shape) == 2 else None, False
         if node.y_layout == 'KN' and contiguous_rows(x, y):
-            # Y's columns are strided: copy Y.T once (N x K, O(N K) against O(nnz K) products)
-            # so that every dot product reads two contiguous rows
-            kb.globals['np'] = __import__('numpy')
-            N = pyexpr(y.shape[1])
-            kb.line(f'_yt = np.empty(({N}, {Kd}), dtype={T})')  # every element is written
-            kb.line(f'for z0, z1 in dace.map[0:{N}, 0:{Kd}]:')
-            kb.line(f'    _yt[z0, z1] = {Y}[z1, z0]')
-            rows_of_y, y_stride = '_yt', Kd
-        if rows_of_y != Y or (node.y_layout == 'NK' and contiguous_rows(x, y)):
+            # Y's columns are strided: store Y.T by rows once per call (O(N K) against O(nnz K)
+            # products) so that every dot product reads two contiguous rows
+            for l in transposed_rows('_ytp', Y, Kd, pyexpr(y.shape[1]), y_stride, out['vals'].dtype.ctype):
+                kb.line(l)
+            rows_of_y, y_stride, y_pointer = '_ytp', Kd, True
+        if y_pointer or (node.y_layout == 'NK' and contiguous_rows(x, y)):
             # one SIMD dot product of two contiguous rows per stored entry (lowering.dense_loops)
             body = [f'_dd = {T}(0)'] + dot_rows('_dd', X, ent.i, rows_of_y, ent.j, Kd, pyexpr(x.strides[0]),
-                                                 y_stride, out['vals'].dtype.ctype)
+                                                 y_stride, out['vals'].dtype.ctype, y_pointer)
             body.append(f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * _dd')
         else:
             yk = f'{Y}[{ent.j}, k]' if node.y_layout == 'NK' else f'{Y}[k, {ent.j}]'
