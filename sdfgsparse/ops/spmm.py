@@ -5,7 +5,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.dense_loops import axpy_row, axpy_tile, contiguous_rows
+from sdfgsparse.lowering.dense_loops import axpy_row, axpy_tile, contiguous_rows, spmm_row
 from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.lowering.epilogue import emit_epilogue_pass, node_epilogue
 from sdfgsparse.ops.base import FusableSparseNode, member_conn
@@ -20,10 +20,27 @@ B, Y = '_B', '_Y'
 SCATTER_TILE = 16
 
 
+def _row_walk(ent: Entries):
+    """``(outer, inner, crd)`` when the walk is a parallel loop over rows around one
+    compressed level whose entries ``[begin, end)`` are the row's (CSR, or CSC seen as
+    ``A.T``): the level pieces and the name of the column-index array; else None."""
+    if len(ent.pieces) != 2:
+        return None
+    outer, inner = ent.pieces
+    if not (outer.has_loop and inner.has_loop) or outer.pre or outer.body or inner.pre or inner.body or \
+            outer.guard or inner.guard:
+        return None
+    suffix = f'[{inner.var}]'
+    if ent.i != outer.coord or ent.j != inner.coord or ent.v != inner.pos or not inner.coord.endswith(suffix):
+        return None
+    return outer, inner, inner.coord[:-len(suffix)]
+
+
 @dace.library.expansion
 class ExpandSpMMPure(ExpandTransformation):
     """Rows of A in parallel when the outer level owns them (each row updates its own row of
-    Y over the K columns); otherwise (scatter: CSC, COO, ``A.T`` of CSR) the K columns in
+    Y over the K columns; for a plain row walk such as CSR, one tasklet per row whose first
+    entry assigns, so Y needs no zero fill); otherwise (scatter: CSC, COO, ``A.T`` of CSR) the K columns in
     parallel, each walking the flat coordinate arrays of A's slots (race-free).
 
     With ``dense_tile = T`` the dense loop is strip-mined into tiles of T columns and the
@@ -39,8 +56,25 @@ class ExpandSpMMPure(ExpandTransformation):
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
         y = node.connected(state, Y)
         K = pyexpr(y.shape[1])
-        zero_fill(kb, Y, y.shape)
         T = node.dense_tile if 0 < node.dense_tile else 0
+        bdesc = node.connected(state, B)
+        row = _row_walk(ent) if not T and ent.strategy(0, node.schedule_hint) == 'acc' and contiguous_rows(
+            bdesc, y) else None
+        if row is not None:
+            # one tasklet per row of Y, written whole (no zero fill; lowering.dense_loops.spmm_row)
+            outer, inner, crd = row
+            b, e = outer.bounds
+            kb.symbols_of(st.rows, st.cols, *st.sizes.values())
+            kb.line(f'for {outer.var} in dace.map[{b}:{e}]:')
+            for l in spmm_row(Y, ent.i, B, crd, ent.vals, inner.bounds[0], inner.bounds[1], K,
+                              pyexpr(bdesc.strides[0]), y.dtype.ctype):
+                kb.line(l, 1)
+            if node.epilogue:
+                el = f'{Y}[{ent.i}, k]'
+                kb.line(f'for k in range(0, {K}):', 1)
+                kb.line(f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}', 1)
+            return kb.build()
+        zero_fill(kb, Y, y.shape)
         # the dense loop over the K columns, whole or one tile [kt, kt + T) at a time
         krange = f'range(kt, min(kt + {T}, {K}))' if T else f'range(0, {K})'
         if ent.strategy(0, node.schedule_hint) != 'sequential':
@@ -52,7 +86,6 @@ class ExpandSpMMPure(ExpandTransformation):
                 el = f'{Y}[{ent.i}, k]'
                 row_done = [f'for k in {krange}:', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
             inner = [f'for k in {krange}:', '    ' + acc]
-            bdesc = node.connected(state, B)
             if not T and '[' not in ent.i and contiguous_rows(bdesc, y):
                 # one SIMD loop over the K columns per stored entry (see lowering.dense_loops)
                 inner = axpy_row(Y, ent.i, B, ent.j, ent.val, K, pyexpr(bdesc.strides[0]), y.dtype.ctype)
@@ -63,7 +96,6 @@ class ExpandSpMMPure(ExpandTransformation):
                 emit_epilogue_pass(kb, node, Y, y.shape)
         else:  # rows are scattered: the K columns (or K / T tiles) in parallel around a flat walk over the slots
             n = ent.emit_coordinates(kb)
-            bdesc = node.connected(state, B)
             if contiguous_rows(bdesc, y):  # one SIMD loop over the tile's columns per slot
                 T = T or SCATTER_TILE  # untiled by a transformation: a fixed tile (see SCATTER_TILE)
                 kb.line(f'for kt in dace.map[0:{K}:{T}]:')
