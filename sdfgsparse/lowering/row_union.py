@@ -5,9 +5,11 @@ to one list, sorts and compresses it sequentially (``A + A.T`` on cora_A: 0.9 ms
 scipy's 0.4 ms). When each operand, as the operation sees it, is CSR or CSC (a CSR
 matrix, a transposed CSC one, or the other way round), this lowering:
 
-0. stores a column-major operand by rows first — a counting sort by row, sequential,
-   walking the columns in order so that every row comes out sorted (what scipy's
-   ``tocsr`` does for ``A.T``);
+0. stores a column-major operand by rows first — a counting sort by row, walking the
+   columns in order so that every row comes out sorted (what scipy's ``tocsr`` does for
+   ``A.T``), in parallel over up to 16 chunks of consecutive columns with equal entry
+   counts: each chunk counts its entries per row, a pass over the rows turns the counts
+   into each chunk's offset within the row, and each chunk places its entries;
 1. *count* — per row, in parallel, the size of the union of the two sorted rows
    (a two-pointer merge);
 2. *positions* — ``pos`` as the prefix sum of the counts;
@@ -33,17 +35,63 @@ auto* __restrict__ u_tv = _tv;
 const auto* __restrict__ u_sp = _sp;
 const auto* __restrict__ u_sc = _sc;
 const auto* __restrict__ u_sv = _sv;
-const long long u_rows = _trows, u_cols = _tcols;
-for (long long u_r = 0; u_r <= u_rows; ++u_r) u_tp[u_r] = 0;
-for (long long u_q = 0; u_q < u_sp[u_cols]; ++u_q) u_tp[u_sc[u_q] + 1] += 1;
-for (long long u_r = 0; u_r < u_rows; ++u_r) u_tp[u_r + 1] += u_tp[u_r];
-std::vector<long long> u_next(u_tp, u_tp + u_rows);
-for (long long u_c = 0; u_c < u_cols; ++u_c)
-    for (long long u_q = u_sp[u_c]; u_q < u_sp[u_c + 1]; ++u_q) {
-        const long long u_d = u_next[u_sc[u_q]]++;
-        u_tc[u_d] = u_c;
-        u_tv[u_d] = u_sv[u_q];
+const long long u_rows = _trows, u_cols = _tcols, u_n = (long long)u_sp[u_cols];
+// P chunks of consecutive columns with about n / P entries each; each chunk counts its
+// entries per row, so a row's entries can be placed chunk by chunk, columns in order.
+long long u_P = u_n / 32768;
+const long long u_lim = 4 * u_n / (u_rows + 1);  // counters: at most ~4 per entry
+if (u_P > 16) u_P = 16;
+if (u_P > u_lim) u_P = u_lim;
+if (u_P < 1) u_P = 1;
+std::vector<long long> u_cb(u_P + 1);
+for (long long u_k = 0; u_k <= u_P; ++u_k) {
+    if (u_k == u_P) { u_cb[u_k] = u_cols; break; }
+    const long long u_target = u_n * u_k / u_P;
+    long long u_lo = 0, u_hi = u_cols;
+    while (u_lo < u_hi) {
+        const long long u_mid = u_lo + (u_hi - u_lo) / 2;
+        if ((long long)u_sp[u_mid] < u_target) u_lo = u_mid + 1; else u_hi = u_mid;
     }
+    u_cb[u_k] = u_lo;
+}
+const long long u_R = u_rows + 1;
+std::vector<long long> u_cntv(u_P * u_R, 0);
+long long* __restrict__ u_cnt = u_cntv.data();
+_Pragma("omp parallel if(u_P > 1)")
+{
+    _Pragma("omp for schedule(static)")
+    for (long long u_k = 0; u_k < u_P; ++u_k) {
+        long long* __restrict__ u_c = u_cnt + u_k * u_R;
+        for (long long u_q = u_sp[u_cb[u_k]]; u_q < u_sp[u_cb[u_k + 1]]; ++u_q) u_c[u_sc[u_q]] += 1;
+    }
+    // per row: each chunk's offset within the row; the row's size
+    _Pragma("omp for schedule(static)")
+    for (long long u_r = 0; u_r < u_rows; ++u_r) {
+        long long u_s = 0;
+        for (long long u_k = 0; u_k < u_P; ++u_k) {
+            const long long u_t = u_cnt[u_k * u_R + u_r];
+            u_cnt[u_k * u_R + u_r] = u_s;
+            u_s += u_t;
+        }
+        u_tp[u_r + 1] = u_s;
+    }
+    _Pragma("omp single")
+    {
+        u_tp[0] = 0;
+        for (long long u_r = 0; u_r < u_rows; ++u_r) u_tp[u_r + 1] += u_tp[u_r];
+    }
+    _Pragma("omp for schedule(static)")
+    for (long long u_k = 0; u_k < u_P; ++u_k) {
+        long long* __restrict__ u_c = u_cnt + u_k * u_R;
+        for (long long u_col = u_cb[u_k]; u_col < u_cb[u_k + 1]; ++u_col)
+            for (long long u_q = u_sp[u_col]; u_q < u_sp[u_col + 1]; ++u_q) {
+                const long long u_r = u_sc[u_q];
+                const long long u_d = (long long)u_tp[u_r] + u_c[u_r]++;
+                u_tc[u_d] = u_col;
+                u_tv[u_d] = u_sv[u_q];
+            }
+    }
+}
 '''
 
 _COUNT = '''

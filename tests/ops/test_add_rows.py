@@ -79,3 +79,30 @@ def test_intermediate_sum(rng):
     A, B = _with_empty_rows(rng, 30, 20, 0.2), _with_empty_rows(rng, 30, 20, 0.2)
     x = rng.standard_normal(20)
     np.testing.assert_allclose(add_then_spmv(A, B, x), (A + B) @ x, rtol=1e-12)
+
+
+def test_parallel_transposition(rng):
+    """Column-major operands above the size where their rows are stored in parallel chunks
+    (32768 entries per chunk): power-law and banded patterns, empty rows and columns,
+    int32 and int64, against scipy."""
+    n = 3000
+    deg = np.minimum(rng.zipf(1.6, n), n // 2)
+    rows = np.repeat(np.arange(n), deg)
+    cols = rng.integers(0, n, rows.size)
+    P = sp.csr_array((rng.standard_normal(rows.size), (rows, cols)), shape=(n, n))
+    P.sum_duplicates()
+    P = sp.csr_array(P)
+    P[:, 7] = 0  # an empty column of P: an empty row of P.T
+    P.eliminate_zeros()
+    band = sp.diags_array([rng.standard_normal(n - abs(k)) for k in range(-30, 31)], offsets=range(-30, 31),
+                          format='csr')
+    for S in (P, band):
+        assert S.nnz > 2 * 32768
+        _check(add_t(S), S + S.T)
+    A = _with_empty_rows(rng, 900, 700, 0.12, dtype=np.float32)
+    B = _with_empty_rows(rng, 700, 900, 0.12, dtype=np.float32)
+    Ac, Bt = sp.csc_array(A), sp.csr_array(B)
+    Ac.indices, Ac.indptr = Ac.indices.astype(np.int64), Ac.indptr.astype(np.int64)
+    Bt.indices, Bt.indptr = Bt.indices.astype(np.int64), Bt.indptr.astype(np.int64)
+    assert Bt.nnz > 2 * 32768
+    _check(sub_ct(Ac, Bt), A - B.T, rtol=1e-5)
