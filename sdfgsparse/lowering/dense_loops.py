@@ -151,7 +151,8 @@ def spmm_row(y: str, i: str, b: str, crd: str, vals: str, lo: str, hi: str, k: s
     over the stored entries ``p`` in ``[lo, hi)`` of a row-major operand, as one tasklet.
 
     Register blocking of the dense columns: the row is computed a panel of
-    ``SPMM_PANEL`` 64-byte vectors at a time (then single vectors, then a scalar tail),
+    ``SPMM_PANEL`` 64-byte vectors at a time (then two, one, and a scalar tail; panels of
+    at most two vectors keep two sets of accumulators, for even and odd entries),
     the panel's accumulators held in registers over all of the row's entries, and ``y`` is
     written once — no zero fill, no load and store of ``y`` per entry as in
     :func:`axpy_row`. The accumulators are GCC/Clang vector-extension variables
@@ -171,20 +172,32 @@ const s_V* __restrict__ s_b = _tb;
 const s_V* __restrict__ s_v = _tv;
 const auto* __restrict__ s_c = _tc;
 s_V* __restrict__ s_y = _ty;
+// NV vectors of the row in registers; narrow panels keep two sets (even and odd entries)
+// so that consecutive entries' FMAs do not wait on each other
 auto s_panel = [&](long s_c0, auto s_nv) {{
     constexpr int NV = decltype(s_nv)::value;
-    s_vec acc[NV];
-    for (int u = 0; u < NV; ++u) acc[u] = s_vec{{}};
-    for (long long p = s_lo; p < s_hi; ++p) {{
+    constexpr int S = NV <= 2 ? 2 : 1;
+    s_vec acc[S][NV];
+    for (int h = 0; h < S; ++h)
+        for (int u = 0; u < NV; ++u) acc[h][u] = s_vec{{}};
+    long long p = s_lo;
+    for (; p + S <= s_hi; p += S)
+        for (int h = 0; h < S; ++h) {{
+            const s_V a = s_v[p + h];
+            const s_vec* br = (const s_vec*)(s_b + (long long)s_c[p + h] * s_ldb + s_c0);
+            for (int u = 0; u < NV; ++u) acc[h][u] += a * br[u];
+        }}
+    for (; p < s_hi; ++p) {{
         const s_V a = s_v[p];
         const s_vec* br = (const s_vec*)(s_b + (long long)s_c[p] * s_ldb + s_c0);
-        for (int u = 0; u < NV; ++u) acc[u] += a * br[u];
+        for (int u = 0; u < NV; ++u) acc[0][u] += a * br[u];
     }}
     s_vec* yv = (s_vec*)(s_y + s_c0);
-    for (int u = 0; u < NV; ++u) yv[u] = acc[u];
+    for (int u = 0; u < NV; ++u) yv[u] = S == 2 ? acc[0][u] + acc[S - 1][u] : acc[0][u];
 }};
 long s_c0 = 0;
 for (; s_c0 + {SPMM_PANEL} * s_L <= s_K; s_c0 += {SPMM_PANEL} * s_L) s_panel(s_c0, std::integral_constant<int, {SPMM_PANEL}>());
+if (s_c0 + 2 * s_L <= s_K) {{ s_panel(s_c0, std::integral_constant<int, 2>()); s_c0 += 2 * s_L; }}
 for (; s_c0 + s_L <= s_K; s_c0 += s_L) s_panel(s_c0, std::integral_constant<int, 1>());
 for (; s_c0 < s_K; ++s_c0) {{
     s_V acc = 0;
