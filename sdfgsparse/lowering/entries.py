@@ -75,6 +75,23 @@ class Entries:
         full = self.type.fmt.levels[0].full
         return 'acc' if (expr == 'c0' and full) else 'owned'
 
+    def row_walk(self):
+        """``(outer, inner, crd, pos)`` when the walk is a loop over all rows around one
+        compressed level whose entries ``[pos[row], pos[row + 1])`` are the row's (CSR, or
+        CSC seen as ``A.T``): the two level pieces and the names of the index and position
+        arrays; otherwise None. Kernels with a whole-row body (one tasklet per row) use it."""
+        if len(self.pieces) != 2:
+            return None
+        outer, inner = self.pieces
+        if not (outer.has_loop and inner.has_loop) or outer.pre or outer.body or inner.pre or inner.body or \
+                outer.guard or inner.guard:
+            return None
+        suffix, row = f'[{inner.var}]', f'[{outer.var}]'
+        if self.i != outer.coord or self.j != inner.coord or self.v != inner.pos or \
+                not inner.coord.endswith(suffix) or not inner.bounds[0].endswith(row) or outer.bounds[0] != '0':
+            return None
+        return outer, inner, inner.coord[:-len(suffix)], inner.bounds[0][:-len(row)]
+
     def emit(self,
              kb: KernelBuilder,
              inner: Sequence[str],

@@ -17,7 +17,8 @@ X, Y = '_X', '_Y'
 @dace.library.expansion
 class ExpandSDDMMPure(ExpandTransformation):
     """One dot product of length K per stored entry; entries own distinct value slots, so
-    the outer level always runs in parallel. Index arrays of S are copied to the result.
+    the outer level always runs in parallel. Index arrays of S are copied to the result
+    (for a plain row walk, within the walk).
     Both operands are read by contiguous rows in a SIMD tasklet: with ``y_layout='NK'``
     directly, with ``'KN'`` from ``Y.T`` stored by rows once per call (in a buffer that
     the calling thread keeps: :func:`~sdfgsparse.lowering.dense_loops.transposed_rows`). Every stored slot
@@ -32,7 +33,20 @@ class ExpandSDDMMPure(ExpandTransformation):
         out = node.member_arrays(state, 'out')
         x = node.connected(state, X)
         T = kb.dtype(out['vals'].dtype)
-        copy_index_members(kb, node.member_arrays(state, 'S'), 'S', 'out')
+        # S's index arrays become the result's: inside the walk for a plain row walk (no
+        # parallel regions of their own), else one parallel copy per member
+        row = ent.row_walk()
+        members = node.member_arrays(state, 'S')
+        pro, copy_crd = [], []
+        if row is not None and set(members) == {'pos1', 'crd1', 'vals'} and row[2:] == (member_conn(
+                'S', 'crd1'), member_conn('S', 'pos1')):
+            outer, _, crd, pos = row
+            opos, ocrd = member_conn('out', 'pos1'), member_conn('out', 'crd1')
+            kb.line(f'{opos}[0] = {pos}[0]')
+            pro = [f'{opos}[{outer.var} + 1] = {pos}[{outer.var} + 1]']
+            copy_crd = [f'{ocrd}[{ent.v}] = {crd}[{ent.v}]']
+        else:
+            copy_index_members(kb, members, 'S', 'out')
         if st.fmt.name not in ('CSR', 'CSC', 'COO', 'DCSR'):  # padded slots (ELL, DIA, BSR) read as zeros
             zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
         y = node.connected(state, Y)
@@ -53,7 +67,7 @@ class ExpandSDDMMPure(ExpandTransformation):
             yk = f'{Y}[{ent.j}, k]' if node.y_layout == 'NK' else f'{Y}[k, {ent.j}]'
             body = [f'acc = {T}(0)', f'for k in range(0, {Kd}):', f'    acc += {X}[{ent.i}, k] * {yk}',
                     f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * acc']
-        ent.emit(kb, body, parallel=True)
+        ent.emit(kb, body + copy_crd, parallel=True, pro=pro)
         return kb.build()
 
 

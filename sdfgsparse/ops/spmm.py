@@ -20,22 +20,6 @@ B, Y = '_B', '_Y'
 SCATTER_TILE = 16
 
 
-def _row_walk(ent: Entries):
-    """``(outer, inner, crd)`` when the walk is a parallel loop over rows around one
-    compressed level whose entries ``[begin, end)`` are the row's (CSR, or CSC seen as
-    ``A.T``): the level pieces and the name of the column-index array; else None."""
-    if len(ent.pieces) != 2:
-        return None
-    outer, inner = ent.pieces
-    if not (outer.has_loop and inner.has_loop) or outer.pre or outer.body or inner.pre or inner.body or \
-            outer.guard or inner.guard:
-        return None
-    suffix = f'[{inner.var}]'
-    if ent.i != outer.coord or ent.j != inner.coord or ent.v != inner.pos or not inner.coord.endswith(suffix):
-        return None
-    return outer, inner, inner.coord[:-len(suffix)]
-
-
 @dace.library.expansion
 class ExpandSpMMPure(ExpandTransformation):
     """Rows of A in parallel when the outer level owns them (each row updates its own row of
@@ -58,11 +42,11 @@ class ExpandSpMMPure(ExpandTransformation):
         K = pyexpr(y.shape[1])
         T = node.dense_tile if 0 < node.dense_tile else 0
         bdesc = node.connected(state, B)
-        row = _row_walk(ent) if not T and ent.strategy(0, node.schedule_hint) == 'acc' and contiguous_rows(
+        row = ent.row_walk() if not T and ent.strategy(0, node.schedule_hint) == 'acc' and contiguous_rows(
             bdesc, y) else None
         if row is not None:
             # one tasklet per row of Y, written whole (no zero fill; lowering.dense_loops.spmm_row)
-            outer, inner, crd = row
+            outer, inner, crd, _ = row
             b, e = outer.bounds
             kb.symbols_of(st.rows, st.cols, *st.sizes.values())
             kb.line(f'for {outer.var} in dace.map[{b}:{e}]:')
