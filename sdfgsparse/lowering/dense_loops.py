@@ -115,11 +115,12 @@ def transposed_rows(ptr: str, src: str, rows: str, cols: str, src_stride: str, c
     elements between rows) by contiguous rows in a per-thread buffer and set the int64
     scalar ``ptr`` to its address (for :func:`dot_rows` with ``y_pointer``).
 
-    The copy runs in parallel over the rows of ``src.T``; one such row reads a column
-    of ``src``, whose cache lines the next few rows reuse. The buffer is ``thread_local`` to the calling thread and only grows (to the
-    largest ``rows * cols`` seen): a new allocation of that size on every call costs a page
-    fault per 4 KiB once it is above malloc's mmap threshold (delaunay_n16, K = 64, a
-    32 MiB copy, 2 threads: 14.8 ms into a new buffer, 2.4 ms into a kept one)."""
+    The copy runs in parallel over the rows of ``src.T``; one such row reads a column of
+    ``src``, whose cache lines the next few rows reuse. The buffer is ``thread_local`` to
+    the calling thread and only grows (to the largest ``rows * cols`` seen): a new
+    allocation of that size on every call costs a page fault per 4 KiB once it is above
+    malloc's mmap threshold (delaunay_n16, K = 64, a 32 MiB copy, 2 threads: 14.8 ms into
+    a new buffer, 2.4 ms into a kept one)."""
     code = f'''
 typedef {ctype} yt_V;
 static thread_local std::vector<yt_V> yt_buf;
@@ -196,7 +197,8 @@ auto s_panel = [&](long s_c0, auto s_nv) {{
     for (int u = 0; u < NV; ++u) yv[u] = S == 2 ? acc[0][u] + acc[S - 1][u] : acc[0][u];
 }};
 long s_c0 = 0;
-for (; s_c0 + {SPMM_PANEL} * s_L <= s_K; s_c0 += {SPMM_PANEL} * s_L) s_panel(s_c0, std::integral_constant<int, {SPMM_PANEL}>());
+for (; s_c0 + {SPMM_PANEL} * s_L <= s_K; s_c0 += {SPMM_PANEL} * s_L)
+    s_panel(s_c0, std::integral_constant<int, {SPMM_PANEL}>());
 if (s_c0 + 2 * s_L <= s_K) {{ s_panel(s_c0, std::integral_constant<int, 2>()); s_c0 += 2 * s_L; }}
 for (; s_c0 + s_L <= s_K; s_c0 += s_L) s_panel(s_c0, std::integral_constant<int, 1>());
 for (; s_c0 < s_K; ++s_c0) {{

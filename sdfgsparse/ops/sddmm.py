@@ -21,8 +21,9 @@ class ExpandSDDMMPure(ExpandTransformation):
     (for a plain row walk, within the walk).
     Both operands are read by contiguous rows in a SIMD tasklet: with ``y_layout='NK'``
     directly, with ``'KN'`` from ``Y.T`` stored by rows once per call (in a buffer that
-    the calling thread keeps: :func:`~sdfgsparse.lowering.dense_loops.transposed_rows`). Every stored slot
-    is written, so only formats with padding slots zero the result's values first."""
+    the calling thread keeps: :func:`~sdfgsparse.lowering.dense_loops.transposed_rows`).
+    Every stored slot is written, so only formats with padding slots zero the result's
+    values first."""
     environments = []
 
     @staticmethod

@@ -24,8 +24,9 @@ SCATTER_TILE = 16
 class ExpandSpMMPure(ExpandTransformation):
     """Rows of A in parallel when the outer level owns them (each row updates its own row of
     Y over the K columns; for a plain row walk such as CSR, one tasklet per row that keeps
-    panels of the row in registers and writes it once, so Y needs no zero fill); otherwise (scatter: CSC, COO, ``A.T`` of CSR) the K columns in
-    parallel, each walking the flat coordinate arrays of A's slots (race-free).
+    panels of the row in registers and writes it once, so Y needs no zero fill);
+    otherwise (scatter: CSC, COO, ``A.T`` of CSR) the K columns in parallel, each walking
+    the flat coordinate arrays of A's slots (race-free).
 
     With ``dense_tile = T`` the dense loop is strip-mined into tiles of T columns and the
     tile loop hoisted outward: row-owned, a sequential loop over tiles around the parallel
