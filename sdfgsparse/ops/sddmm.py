@@ -5,7 +5,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.dense_loops import contiguous_rows, dot_rows, transposed_rows
+from sdfgsparse.lowering.dense_loops import contiguous_rows, dot_rows, sddmm_row, transposed_rows
 from sdfgsparse.lowering.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
@@ -18,7 +18,8 @@ X, Y = '_X', '_Y'
 class ExpandSDDMMPure(ExpandTransformation):
     """One dot product of length K per stored entry; entries own distinct value slots, so
     the outer level always runs in parallel. Index arrays of S are copied to the result
-    (for a plain row walk, within the walk).
+    (for a plain row walk, within the walk, whose rows are then one tasklet each computing
+    several dot products at a time).
     Both operands are read by contiguous rows in a SIMD tasklet: with ``y_layout='NK'``
     directly, with ``'KN'`` from ``Y.T`` stored by rows once per call (in a buffer that
     the calling thread keeps: :func:`~sdfgsparse.lowering.dense_loops.transposed_rows`).
@@ -59,7 +60,21 @@ class ExpandSDDMMPure(ExpandTransformation):
             for l in transposed_rows('_ytp', Y, Kd, pyexpr(y.shape[1]), y_stride, out['vals'].dtype.ctype):
                 kb.line(l)
             rows_of_y, y_stride, y_pointer = '_ytp', Kd, True
-        if y_pointer or (node.y_layout == 'NK' and contiguous_rows(x, y)):
+        rows_in_simd = y_pointer or (node.y_layout == 'NK' and contiguous_rows(x, y))
+        if rows_in_simd and copy_crd:
+            # a plain row walk: one tasklet per row, dot products of several entries at a
+            # time (lowering.dense_loops.sddmm_row); it also copies the row's indices
+            outer, inner, crd, _ = row
+            kb.symbols_of(st.rows, st.cols, *st.sizes.values())
+            kb.line(f'for {outer.var} in dace.map[{outer.bounds[0]}:{outer.bounds[1]}]:')
+            for l in pro:
+                kb.line(l, 1)
+            for l in sddmm_row(member_conn('out', 'vals'), member_conn('out', 'crd1'), ent.i, X, rows_of_y, crd,
+                               ent.vals, inner.bounds[0], inner.bounds[1], Kd, pyexpr(x.strides[0]), y_stride,
+                               out['vals'].dtype.ctype, y_pointer):
+                kb.line(l, 1)
+            return kb.build()
+        if rows_in_simd:
             # one SIMD dot product of two contiguous rows per stored entry (lowering.dense_loops)
             body = [f'_dd = {T}(0)'] + dot_rows('_dd', X, ent.i, rows_of_y, ent.j, Kd, pyexpr(x.strides[0]),
                                                  y_stride, out['vals'].dtype.ctype, y_pointer)
