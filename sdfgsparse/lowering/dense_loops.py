@@ -142,6 +142,15 @@ _tp = (long long)(uintptr_t)yt_out;
     ]
 
 
+def _vector_types(prefix: str, ctype: str) -> str:
+    """C++ declarations of ``<prefix>_V`` (the value type), ``<prefix>_vec`` (a 64-byte
+    GCC/Clang vector of it, aligned like one value so any address can be read) and
+    ``<prefix>_L`` (values per vector), for the register-blocked row tasklets."""
+    return (f'typedef {ctype} {prefix}_V;\n'
+            f'typedef {prefix}_V {prefix}_vec __attribute__((vector_size(64), aligned(sizeof({prefix}_V))));\n'
+            f'const long {prefix}_L = 64 / sizeof({prefix}_V);')
+
+
 #: Vectors of ``y`` held in registers by one panel of :func:`spmm_row`.
 SPMM_PANEL = 4
 
@@ -164,9 +173,7 @@ def spmm_row(y: str, i: str, b: str, crd: str, vals: str, lo: str, hi: str, k: s
     -> 0.87 ms, ca-AstroPh 6.0 -> 4.3 ms, soc-brightkite 8.6 -> 6.9 ms, delaunay_n16 7.5 ->
     6.2 ms (panels of 8 vectors: 0.86, 4.6, 7.5, 6.9)."""
     code = f'''
-typedef {ctype} s_V;
-typedef s_V s_vec __attribute__((vector_size(64), aligned(sizeof(s_V))));
-const long s_L = 64 / sizeof(s_V);
+{_vector_types('s', ctype)}
 const long s_K = {k}, s_ldb = {b_stride};
 const long long s_lo = _tlo, s_hi = _thi;
 const s_V* __restrict__ s_b = _tb;
@@ -240,9 +247,7 @@ def sddmm_row(out: str, out_crd: str, i: str, x: str, y: str, crd: str, vals: st
     (two entries per group: 5.9, 1.39, 0.124)."""
     ybase = f'((const {ctype}*)(uintptr_t)_ty)' if y_pointer else '_ty'
     code = f"""
-typedef {ctype} d_V;
-typedef d_V d_vec __attribute__((vector_size(64), aligned(sizeof(d_V))));
-const long d_L = 64 / sizeof(d_V);
+{_vector_types('d', ctype)}
 const long d_K = {k}, d_NV = d_K / d_L, d_T = d_NV * d_L;
 const long long d_ys = {y_stride};
 const long long d_lo = _tlo, d_hi = _thi;

@@ -92,6 +92,14 @@ class Entries:
             return None
         return outer, inner, inner.coord[:-len(suffix)], inner.bounds[0][:-len(row)]
 
+    def emit_row_map(self, kb: KernelBuilder):
+        """Open the parallel map over the rows of a :meth:`row_walk` (its body goes at
+        indent 1: one whole-row tasklet per iteration)."""
+        st = self.type
+        kb.symbols_of(st.rows, st.cols, *st.sizes.values())
+        outer = self.pieces[0]
+        kb.line(f'for {outer.var} in dace.map[{outer.bounds[0]}:{outer.bounds[1]}]:')
+
     def emit(self,
              kb: KernelBuilder,
              inner: Sequence[str],

@@ -40,8 +40,9 @@ class ExpandSDDMMPure(ExpandTransformation):
         row = ent.row_walk()
         members = node.member_arrays(state, 'S')
         pro, copy_crd = [], []
-        if row is not None and set(members) == {'pos1', 'crd1', 'vals'} and row[2:] == (member_conn(
-                'S', 'crd1'), member_conn('S', 'pos1')):
+        copy_in_walk = row is not None and set(members) == {'pos1', 'crd1', 'vals'} and row[2:] == (member_conn(
+            'S', 'crd1'), member_conn('S', 'pos1'))
+        if copy_in_walk:
             outer, _, crd, pos = row
             opos, ocrd = member_conn('out', 'pos1'), member_conn('out', 'crd1')
             kb.line(f'{opos}[0] = {pos}[0]')
@@ -61,12 +62,11 @@ class ExpandSDDMMPure(ExpandTransformation):
                 kb.line(l)
             rows_of_y, y_stride, y_pointer = '_ytp', Kd, True
         rows_in_simd = y_pointer or (node.y_layout == 'NK' and contiguous_rows(x, y))
-        if rows_in_simd and copy_crd:
+        if rows_in_simd and copy_in_walk:
             # a plain row walk: one tasklet per row, dot products of several entries at a
             # time (lowering.dense_loops.sddmm_row); it also copies the row's indices
-            outer, inner, crd, _ = row
-            kb.symbols_of(st.rows, st.cols, *st.sizes.values())
-            kb.line(f'for {outer.var} in dace.map[{outer.bounds[0]}:{outer.bounds[1]}]:')
+            _, inner, crd, _ = row
+            ent.emit_row_map(kb)
             for l in pro:
                 kb.line(l, 1)
             for l in sddmm_row(member_conn('out', 'vals'), member_conn('out', 'crd1'), ent.i, X, rows_of_y, crd,

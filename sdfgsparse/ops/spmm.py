@@ -43,33 +43,27 @@ class ExpandSpMMPure(ExpandTransformation):
         K = pyexpr(y.shape[1])
         T = node.dense_tile if 0 < node.dense_tile else 0
         bdesc = node.connected(state, B)
+        # the dense loop over the K columns, whole or one tile [kt, kt + T) at a time
+        krange = f'range(kt, min(kt + {T}, {K}))' if T else f'range(0, {K})'
+        row_done = []
+        if node.epilogue and ent.i == ent.pieces[0].coord:  # the row is complete after its outer iteration
+            el = f'{Y}[{ent.i}, k]'
+            row_done = [f'for k in {krange}:', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
         row = ent.row_walk() if not T and ent.strategy(0, node.schedule_hint) == 'acc' and contiguous_rows(
             bdesc, y) else None
         if row is not None:
             # one tasklet per row of Y, written whole (no zero fill; lowering.dense_loops.spmm_row)
-            outer, inner, crd, _ = row
-            b, e = outer.bounds
-            kb.symbols_of(st.rows, st.cols, *st.sizes.values())
-            kb.line(f'for {outer.var} in dace.map[{b}:{e}]:')
+            _, inner, crd, _ = row
+            ent.emit_row_map(kb)
             for l in spmm_row(Y, ent.i, B, crd, ent.vals, inner.bounds[0], inner.bounds[1], K,
-                              pyexpr(bdesc.strides[0]), y.dtype.ctype):
+                              pyexpr(bdesc.strides[0]), y.dtype.ctype) + row_done:
                 kb.line(l, 1)
-            if node.epilogue:
-                el = f'{Y}[{ent.i}, k]'
-                kb.line(f'for k in range(0, {K}):', 1)
-                kb.line(f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}', 1)
             return kb.build()
         zero_fill(kb, Y, y.shape)
-        # the dense loop over the K columns, whole or one tile [kt, kt + T) at a time
-        krange = f'range(kt, min(kt + {T}, {K}))' if T else f'range(0, {K})'
         if ent.strategy(0, node.schedule_hint) != 'sequential':
             # A direct row index may use +=; an indirect one (DCSR) needs the explicit update
             acc = f'{Y}[{ent.i}, k] += {ent.val} * {B}[{ent.j}, k]' if '[' not in ent.i else \
                 update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')
-            row_done = []
-            if node.epilogue and ent.i == ent.pieces[0].coord:  # the row is complete after its outer iteration
-                el = f'{Y}[{ent.i}, k]'
-                row_done = [f'for k in {krange}:', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
             inner = [f'for k in {krange}:', '    ' + acc]
             if not T and '[' not in ent.i and contiguous_rows(bdesc, y):
                 # one SIMD loop over the K columns per stored entry (see lowering.dense_loops)
