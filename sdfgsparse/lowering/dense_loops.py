@@ -12,7 +12,7 @@ from typing import List
 
 __all__ = [
     'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows', 'gemm_row_block',
-    'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP'
+    'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP', 'spmv_row'
 ]
 
 
@@ -224,6 +224,45 @@ for (; s_c0 < s_K; ++s_c0) {{
         f'    _tv << {vals}',
         f'    _tb << {b}',
         f'    _ty >> {y}[{i}, :]',
+        f'    """{code}"""',
+    ]
+
+
+def spmv_row(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: str, ctype: str, check=None) -> List[str]:
+    """Generated-source lines for ``y[i] = sum_p vals[p] * x[crd[p]]`` over the stored
+    entries ``p`` in ``[lo, hi)`` of one row, as one tasklet.
+
+    ``check``: None, or a :class:`sdfgsparse.lowering.kernel_checks.RowCheck` — then the
+    row also checks its part of the storage as it reads it (segment within ``[0, nnz]``,
+    indices below their extent and, where the level is ordered, increasing), reads only
+    in range whatever it finds, and reports a problem through the library's counter."""
+    if check is None:
+        body = """
+for (long long p = v_lo; p < v_hi; ++p) v_acc += v_v[p] * v_x[v_c[p]];
+"""
+    else:
+        body = check.row_walk('v_lo', 'v_hi', 'v_c', 'v_acc += v_v[{p}] * v_x[{c}];')
+    code = f'''
+typedef {ctype} v_V;
+long long v_lo = _tlo, v_hi = _thi;
+const auto* __restrict__ v_c = _tc;
+const v_V* __restrict__ v_v = _tv;
+const v_V* __restrict__ v_x = _tx;
+v_V v_acc = 0;
+{body}
+_ty = v_acc;
+'''
+    return (check.inputs() if check else []) + [
+        f'_lo = dace.int64({lo})',
+        f'_hi = dace.int64({hi})',
+        'with dace.tasklet(dace.Language.CPP):',
+        '    _tlo << _lo',
+        '    _thi << _hi',
+    ] + ['    ' + c for c in (check.CONNECTORS if check else [])] + [
+        f'    _tc << {crd}',
+        f'    _tv << {vals}',
+        f'    _tx << {x}',
+        f'    _ty >> {y}[{i}]',
         f'    """{code}"""',
     ]
 

@@ -4,6 +4,10 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.formats.levels import Compressed, Dense
+from sdfgsparse.lowering import kernel_checks
+from sdfgsparse.lowering.dense_loops import spmv_row
 from sdfgsparse.lowering.entries import Entries, emit_accumulate, kernel_for_node
 from sdfgsparse.lowering.epilogue import node_epilogue
 from sdfgsparse.ops.base import FusableSparseNode, member_conn
@@ -16,7 +20,12 @@ X, Y = '_x', '_y'
 @dace.library.expansion
 class ExpandSpMVPure(ExpandTransformation):
     """Co-iterates the levels of A: a scalar accumulator per row when the outer level owns
-    the rows, otherwise in-place updates (sequential when rows are scattered)."""
+    the rows, otherwise in-place updates (sequential when rows are scattered).
+
+    A plain row walk (CSR, or CSC seen as ``A.T``) is one tasklet per row
+    (:func:`~sdfgsparse.lowering.dense_loops.spmv_row`); when A is an argument that only
+    such kernels read (:func:`sdfgsparse.lowering.kernel_checks.claims`), the rows also
+    check A's storage as they read it, and the call skips its check before the kernel."""
     environments = []
 
     @staticmethod
@@ -26,6 +35,26 @@ class ExpandSpMVPure(ExpandTransformation):
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
         y = node.connected(state, Y)
         finish = (lambda v, idx: node_epilogue(node, v, idx)) if node.epilogue else None
+        row = node.row_walk(state, ent)
+        if row is not None:
+            _, inner, crd, _ = row
+            argument = kernel_checks.claims(node, sdfg)
+            check = None
+            if argument is not None:
+                stored = node.sparse_type(state, 'A')
+                lvl = stored.fmt.levels[1]
+                check = kernel_checks.RowCheck(pyexpr(stored.sizes['n1']),
+                                               pyexpr(stored.fmt.extents(stored.rows, stored.cols)[1]),
+                                               stored.index_dtype.type, lvl.ordered, lvl.unique)
+            ent.emit_row_map(kb)
+            for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check):
+                kb.line(l, 1)
+            if finish:
+                kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', 1)
+            kernel = kb.build()
+            if argument is not None:
+                kernel_checks.add_to(kernel, argument)
+            return kernel
         emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype, y.shape,
                         finish)
         return kb.build()
@@ -40,6 +69,22 @@ class SpMV(FusableSparseNode):
     SPARSE_INPUTS = ('A', )
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
+
+    def row_walk(self, state, ent: Entries):
+        """:meth:`Entries.row_walk` of A when the expansion takes it (rows in parallel, a
+        scalar accumulator each), else None."""
+        return ent.row_walk() if ent.strategy(0, self.schedule_hint) == 'acc' else None
+
+    def checks_in_kernel(self, state) -> bool:
+        """Whether the expansion can check all of A's storage as it reads it (see
+        :mod:`sdfgsparse.lowering.kernel_checks`): a row walk over a dense and a
+        compressed level with int32 or int64 indices."""
+        st = self.operand_type(state, 'A')
+        fmt = self.sparse_type(state, 'A').fmt
+        if [type(l) for l in fmt.levels] != [Dense, Compressed] or not kernel_checks.RowCheck.supports(
+                st.index_dtype.type) or list(fmt.size_keys) != ['n1']:
+            return False
+        return self.row_walk(state, Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})) is not None
 
     def __init__(self, name='spmv', *args, **kwargs):
         super().__init__(name, *args, inputs={X}, outputs={Y}, **kwargs)

@@ -7,7 +7,10 @@ order and C types of the compiled function's argument list, how to allocate each
 value from the symbols — is then worked out once into a :class:`CallPlan`. A warm call
 reads the arrays' pointers and sizes, runs the cheap storage check
 (:mod:`sdfgsparse.runtime.fastcheck`), fills the argument structs, calls the compiled
-function and builds the results.
+function and builds the results. Arguments whose kernels check their storage as they read
+it (:mod:`sdfgsparse.lowering.kernel_checks`) are not checked before; when a kernel
+reports a problem, the results are dropped and the call takes the full path, which
+raises the error.
 
 A plan only takes calls it can finish exactly like the full path: any argument that is
 not the expected kind (another format or index dtype, a copy to make, a NumPy view, a
@@ -25,7 +28,7 @@ from dace import hooks
 
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.formats.levels import Compressed
-from sdfgsparse.lowering import storage_check
+from sdfgsparse.lowering import kernel_checks, storage_check
 from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members
@@ -64,6 +67,10 @@ class _SparseSlot:
         arg.symbol_values()  # fills the type's symbol slots
         self.symbols = list(st.__dict__['_symbol_slots'])
         self.check = StorageCheck(fmt, None if lib is None else storage_check.symbols(lib, self.index_dtype))
+        self.index_size = self.index_dtype.itemsize
+        # bytes of indices from which the kernels check the entries themselves (set by
+        # the plan; None: they never do)
+        self.in_kernel_from = None
         # Entries of each compressed level; other sizes (ELL's K, DIA's nd and L) as
         # marshal._sizes computes them.
         self.size_specs = [(f'n{k}', f'crd{k}') for k, lvl in enumerate(fmt.levels) if isinstance(lvl, Compressed)]
@@ -128,7 +135,9 @@ class _SparseSlot:
             sizes = marshal._sizes(self.fmt, arrays, (rows, cols))
         else:
             sizes = {key: arrays[member].shape[0] for key, member in self.size_specs}
-        if marshal.VALIDATE['on'] and not self.check(arrays, rows, cols, sizes):
+        if marshal.VALIDATE['on'] and not self.check(
+                arrays, rows, cols, sizes,
+                contents=self.in_kernel_from is None or sizes['n1'] * self.index_size < self.in_kernel_from):
             return None
         values = {'rows': rows, 'cols': cols, **sizes}
         for sym, key in self.symbols:
@@ -284,6 +293,13 @@ class CallPlan:
                 raise NoPlan(f'argument {name}')
             dense_slots.append(_DenseSlot(i, name, desc, descs.get(name), defined))
         self.sparse_slots, self.dense_slots = sparse_slots, dense_slots
+        # Arguments whose kernels check their storage: the counter tells after the call
+        self.failures = None
+        found = kernel_checks.symbols(csdfg._lib, [s.name for s in sparse_slots]) if sparse_slots else None
+        if found is not None:
+            self.failures, checked = found
+            for slot in sparse_slots:
+                slot.in_kernel_from = checked.get(slot.name)
 
         from sdfgsparse.runtime.capacity import PREFIX
         self.capacities = sorted(str(s) for s in sdfg.free_symbols if str(s).startswith(PREFIX))
@@ -350,7 +366,12 @@ class CallPlan:
         cargs = [csdfg._libhandle]
         for kind, key in self.sources:
             cargs.append(ptrs[key] if kind == 0 else rets[key][1] if kind == 1 else syms[key])
+        failures = self.failures if marshal.VALIDATE['on'] else None
+        if failures is not None:
+            before = failures()
         self.func(*cargs)
+        if failures is not None and failures() != before:
+            return MISS  # a kernel found broken storage: the full path raises the precise error
         if not rets:
             return None
         results = [self.returns[j][1].result(rets[j][0]) for j in self.result_order]

@@ -1,0 +1,241 @@
+"""Storage checks done by the kernels themselves, as they read a sparse argument.
+
+A warm call checks each sparse argument before it runs the kernel
+(:mod:`sdfgsparse.lowering.storage_check`): one more pass over the index arrays. For
+indices that no longer fit in cache that pass reads them from memory a second time
+(banded-2M, 18M entries, SpMV: ~6 of ~25 ms). A kernel that walks every stored entry of
+the argument anyway can check them on the way instead — an unsigned compare of each index
+against its extent, a compare with the previous index for the order, and
+``0 <= lo <= hi <= nnz`` for each segment — with every read clamped into range, so that
+broken storage yields a wrong result, never a wild read. It does so from
+:data:`IN_KERNEL_FROM` bytes of indices on (below, the separate pass is cheaper). A
+kernel that finds a problem increments a counter of the library (:func:`global_code`);
+the call plan reads it before and after the call, throws the result away when it moved,
+and sends the call down the full path, which validates the arguments and raises the error
+that names the array, position and value.
+
+That is only the same contract as checking first when the call cannot have changed
+anything the caller sees before its error is raised, and when every kernel that reads the
+argument checks all of it. :func:`claims` decides this once per SDFG, before the first
+such kernel is expanded:
+
+* no data the caller passed in is written anywhere in the program (results go to fresh
+  return arrays only, which the plan discards);
+* every reader of the sparse argument is a library node whose ``checks_in_kernel(state)``
+  says that its expansion will check the whole argument (SpMV on a row walk today); a
+  reader that is anything else (another operation, a nested SDFG, user code) keeps the
+  check before the call for that argument.
+
+The expansion of a claiming node then emits the checks and the export
+``__ss_checked_in_kernel_<argument>``; the plan skips its own check of the entries exactly
+for the arguments whose export it finds in the library (:func:`symbols`) and whose indices
+reach the size from which the library's kernels check, so a library built without the
+checks is checked first, as before. Sizes and the ends of ``pos`` (first 0, last ``nnz``)
+are still checked by the plan.
+"""
+import ctypes
+from typing import Dict, List, Optional
+
+import dace
+import numpy as np
+from dace.sdfg import nodes
+
+from sdfgsparse.formats import is_sparse_desc
+
+__all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN_KERNEL_FROM']
+
+#: Bytes of an argument's indices from which its kernels check it (and the call does not
+#: check it first). Below, the indices are still in cache when the kernel reads them after
+#: the check, and the checks inside the loop cost more than the pass they save (2 threads,
+#: interleaved with the peers, sdfgsparse SpMV before -> after: banded-200k, 1.8M entries,
+#: 0.94 -> 1.12 ms; delaunay_n16 0.75 -> 1.14 ms). Above, the separate pass reads them from
+#: memory once more (banded-2M, 18M entries: 24.5 -> 18.8 ms; rmat-s20, 16M entries with
+#: random columns: 45.6 -> 46.8 ms, the gathers dominate).
+IN_KERNEL_FROM = 64 << 20
+
+#: What a kernel calls when it finds broken storage (declared by :func:`global_code`).
+FAIL = '__ss_kernel_check_failed()'
+
+_DECISION = '_ss_kernel_checks'
+
+
+def _decide(sdfg: dace.SDFG) -> Dict[nodes.Node, str]:
+    """Node -> the argument it checks in its kernel, for the whole SDFG (see the module)."""
+    states = list(sdfg.all_states())
+    for state in states:
+        for n in state.data_nodes():
+            desc = sdfg.arrays[n.data]
+            if state.in_degree(n) > 0 and not desc.transient and not n.data.startswith('__return'):
+                return {}  # the program writes into the caller's data: an error must come first
+    decision = {}
+    for name, desc in sdfg.arrays.items():
+        if desc.transient or not is_sparse_desc(desc):
+            continue
+        readers, ok = [], True
+        for state in states:
+            for n in state.data_nodes():
+                if n.data != name:
+                    continue
+                for e in state.out_edges(n):
+                    view = e.dst
+                    if not (isinstance(view, nodes.AccessNode)
+                            and isinstance(sdfg.arrays[view.data], dace.data.View)) or state.in_degree(view) != 1:
+                        ok = False
+                        continue
+                    for ve in state.out_edges(view):
+                        check = getattr(ve.dst, 'checks_in_kernel', None)
+                        if check is not None and check(state):
+                            readers.append(ve.dst)
+                        else:
+                            ok = False
+        if ok:
+            decision.update({r: name for r in readers})
+    return decision
+
+
+def claims(node: nodes.Node, sdfg: dace.SDFG) -> Optional[str]:
+    """The argument of the (top-level) SDFG that ``node``'s kernel must check, or None.
+
+    Decided for all nodes at the first question and kept on the SDFG, so that nodes
+    expanded later cannot change the answer (a node already expanded no longer looks
+    like a checking reader); a deep copy of the SDFG maps its nodes along."""
+    if sdfg.parent is not None:
+        return None
+    decision = sdfg.__dict__.get(_DECISION)
+    if decision is None:
+        decision = sdfg.__dict__[_DECISION] = _decide(sdfg)
+    return decision.get(node)
+
+
+def global_code(argument: str) -> str:
+    """The failure counter (once per library) and the export saying that the kernels
+    check ``argument``, returning from how many bytes of indices on (once per argument;
+    the plan follows what the library does, whatever :data:`IN_KERNEL_FROM` is now)."""
+    return f'''
+#ifndef SDFGSPARSE_KERNEL_CHECKS
+#define SDFGSPARSE_KERNEL_CHECKS
+// sdfgsparse: storage checks inside kernels (sdfgsparse/lowering/kernel_checks.py)
+static unsigned long long __ss_kernel_check_failures = 0;
+static inline void __ss_kernel_check_failed() {{
+    __atomic_fetch_add(&__ss_kernel_check_failures, 1ULL, __ATOMIC_RELAXED);
+}}
+DACE_EXPORTED unsigned long long __ss_kernel_check_failure_count() {{
+    return __atomic_load_n(&__ss_kernel_check_failures, __ATOMIC_SEQ_CST);
+}}
+#endif
+#ifndef SDFGSPARSE_CHECKED_IN_KERNEL_{argument}
+#define SDFGSPARSE_CHECKED_IN_KERNEL_{argument}
+DACE_EXPORTED long long __ss_checked_in_kernel_{argument}() {{ return {IN_KERNEL_FROM}LL; }}
+#endif
+'''
+
+
+def add_to(kernel: dace.SDFG, argument: str) -> None:
+    """Give ``kernel`` (a claiming node's expansion) the counter and the export."""
+    kernel.append_global_code(global_code(argument))
+
+
+#: Unsigned type and the clamp of the extent per index dtype: read as unsigned, a negative
+#: index is at least 2^(bits-1), above any valid one.
+_UNSIGNED = {
+    np.dtype(np.int32): ('uint32_t', '(1LL << 31)'),
+    np.dtype(np.int64): ('uint64_t', '(long long)(~0ULL >> 1)'),
+}
+
+
+class RowCheck:
+    """The check of one segment ``[lo, hi)`` of a compressed level with its positions
+    (``pos``) and indices (``crd``), woven into a loop over the segment's entries.
+
+    :param nnz: expression of the number of entries of the level.
+    :param extent: expression of the extent of its indices.
+    :param index_dtype: NumPy dtype of the indices (int32 or int64).
+    :param ordered, unique: the level's promises (entries increase within a segment,
+                            strictly when unique).
+    """
+
+    def __init__(self, nnz: str, extent: str, index_dtype, ordered: bool, unique: bool):
+        self.unsigned, self.half = _UNSIGNED[np.dtype(index_dtype)]
+        self.nnz, self.extent = nnz, extent
+        self.order = ('<=' if unique else '<') if ordered else None
+
+    @staticmethod
+    def supports(index_dtype) -> bool:
+        return np.dtype(index_dtype) in _UNSIGNED
+
+    def inputs(self) -> List[str]:
+        """Generated-source lines before the tasklet: the sizes it compares with, as
+        scalars (a symbol named only in C++ code would not reach the kernel)."""
+        return [f'_knnz = dace.int64({self.nnz})', f'_kext = dace.int64({self.extent})']
+
+    #: The tasklet's connectors for :meth:`inputs`.
+    CONNECTORS = ['_tknnz << _knnz', '_tkext << _kext']
+
+    def row_walk(self, lo: str, hi: str, crd: str, body: str) -> str:
+        """C++ that runs ``body`` (with ``{p}``: the position, ``{c}``: the index) for
+        every entry of the segment; ``lo`` and ``hi`` are mutable ``long long`` variables.
+        From :data:`IN_KERNEL_FROM` bytes of indices on, it also checks the segment, reads
+        indices clamped into range and calls :data:`FAIL` when the segment is broken.
+        The tasklet needs the :data:`CONNECTORS`."""
+        plain = body.format(p='p', c=f'{crd}[p]')
+        each = body.format(p='p', c='c')
+        order = f' | ({crd}[p] {self.order} {crd}[p - 1])' if self.order else ''
+        return f'''
+if ((long long)_tknnz * (long long)sizeof({crd}[0]) < {IN_KERNEL_FROM}LL) {{
+    for (long long p = {lo}; p < {hi}; ++p) {{ {plain} }}
+}} else {{
+typedef {self.unsigned} k_U;
+const long long k_extent = _tkext;
+const k_U k_ext = (k_U)(k_extent < {self.half} ? k_extent : {self.half});
+int k_bad = {lo} < 0 || {hi} < {lo} || {hi} > (long long)_tknnz;
+if (k_bad) {lo} = {hi} = 0;  // nothing read from a broken segment
+if (k_ext == 0 && {hi} > {lo}) {{ k_bad = 1; {hi} = {lo}; }}
+if ({lo} < {hi}) {{
+    int k_b = 0;
+    {{
+        const long long p = {lo};
+        const k_U k_c = (k_U){crd}[p];
+        k_b |= k_c >= k_ext;
+        const k_U c = k_c < k_ext ? k_c : 0;
+        {each}
+    }}
+    for (long long p = {lo} + 1; p < {hi}; ++p) {{
+        const k_U k_c = (k_U){crd}[p];
+        k_b |= (k_c >= k_ext){order};
+        const k_U c = k_c < k_ext ? k_c : 0;
+        {each}
+    }}
+    k_bad |= k_b;
+}}
+if (k_bad) {FAIL};
+}}
+'''
+
+
+_COUNT = ctypes.CFUNCTYPE(ctypes.c_ulonglong)
+_FROM = ctypes.CFUNCTYPE(ctypes.c_longlong)
+
+
+def _has(lib, name: str) -> bool:
+    try:
+        lib.get_symbol(name)
+    except (KeyError, ReferenceError, AttributeError, OSError):
+        return False
+    return True
+
+
+def _function(lib, name: str, proto):
+    return proto(ctypes.cast(lib.get_symbol(name), ctypes.c_void_p).value)
+
+
+def symbols(lib, arguments) -> Optional[tuple]:
+    """``(failure_count, checked)`` for a loaded library (DaCe's ``ReloadableDLL``): the
+    counter's reader, and for each of ``arguments`` that its kernels check, from how many
+    bytes of indices on they do; None when they check none."""
+    checked: Dict[str, int] = {
+        a: int(_function(lib, f'__ss_checked_in_kernel_{a}', _FROM)())
+        for a in arguments if _has(lib, f'__ss_checked_in_kernel_{a}')
+    }
+    if not checked or not _has(lib, '__ss_kernel_check_failure_count'):
+        return None
+    return _function(lib, '__ss_kernel_check_failure_count', _COUNT), checked
