@@ -228,20 +228,15 @@ for (; s_c0 < s_K; ++s_c0) {{
     ]
 
 
-def spmv_row(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: str, ctype: str, check=None) -> List[str]:
+def spmv_row(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: str, ctype: str, check) -> List[str]:
     """Generated-source lines for ``y[i] = sum_p vals[p] * x[crd[p]]`` over the stored
-    entries ``p`` in ``[lo, hi)`` of one row, as one tasklet.
-
-    ``check``: None, or a :class:`sdfgsparse.lowering.kernel_checks.RowCheck` — then the
-    row also checks its part of the storage as it reads it (segment within ``[0, nnz]``,
-    indices below their extent and, where the level is ordered, increasing), reads only
-    in range whatever it finds, and reports a problem through the library's counter."""
-    if check is None:
-        body = """
-for (long long p = v_lo; p < v_hi; ++p) v_acc += v_v[p] * v_x[v_c[p]];
-"""
-    else:
-        body = check.row_walk('v_lo', 'v_hi', 'v_c', 'v_acc += v_v[{p}] * v_x[{c}];')
+    entries ``p`` in ``[lo, hi)`` of one row, as one tasklet that also checks its part of
+    the storage as it reads it (``check``: a
+    :class:`sdfgsparse.lowering.kernel_checks.RowCheck`): the segment within ``[0, nnz]``,
+    the indices below their extent and, where the level is ordered, increasing; it reads
+    only in range whatever it finds and reports a problem through the library's counter.
+    (Without checks, DaCe's own lowering of the row loop is as fast or faster.)"""
+    body = check.row_walk('v_lo', 'v_hi', 'v_c', 'v_acc += v_v[{p}] * v_x[{c}];')
     code = f'''
 typedef {ctype} v_V;
 long long v_lo = _tlo, v_hi = _thi;
@@ -252,13 +247,13 @@ v_V v_acc = 0;
 {body}
 _ty = v_acc;
 '''
-    return (check.inputs() if check else []) + [
+    return check.inputs() + [
         f'_lo = dace.int64({lo})',
         f'_hi = dace.int64({hi})',
         'with dace.tasklet(dace.Language.CPP):',
         '    _tlo << _lo',
         '    _thi << _hi',
-    ] + ['    ' + c for c in (check.CONNECTORS if check else [])] + [
+    ] + ['    ' + c for c in check.CONNECTORS] + [
         f'    _tc << {crd}',
         f'    _tv << {vals}',
         f'    _tx << {x}',

@@ -92,13 +92,13 @@ class Entries:
             return None
         return outer, inner, inner.coord[:-len(suffix)], inner.bounds[0][:-len(row)]
 
-    def emit_row_map(self, kb: KernelBuilder):
+    def emit_row_map(self, kb: KernelBuilder, indent: int = 0):
         """Open the parallel map over the rows of a :meth:`row_walk` (its body goes at
-        indent 1: one whole-row tasklet per iteration)."""
+        ``indent + 1``: one whole-row tasklet per iteration)."""
         st = self.type
         kb.symbols_of(st.rows, st.cols, *st.sizes.values())
         outer = self.pieces[0]
-        kb.line(f'for {outer.var} in dace.map[{outer.bounds[0]}:{outer.bounds[1]}]:')
+        kb.line(f'for {outer.var} in dace.map[{outer.bounds[0]}:{outer.bounds[1]}]:', indent)
 
     def emit(self,
              kb: KernelBuilder,
@@ -177,7 +177,7 @@ def update(target: str, term: str, op: str = '+') -> str:
 
 
 def emit_accumulate(kb: KernelBuilder, ent: Entries, target: str, index: str, term: str, written_dim: int,
-                    hint: str, dtype, shape: Sequence, finish=None):
+                    hint: str, dtype, shape: Sequence, finish=None, indent: int = 0):
     """``target[index] += term`` over all stored entries, where ``index`` runs along matrix
     dimension ``written_dim``: one scalar accumulator per outer iteration when the outer
     level is that dimension, in-place updates otherwise (see :meth:`Entries.strategy`).
@@ -187,11 +187,14 @@ def emit_accumulate(kb: KernelBuilder, ent: Entries, target: str, index: str, te
     strat = ent.strategy(written_dim, hint)
     if strat == 'acc':
         final = finish('acc', [index]) if finish else 'acc'
-        ent.emit(kb, [f'acc += {term}'], parallel=True, pro=[f'acc = {kb.dtype(dtype)}(0)'],
-                 epi=[f'{target}[{index}] = {final}'])
+        ent.emit(kb, [f'acc += {term}'],
+                 parallel=True,
+                 pro=[f'acc = {kb.dtype(dtype)}(0)'],
+                 epi=[f'{target}[{index}] = {final}'],
+                 indent=indent)
         return
-    zero_fill(kb, target, shape)
-    ent.emit(kb, [update(f'{target}[{index}]', term)], parallel=strat != 'sequential')
+    zero_fill(kb, target, shape, indent)
+    ent.emit(kb, [update(f'{target}[{index}]', term)], parallel=strat != 'sequential', indent=indent)
     if finish:
-        kb.line(f'for z0 in dace.map[0:{pyexpr(shape[0])}]:')
-        kb.line(f'    {target}[z0] = {finish(f"{target}[z0]", ["z0"])}')
+        kb.line(f'for z0 in dace.map[0:{pyexpr(shape[0])}]:', indent)
+        kb.line(f'    {target}[z0] = {finish(f"{target}[z0]", ["z0"])}', indent)

@@ -3,7 +3,7 @@
 A warm call checks each sparse argument before it runs the kernel
 (:mod:`sdfgsparse.lowering.storage_check`): one more pass over the index arrays. For
 indices that no longer fit in cache that pass reads them from memory a second time
-(banded-2M, 18M entries, SpMV: ~6 of ~25 ms). A kernel that walks every stored entry of
+(banded-2M, 18M entries, SpMV: ~7 of ~27 ms). A kernel that walks every stored entry of
 the argument anyway can check them on the way instead — an unsigned compare of each index
 against its extent, a compare with the previous index for the order, and
 ``0 <= lo <= hi <= nnz`` for each segment — with every read clamped into range, so that
@@ -45,12 +45,13 @@ from sdfgsparse.formats import is_sparse_desc
 __all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN_KERNEL_FROM']
 
 #: Bytes of an argument's indices from which its kernels check it (and the call does not
-#: check it first). Below, the indices are still in cache when the kernel reads them after
-#: the check, and the checks inside the loop cost more than the pass they save (2 threads,
-#: interleaved with the peers, sdfgsparse SpMV before -> after: banded-200k, 1.8M entries,
-#: 0.94 -> 1.12 ms; delaunay_n16 0.75 -> 1.14 ms). Above, the separate pass reads them from
-#: memory once more (banded-2M, 18M entries: 24.5 -> 18.8 ms; rmat-s20, 16M entries with
-#: random columns: 45.6 -> 46.8 ms, the gathers dominate).
+#: check it first). SpMV, 2 threads, interleaved with the peers, call checking first ->
+#: kernel checking: banded-2M (18M entries, 72 MB of indices) 27.3 -> 20.6 ms; rmat-s20
+#: (16M entries, random columns: the gathers dominate) 49.8 -> 50.2 ms; below, where the
+#: indices stay in cache between the check and the kernel, the checks inside the loop cost
+#: more than the pass they save (banded-200k, 1.8M entries: 1.35 -> 1.74 ms; rmat-s16:
+#: 1.68 -> 1.80 ms). A banded matrix of 72M entries, standalone: the check before the call
+#: adds ~40 ms to a ~65 ms SpMV, the check in the kernel 10-25 ms.
 IN_KERNEL_FROM = 64 << 20
 
 #: What a kernel calls when it finds broken storage (declared by :func:`global_code`).
@@ -156,6 +157,7 @@ class RowCheck:
 
     def __init__(self, nnz: str, extent: str, index_dtype, ordered: bool, unique: bool):
         self.unsigned, self.half = _UNSIGNED[np.dtype(index_dtype)]
+        self.itemsize = np.dtype(index_dtype).itemsize
         self.nnz, self.extent = nnz, extent
         self.order = ('<=' if unique else '<') if ordered else None
 
@@ -171,19 +173,20 @@ class RowCheck:
     #: The tasklet's connectors for :meth:`inputs`.
     CONNECTORS = ['_tknnz << _knnz', '_tkext << _kext']
 
+    def applies(self) -> str:
+        """Generated-Python condition under which the kernel checks (:data:`IN_KERNEL_FROM`
+        bytes of indices or more); otherwise it runs its plain walk and the call checks
+        first."""
+        return f'{self.nnz} * {self.itemsize} >= {IN_KERNEL_FROM}'
+
     def row_walk(self, lo: str, hi: str, crd: str, body: str) -> str:
-        """C++ that runs ``body`` (with ``{p}``: the position, ``{c}``: the index) for
-        every entry of the segment; ``lo`` and ``hi`` are mutable ``long long`` variables.
-        From :data:`IN_KERNEL_FROM` bytes of indices on, it also checks the segment, reads
-        indices clamped into range and calls :data:`FAIL` when the segment is broken.
+        """C++ that runs ``body`` (with ``{p}``: the position, ``{c}``: the index, clamped
+        into range) for every entry of the segment while checking it; ``lo`` and ``hi``
+        are mutable ``long long`` variables. Calls :data:`FAIL` when the segment is broken.
         The tasklet needs the :data:`CONNECTORS`."""
-        plain = body.format(p='p', c=f'{crd}[p]')
         each = body.format(p='p', c='c')
         order = f' | ({crd}[p] {self.order} {crd}[p - 1])' if self.order else ''
         return f'''
-if ((long long)_tknnz * (long long)sizeof({crd}[0]) < {IN_KERNEL_FROM}LL) {{
-    for (long long p = {lo}; p < {hi}; ++p) {{ {plain} }}
-}} else {{
 typedef {self.unsigned} k_U;
 const long long k_extent = _tkext;
 const k_U k_ext = (k_U)(k_extent < {self.half} ? k_extent : {self.half});
@@ -208,7 +211,6 @@ if ({lo} < {hi}) {{
     k_bad |= k_b;
 }}
 if (k_bad) {FAIL};
-}}
 '''
 
 

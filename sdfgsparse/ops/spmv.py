@@ -22,10 +22,11 @@ class ExpandSpMVPure(ExpandTransformation):
     """Co-iterates the levels of A: a scalar accumulator per row when the outer level owns
     the rows, otherwise in-place updates (sequential when rows are scattered).
 
-    A plain row walk (CSR, or CSC seen as ``A.T``) is one tasklet per row
-    (:func:`~sdfgsparse.lowering.dense_loops.spmv_row`); when A is an argument that only
-    such kernels read (:func:`sdfgsparse.lowering.kernel_checks.claims`), the rows also
-    check A's storage as they read it, and the call skips its check before the kernel."""
+    When A is an argument that only such kernels read and its walk is a plain row walk
+    (CSR, or CSC seen as ``A.T``; :func:`sdfgsparse.lowering.kernel_checks.claims`), a
+    large A is walked by one tasklet per row that also checks A's storage as it reads it
+    (:func:`~sdfgsparse.lowering.dense_loops.spmv_row`), and the call skips its check
+    before the kernel."""
     environments = []
 
     @staticmethod
@@ -36,28 +37,31 @@ class ExpandSpMVPure(ExpandTransformation):
         y = node.connected(state, Y)
         finish = (lambda v, idx: node_epilogue(node, v, idx)) if node.epilogue else None
         row = node.row_walk(state, ent)
-        if row is not None:
-            _, inner, crd, _ = row
-            argument = kernel_checks.claims(node, sdfg)
-            check = None
-            if argument is not None:
-                stored = node.sparse_type(state, 'A')
-                lvl = stored.fmt.levels[1]
-                check = kernel_checks.RowCheck(pyexpr(stored.sizes['n1']),
-                                               pyexpr(stored.fmt.extents(stored.rows, stored.cols)[1]),
-                                               stored.index_dtype.type, lvl.ordered, lvl.unique)
-            ent.emit_row_map(kb)
-            for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check):
-                kb.line(l, 1)
-            if finish:
-                kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', 1)
-            kernel = kb.build()
-            if argument is not None:
-                kernel_checks.add_to(kernel, argument)
-            return kernel
+        argument = kernel_checks.claims(node, sdfg) if row is not None else None
+        if argument is None:
+            emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype, y.shape,
+                            finish)
+            return kb.build()
+        # A large A is checked by the rows as they read it (one tasklet per row); below
+        # that size, the loop above and the call's check before it
+        _, inner, crd, _ = row
+        stored = node.sparse_type(state, 'A')
+        lvl = stored.fmt.levels[1]
+        check = kernel_checks.RowCheck(pyexpr(stored.sizes['n1']),
+                                       pyexpr(stored.fmt.extents(stored.rows, stored.cols)[1]),
+                                       stored.index_dtype.type, lvl.ordered, lvl.unique)
+        kb.line(f'if {check.applies()}:')
+        ent.emit_row_map(kb, indent=1)
+        for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check):
+            kb.line(l, 2)
+        if finish:
+            kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', 2)
+        kb.line('else:')
         emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype, y.shape,
-                        finish)
-        return kb.build()
+                        finish, indent=1)
+        kernel = kb.build()
+        kernel_checks.add_to(kernel, argument)
+        return kernel
 
 
 @dace.library.node

@@ -271,3 +271,27 @@ def test_claims_survive_a_copy_of_the_sdfg():
     cnodes = [n for n, _ in clone.all_nodes_recursive() if hasattr(n, 'checks_in_kernel')]
     assert all(kernel_checks.claims(n, clone) == 'A' for n in cnodes)
     assert not any(n in clone.__dict__['_ss_kernel_checks'] for n in nodes)
+
+
+@dace.program
+def kc_spmv_relu(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return np.maximum(2.0 * (A @ x), 0)
+
+
+def test_checked_rows_apply_a_fused_epilogue(rng, in_kernel):
+    """SparseEpilogueFusion on a program compiled with ss.compile: the checking row
+    tasklet applies the epilogue, agrees with the unfused SDFG, and catches bad storage."""
+    from sdfgsparse.transformations import SparseEpilogueFusion
+    sdfg = kc_spmv_relu.to_sdfg()
+    assert sdfg.apply_transformations_repeated(SparseEpilogueFusion) == 2
+    fused = ss.compile(sdfg)
+    A = sp.random_array((60, 45), density=0.15, format='csr', rng=rng, data_sampler=rng.standard_normal)
+    x = rng.standard_normal(45)
+    for _ in range(2):
+        np.testing.assert_allclose(fused(A=A, x=x), np.maximum(2 * (A @ x), 0), rtol=1e-12)
+    plan = next(p for ps in fused._plans.values() for p in ps)
+    assert plan.sparse_slots[0].in_kernel_from == 0
+    B = A.copy()
+    B.indices[2] = 45
+    with pytest.raises(errors.InvalidIndexError, match=r'A: crd1\[2\] = 45 is out of range'):
+        fused(A=B, x=x)
