@@ -46,12 +46,11 @@ __all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN
 
 #: Bytes of an argument's indices from which its kernels check it (and the call does not
 #: check it first). SpMV, 2 threads, interleaved with the peers, call checking first ->
-#: kernel checking: banded-2M (18M entries, 72 MB of indices) 27.3 -> 20.6 ms; rmat-s20
-#: (16M entries, random columns: the gathers dominate) 49.8 -> 50.2 ms; below, where the
-#: indices stay in cache between the check and the kernel, the checks inside the loop cost
-#: more than the pass they save (banded-200k, 1.8M entries: 1.35 -> 1.74 ms; rmat-s16:
-#: 1.68 -> 1.80 ms). A banded matrix of 72M entries, standalone: the check before the call
-#: adds ~40 ms to a ~65 ms SpMV, the check in the kernel 10-25 ms.
+#: kernel checking: banded-2M (18M entries, 72 MB of indices) 24.6 -> 17.4 ms (torch
+#: 14.7), a band of 72M entries 99.6 -> 68.3 ms (torch 73.0); rmat-s20 (16M entries,
+#: random columns: the gathers dominate) 47.7 -> 48.6 ms. Below, where the indices stay in
+#: cache between the check and the kernel, the checks inside the loop cost more than the
+#: pass they save (banded-200k, 1.8M entries: 1.35 -> 1.74 ms; rmat-s16: 1.68 -> 1.80 ms).
 IN_KERNEL_FROM = 64 << 20
 
 #: What a kernel calls when it finds broken storage (declared by :func:`global_code`).

@@ -98,6 +98,10 @@ def _edits(rng, A):
               ('indices', p + 1, int(A.indices[p])), ('indices', p, int(A.indices[p + 1])),
               ('indptr', m, nnz + 1), ('indptr', m, nnz - 1), ('indptr', 1, nnz + 5), ('indptr', 0, 1),
               ('indptr', m // 2, -3)]
+    last = int(np.flatnonzero(np.diff(A.indptr) >= 2)[-1])  # in the last rows
+    q = int(A.indptr[last])
+    chosen += [('indices', q + 1, int(A.indices[q])), ('indices', q, int(A.indices[q + 1])),
+               ('indptr', m - 1, int(A.indptr[m - 2]) - 1)]
     for _ in range(12):
         member = ['indices', 'indptr'][rng.integers(2)]
         top = n if member == 'indices' else nnz
@@ -114,10 +118,16 @@ def _edits(rng, A):
 def test_kernel_checks_agree_with_validation(rng, in_kernel, prog, dtype, idt):
     """Valid storage gives scipy's result; every broken one raises exactly the error of the
     full validation, and the next valid call is right again."""
-    A = _random(rng, 120, 90, 0.08, dtype, idt)
+    # a few rows; many rows, some empty, in more than one block per thread
+    for m, n, density in [(120, 90, 0.08), (785, 300, 0.01)]:
+        _agree(rng, prog, m, n, density, dtype, idt)
+
+
+def _agree(rng, prog, m, n, density, dtype, idt):
+    A = _random(rng, m, n, density, dtype, idt)
     if A.indices.dtype != idt:
         pytest.skip('scipy narrowed the index arrays')
-    x = rng.standard_normal(90).astype(dtype)
+    x = rng.standard_normal(n).astype(dtype)
     tol = 1e-12 if dtype == np.float64 else 1e-4
     for _ in range(2):
         np.testing.assert_allclose(prog(A, x), A @ x, rtol=tol, atol=tol)
