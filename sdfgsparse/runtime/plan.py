@@ -110,8 +110,9 @@ class _SparseSlot:
             return None
         return marshal._torch_members(v)
 
-    def bind(self, v, syms: Dict[str, int], origin: Dict[str, Any], keep: List[Any]):
-        """The struct for ``v`` (or None: take the full path); defines its symbols."""
+    def bind(self, v, syms: Dict[str, int], origin: Dict[str, Any], keep: List[Any], in_kernel: List[str]):
+        """The struct for ``v`` (or None: take the full path); defines its symbols. Appends
+        its name to ``in_kernel`` when the kernels check its entries in this call."""
         got = self._arrays(v)
         if got is None:
             return None
@@ -135,10 +136,12 @@ class _SparseSlot:
             sizes = marshal._sizes(self.fmt, arrays, (rows, cols))
         else:
             sizes = {key: arrays[member].shape[0] for key, member in self.size_specs}
-        if marshal.VALIDATE['on'] and not self.check(
-                arrays, rows, cols, sizes,
-                contents=self.in_kernel_from is None or sizes['n1'] * self.index_size < self.in_kernel_from):
-            return None
+        if marshal.VALIDATE['on']:
+            contents = self.in_kernel_from is None or sizes['n1'] * self.index_size < self.in_kernel_from
+            if not self.check(arrays, rows, cols, sizes, contents=contents):
+                return None
+            if not contents:
+                in_kernel.append(self.name)
         values = {'rows': rows, 'cols': cols, **sizes}
         for sym, key in self.symbols:
             val = values[key]
@@ -345,8 +348,9 @@ class CallPlan:
         ptrs = [None] * self.nargs
         keep = []
         origin = {} if self.capacities else None
+        in_kernel = []
         for slot in self.sparse_slots:
-            obj = slot.bind(args[slot.index], syms, origin, keep)
+            obj = slot.bind(args[slot.index], syms, origin, keep, in_kernel)
             if obj is None:
                 return MISS
             keep.append(obj)
@@ -366,7 +370,7 @@ class CallPlan:
         cargs = [csdfg._libhandle]
         for kind, key in self.sources:
             cargs.append(ptrs[key] if kind == 0 else rets[key][1] if kind == 1 else syms[key])
-        failures = self.failures if marshal.VALIDATE['on'] else None
+        failures = self.failures if in_kernel else None  # only when a kernel checks in this call
         if failures is not None:
             before = failures()
         self.func(*cargs)
