@@ -41,6 +41,7 @@ import numpy as np
 from dace.sdfg import nodes
 
 from sdfgsparse.formats import is_sparse_desc
+from sdfgsparse.lowering.storage_check import INDEX_CTYPES, library_function
 
 __all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN_KERNEL_FROM']
 
@@ -135,14 +136,6 @@ def add_to(kernel: dace.SDFG, argument: str) -> None:
     kernel.append_global_code(global_code(argument))
 
 
-#: Unsigned type and the clamp of the extent per index dtype: read as unsigned, a negative
-#: index is at least 2^(bits-1), above any valid one.
-_UNSIGNED = {
-    np.dtype(np.int32): ('uint32_t', '(1LL << 31)'),
-    np.dtype(np.int64): ('uint64_t', '(long long)(~0ULL >> 1)'),
-}
-
-
 class RowCheck:
     """The check of one segment ``[lo, hi)`` of a compressed level with its positions
     (``pos``) and indices (``crd``), woven into a loop over the segment's entries.
@@ -155,14 +148,14 @@ class RowCheck:
     """
 
     def __init__(self, nnz: str, extent: str, index_dtype, ordered: bool, unique: bool):
-        self.unsigned, self.half = _UNSIGNED[np.dtype(index_dtype)]
+        _, _, self.unsigned, self.half = INDEX_CTYPES[np.dtype(index_dtype)]
         self.itemsize = np.dtype(index_dtype).itemsize
         self.nnz, self.extent = nnz, extent
         self.order = ('<=' if unique else '<') if ordered else None
 
     @staticmethod
     def supports(index_dtype) -> bool:
-        return np.dtype(index_dtype) in _UNSIGNED
+        return np.dtype(index_dtype) in INDEX_CTYPES
 
     def inputs(self) -> List[str]:
         """Generated-source lines before the tasklet: the sizes it compares with, as
@@ -217,26 +210,13 @@ _COUNT = ctypes.CFUNCTYPE(ctypes.c_ulonglong)
 _FROM = ctypes.CFUNCTYPE(ctypes.c_longlong)
 
 
-def _has(lib, name: str) -> bool:
-    try:
-        lib.get_symbol(name)
-    except (KeyError, ReferenceError, AttributeError, OSError):
-        return False
-    return True
-
-
-def _function(lib, name: str, proto):
-    return proto(ctypes.cast(lib.get_symbol(name), ctypes.c_void_p).value)
-
-
 def symbols(lib, arguments) -> Optional[tuple]:
     """``(failure_count, checked)`` for a loaded library (DaCe's ``ReloadableDLL``): the
     counter's reader, and for each of ``arguments`` that its kernels check, from how many
     bytes of indices on they do; None when they check none."""
-    checked: Dict[str, int] = {
-        a: int(_function(lib, f'__ss_checked_in_kernel_{a}', _FROM)())
-        for a in arguments if _has(lib, f'__ss_checked_in_kernel_{a}')
-    }
-    if not checked or not _has(lib, '__ss_kernel_check_failure_count'):
+    found = {a: library_function(lib, f'__ss_checked_in_kernel_{a}', _FROM) for a in arguments}
+    checked: Dict[str, int] = {a: int(f()) for a, f in found.items() if f is not None}
+    count = library_function(lib, '__ss_kernel_check_failure_count', _COUNT)
+    if not checked or count is None:
         return None
-    return _function(lib, '__ss_kernel_check_failure_count', _COUNT), checked
+    return count, checked

@@ -29,12 +29,14 @@ import numpy as np
 
 from sdfgsparse.formats.format import is_sparse_desc, sparse_type_of
 
-__all__ = ['PARALLEL', 'add_to', 'symbols', 'global_code']
+__all__ = ['PARALLEL', 'INDEX_CTYPES', 'add_to', 'symbols', 'global_code', 'library_function']
 
 #: Entries above which the check runs in parallel (below, one thread is faster).
 PARALLEL = 1 << 16
 
-_CTYPES = {
+#: Per index dtype: symbol suffix, C type, unsigned C type, and the clamp of an extent
+#: (read as unsigned, a negative index is at least 2^(bits-1), above any valid one).
+INDEX_CTYPES = {
     np.dtype(np.int32): ('int32', 'int32_t', 'uint32_t', '(1LL << 31)'),
     np.dtype(np.int64): ('int64', 'int64_t', 'uint64_t', '(long long)(~0ULL >> 1)'),
 }
@@ -43,7 +45,7 @@ _CTYPES = {
 def global_code(index_dtype) -> Optional[str]:
     """C++ source of both checks for one index dtype (None for other dtypes); guarded, so
     several kernels of one program can each carry it."""
-    names = _CTYPES.get(np.dtype(index_dtype))
+    names = INDEX_CTYPES.get(np.dtype(index_dtype))
     if names is None:
         return None
     suffix, T, U, HALF = names
@@ -141,19 +143,25 @@ _COMPRESSED = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _LL, ctypes.c_void
 _RANGE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _LL, _LL)
 
 
+def library_function(lib, name: str, proto):
+    """The exported function ``name`` of a loaded kernel library (DaCe's
+    ``ReloadableDLL``) as ``proto`` (a ctypes function type), or None when it has none."""
+    try:
+        address = lib.get_symbol(name)
+    except (KeyError, ReferenceError, AttributeError, OSError):
+        return None
+    return proto(ctypes.cast(address, ctypes.c_void_p).value)
+
+
 def symbols(lib, index_dtype) -> Optional[Dict[str, object]]:
-    """``{'compressed': f, 'in_range': f}`` from a loaded kernel library (DaCe's
-    ``ReloadableDLL``), or None when the library has no checks for this index dtype (built
-    before they existed, or by a kernel without sparse arguments)."""
-    names = _CTYPES.get(np.dtype(index_dtype))
+    """``{'compressed': f, 'in_range': f}`` from a loaded kernel library, or None when the
+    library has no checks for this index dtype (built before they existed, or by a kernel
+    without sparse arguments)."""
+    names = INDEX_CTYPES.get(np.dtype(index_dtype))
     if names is None:
         return None
-    try:
-        comp = lib.get_symbol(f'__ss_check_compressed_{names[0]}')
-        rng = lib.get_symbol(f'__ss_check_range_{names[0]}')
-    except (KeyError, ReferenceError, AttributeError):
+    comp = library_function(lib, f'__ss_check_compressed_{names[0]}', _COMPRESSED)
+    rng = library_function(lib, f'__ss_check_range_{names[0]}', _RANGE)
+    if comp is None or rng is None:
         return None
-    return {
-        'compressed': _COMPRESSED(ctypes.cast(comp, ctypes.c_void_p).value),
-        'in_range': _RANGE(ctypes.cast(rng, ctypes.c_void_p).value),
-    }
+    return {'compressed': comp, 'in_range': rng}
