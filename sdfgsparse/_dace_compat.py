@@ -28,8 +28,35 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
 5. Default cache (1.0.2): ``compiler.use_cache`` keys builds by program name, so two
    programs with the same name overwrite each other's build. We set ``cache = 'hash'``
    (unless the user chose a policy through ``DACE_cache``).
+7. Build type (1.0.2): DaCe's default ``compiler.build_type`` compiled every kernel at
+   ``-O2``; we set ``Release`` (``-O3``) unless ``DACE_compiler_build_type`` says otherwise.
+8. ``SDFG.build_folder`` (1.0.2): with ``cache = 'hash'`` DaCe names the folder by an MD5
+   of the SDFG's JSON *including every node's random GUID*, so no two SDFG objects — no
+   second process, no re-parse — ever share a folder: every run built from scratch and
+   the cache folder grew by a build per program per run (1,173 folders, 2 GB here).
+   The folder is named by ``SDFG.hash_sdfg()`` instead (DaCe's own content hash, which
+   leaves out GUIDs, names and the transformation history) plus a fingerprint of
+   sdfgsparse's sources, so that a build made by an older sdfgsparse is not reused. Code
+   is still regenerated on every build (DaCe's ``regenerate_code``), but unchanged files
+   are not rewritten, CMake is not reconfigured and ``make`` finds the library up to
+   date. Builds of one folder by two processes at once (pytest-xdist workers) take turns
+   (a ``flock`` on the folder's ``.sdfgsparse-build.lock``, patch 9's wrapper).
+9. CMake configure (1.0.2): every new build folder runs a full CMake configure — compiler
+   identification, ABI detection, ``find_package(OpenMP)`` test builds — about 0.7 s of a
+   2.5 s cold compile here, identical for every program of one configuration. After a
+   build, its ``CMakeCache.txt`` and compiler-detection files are kept as a *seed* in
+   ``$SDFGSPARSE_CMAKE_SEEDS/<key>`` (default ``~/.cache/sdfgsparse/cmake-seeds``, or under
+   ``$XDG_CACHE_HOME``; set the variable empty to switch seeds off). The key hashes the
+   CMake command without the program's name, sources and folder, plus the paths, sizes and
+   times of ``cmake`` and the C/C++ compilers. A new build folder of the same key starts
+   from a copy of the seed, so CMake skips the detection (configure ~0.03 s); the command
+   still sets the program's name, sources and flags, and g++ still compiles everything.
+   When a seeded configure fails, DaCe's own retry wipes the build folder and configures
+   from scratch, and that build's configuration replaces the seed.
+   ``SEEDS['planted']`` counts the build folders started from a seed.
 """
 import os
+import re
 
 import dace
 import numpy as np
@@ -187,14 +214,153 @@ def _patch_build_folder():
         return
 
     def build_folder(self):
-        folder = prop.fget(self)
-        if '_build_folder' not in self.__dict__ and dace.Config.get('cache') == 'hash':
-            folder = f'{folder}_ss{source_fingerprint()}'
-        return folder
+        if '_build_folder' in self.__dict__ or dace.Config.get('cache') != 'hash':
+            return prop.fget(self)
+        base = dace.Config.get('default_build_folder')
+        return os.path.join(base, f'{self.name}_{self.hash_sdfg()[:32]}_ss{source_fingerprint()}')
 
     build_folder._sdfgsparse = True
     build_folder.__doc__ = prop.fget.__doc__
     dace.SDFG.build_folder = property(build_folder, prop.fset)
+
+
+# ---------------------------------------------------------------------- patch 9
+#: Build folders of this process that started from a seed (the benchmark reports it).
+SEEDS = {'planted': 0}
+_PLANTED = set()  # their paths
+_SEED_BUILD = '@SS_BUILD_DIR@'
+_TOOLCHAIN = []
+# arguments of DaCe's CMake command that name the program, its sources and its folder
+_PROGRAM_ARGS = re.compile(r'-DDACE_SRC_DIR="[^"]*"|-DDACE_FILES="[^"]*"|-DDACE_PROGRAM_NAME=\S+')
+
+
+def _toolchain() -> str:
+    """Paths, sizes and modification times of ``cmake`` and the C/C++ compilers."""
+    if not _TOOLCHAIN:
+        import shutil
+        parts = []
+        for tool in ('cmake', os.environ.get('CC') or 'cc', os.environ.get('CXX') or 'c++'):
+            path = shutil.which(tool)
+            if path:
+                real = os.path.realpath(path)
+                st = os.stat(real)
+                parts.append(f'{tool}={real}:{st.st_size}:{st.st_mtime_ns}')
+            else:
+                parts.append(f'{tool}=?')
+        _TOOLCHAIN.append(';'.join(parts))
+    return _TOOLCHAIN[0]
+
+
+def cmake_seed_key(command: str) -> str:
+    """The seed key of a DaCe CMake configure command (see patch 9)."""
+    import hashlib
+    general = _PROGRAM_ARGS.sub('', command)
+    return hashlib.sha256(f'{general}\n{_toolchain()}'.encode()).hexdigest()[:16]
+
+
+def _seed_path(command: str):
+    """Where the seed of ``command`` lives, or None when seeds are switched off."""
+    root = os.environ.get('SDFGSPARSE_CMAKE_SEEDS')
+    if root is None:
+        base = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+        root = os.path.join(base, 'sdfgsparse', 'cmake-seeds')
+    return os.path.join(root, cmake_seed_key(command)) if root else None
+
+
+def _version_dirs(cmake_files: str):
+    """CMake's per-version folders of compiler-detection results in ``CMakeFiles``."""
+    if not os.path.isdir(cmake_files):
+        return []
+    return [d for d in os.listdir(cmake_files) if re.fullmatch(r'\d+\.\d+[\w.-]*', d)]
+
+
+def _plant_seed(build_folder: str, command: str) -> bool:
+    """Start an unconfigured build folder from the seed of its command, if there is one."""
+    import shutil
+    seed = _seed_path(command)
+    if seed is None or os.path.isfile(os.path.join(build_folder, 'CMakeCache.txt')):
+        return False
+    cache = os.path.join(seed, 'CMakeCache.txt')
+    if not os.path.isfile(cache):
+        return False
+    try:
+        with open(cache) as f:
+            text = f.read().replace(_SEED_BUILD, os.path.abspath(build_folder))
+        for d in _version_dirs(os.path.join(seed, 'CMakeFiles')):
+            shutil.copytree(os.path.join(seed, 'CMakeFiles', d), os.path.join(build_folder, 'CMakeFiles', d),
+                            dirs_exist_ok=True)
+        with open(os.path.join(build_folder, 'CMakeCache.txt'), 'w') as f:
+            f.write(text)
+    except OSError:
+        return False
+    SEEDS['planted'] += 1
+    _PLANTED.add(os.path.abspath(build_folder))
+    return True
+
+
+def _keep_seed(build_folder: str) -> None:
+    """After a successful build: keep its configuration as the seed of its command. A
+    folder started from a seed has no ``CMakeOutput.log`` (CMake detected nothing); if it
+    has one, the seeded configure failed and DaCe configured from scratch: the seed is
+    replaced."""
+    import shutil
+    import tempfile
+    build = os.path.abspath(build_folder)
+    try:
+        with open(os.path.join(build, 'cmake_configure.sh')) as f:
+            command = f.read()
+        seed = _seed_path(command)
+        if seed is None:
+            return
+        if build in _PLANTED:
+            _PLANTED.discard(build)
+            if os.path.isfile(os.path.join(build, 'CMakeFiles', 'CMakeOutput.log')):
+                shutil.rmtree(seed, ignore_errors=True)
+        if os.path.isdir(seed):
+            return
+        with open(os.path.join(build, 'CMakeCache.txt')) as f:
+            text = f.read()
+        versions = _version_dirs(os.path.join(build, 'CMakeFiles'))
+        if build not in text or not versions:
+            return
+        os.makedirs(os.path.dirname(seed), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix='.tmp', dir=os.path.dirname(seed))
+        for d in versions:
+            shutil.copytree(os.path.join(build, 'CMakeFiles', d), os.path.join(tmp, 'CMakeFiles', d))
+        with open(os.path.join(tmp, 'CMakeCache.txt'), 'w') as f:
+            f.write(text.replace(build, _SEED_BUILD))
+        try:
+            os.rename(tmp, seed)  # atomic; another process may have kept one first
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        return
+
+
+def _patch_cmake_seed():
+    from dace.codegen import compiler
+    if getattr(compiler.configure_and_compile, '_sdfgsparse', False):
+        return
+    orig_identical, orig_build = compiler.identical_file_exists, compiler.configure_and_compile
+
+    def identical_file_exists(filename, file_contents):
+        same = orig_identical(filename, file_contents)
+        if not same and os.path.basename(filename) == 'cmake_configure.sh':
+            _plant_seed(os.path.dirname(filename), file_contents)
+        return same
+
+    def configure_and_compile(program_folder, program_name=None, output_stream=None):
+        import fcntl
+        with open(os.path.join(program_folder, '.sdfgsparse-build.lock'), 'w') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may build the same folder (patch 8)
+            result = orig_build(program_folder, program_name, output_stream)
+        _keep_seed(os.path.join(os.path.abspath(program_folder), 'build'))
+        return result
+
+    configure_and_compile._sdfgsparse = True
+    configure_and_compile.__doc__ = orig_build.__doc__
+    compiler.identical_file_exists = identical_file_exists
+    compiler.configure_and_compile = configure_and_compile
 
 
 def apply():
@@ -210,4 +376,5 @@ def apply():
     _patch_structure_json()
     _patch_return_arrays()
     _patch_build_folder()
+    _patch_cmake_seed()
     _applied['done'] = True

@@ -197,7 +197,8 @@ def format_report(result: BenchResult) -> str:
             if c.get('error'):
                 out.append(f'  {c["kernel"]:<8} build failed: {c["error"]}')
                 continue
-            cold = f'{c["cold_s"]:.2f}' + (' (in memory)' if c.get('in_memory') else '')
+            cold = f'{c["cold_s"]:.2f}' + (' (in memory)' if c.get('in_memory') else '') + \
+                (' (CMake seeded)' if c.get('cmake_seeded') else '')
             warm = '' if c.get('warm_cache_s') is None else f'{c["warm_cache_s"]:.2f}'
             if c.get('warm_cache_rebuilt'):
                 warm += ' (cache missed: rebuilt)'

@@ -7,7 +7,7 @@ JSON (``--json FILE``)::
                  "cpu": str, "cores": int, "memory_GiB": float, "llc_MiB": float | null,
                  "versions": {system or library: str}, "peers_skipped": {peer: reason},
                  "repeat": int, "warmup": int, "quick": bool, "timestamp": str, ...},
-     "compile": [{"kernel", "cold_s", "in_memory", "warm_cache_s", "warm_cache_rebuilt", "error"}],
+     "compile": [{"kernel", "cold_s", "in_memory", "cmake_seeded", "warm_cache_s", "warm_cache_rebuilt", "error"}],
      "optimize": [{"kernel", "matrix", "heuristics_ms", "optimize_s", "build_s", "steps", "error"}],
      "skipped": [{"kernel", "matrix", "reason"}],
      "results": [{"kernel", "matrix", "system", "median_s", "min_s", "max_s", "correct",

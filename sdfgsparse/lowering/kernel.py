@@ -5,6 +5,7 @@ Python function (maps for parallel loops, ``range`` for sequential and data-depe
 ones) and let DaCe's own frontend turn it into an SDFG. Level formats contribute the
 loop headers (:meth:`SparseFormat.iteration`), so every format gets every operation.
 """
+import hashlib
 import itertools
 import linecache
 import re
@@ -17,8 +18,6 @@ from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering import storage_check
 
 __all__ = ['KernelBuilder', 'pyexpr']
-
-_counter = itertools.count()
 
 
 class KernelBuilder:
@@ -83,7 +82,9 @@ class KernelBuilder:
 
     def build(self) -> dace.SDFG:
         src = self.source()
-        fname = f'<sdfgsparse-kernel-{self.name}-{next(_counter)}>'
+        # named by its text: the name ends up in the SDFG's debug info, which DaCe's hash
+        # cache keys builds by (a per-process counter here made each later build miss)
+        fname = f'<sdfgsparse-kernel-{self.name}-{hashlib.sha256(src.encode()).hexdigest()[:12]}>'
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
         ns = dict(self.globals)
         exec(compile(src, fname, 'exec'), ns)

@@ -1,0 +1,133 @@
+"""Patches 8 and 9 of ``sdfgsparse._dace_compat``: build folders named by the SDFG's
+content, and new build folders that start from a CMake seed.
+
+Each test builds into its own DaCe build folder with its own seed folder, so the builds
+are real cold builds (code generation, CMake, g++)."""
+import re
+
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse import _dace_compat
+
+M, N = dace.symbol('M'), dace.symbol('N')
+
+
+def _spmv_program():
+    # a new program object per call: DaCe's in-memory cache must not answer
+
+    @dace.program
+    def seed_spmv(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+        return A @ x
+
+    return seed_spmv
+
+
+def _scaled_program():
+
+    @dace.program
+    def seed_scaled(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+        return 2.0 * (A @ x)
+
+    return seed_scaled
+
+
+@pytest.fixture
+def folders(tmp_path, monkeypatch):
+    seeds = tmp_path / 'seeds'
+    monkeypatch.setenv('SDFGSPARSE_CMAKE_SEEDS', str(seeds))
+    with dace.config.set_temporary('default_build_folder', value=str(tmp_path / 'build')):
+        yield seeds, tmp_path / 'build'
+
+
+def _matrix():
+    A = sp.random(30, 20, density=0.2, format='csr', random_state=3)
+    return A, np.random.default_rng(3).random(20)
+
+
+def _build_dirs(build):
+    return sorted(p / 'build' for p in build.iterdir() if (p / 'build').is_dir())
+
+
+def test_second_program_starts_from_the_seed_of_the_first(folders):
+    seeds, build = folders
+    A, x = _matrix()
+    planted = _dace_compat.SEEDS['planted']
+    np.testing.assert_allclose(_spmv_program()(A, x), A @ x)
+    # the first build configured from scratch and left one seed, without its own path
+    assert _dace_compat.SEEDS['planted'] == planted
+    (seed, ) = list(seeds.iterdir())
+    (first, ) = _build_dirs(build)
+    assert (first / 'CMakeFiles' / 'CMakeOutput.log').is_file()
+    text = (seed / 'CMakeCache.txt').read_text()
+    assert str(first) not in text and '@SS_BUILD_DIR@' in text
+    assert list((seed / 'CMakeFiles').iterdir())
+
+    np.testing.assert_allclose(_scaled_program()(A, x), 2.0 * (A @ x))
+    assert _dace_compat.SEEDS['planted'] == planted + 1
+    second = next(d for d in _build_dirs(build) if d != first)
+    # CMake detected nothing: the compiler results came from the seed
+    assert not (second / 'CMakeFiles' / 'CMakeOutput.log').exists()
+    cache = (second / 'CMakeCache.txt').read_text()
+    assert f'CMAKE_CACHEFILE_DIR:INTERNAL={second}' in cache and '@SS_BUILD_DIR@' not in cache
+    assert re.search(r'^DACE_PROGRAM_NAME:STRING=\w*seed_scaled$', cache, re.M)
+    assert len(list(seeds.iterdir())) == 1
+
+
+def test_a_broken_seed_falls_back_to_a_full_configure_and_is_replaced(folders):
+    seeds, build = folders
+    A, x = _matrix()
+    np.testing.assert_allclose(_spmv_program()(A, x), A @ x)
+    (seed, ) = list(seeds.iterdir())
+    good = (seed / 'CMakeCache.txt').read_text()
+    broken = '\n'.join('CMAKE_CXX_COMPILER:FILEPATH=/nonexistent/c++' if l.startswith('CMAKE_CXX_COMPILER:') else l
+                       for l in good.splitlines())
+    assert broken != good
+    (seed / 'CMakeCache.txt').write_text(broken)
+
+    planted = _dace_compat.SEEDS['planted']
+    np.testing.assert_allclose(_scaled_program()(A, x), 2.0 * (A @ x))
+    assert _dace_compat.SEEDS['planted'] == planted + 1
+    # DaCe's retry configured from scratch; that configuration is the seed now
+    assert '/nonexistent/c++' not in (seed / 'CMakeCache.txt').read_text()
+
+
+def test_seeds_switched_off(folders, monkeypatch):
+    seeds, build = folders
+    monkeypatch.setenv('SDFGSPARSE_CMAKE_SEEDS', '')
+    A, x = _matrix()
+    np.testing.assert_allclose(_spmv_program()(A, x), A @ x)
+    assert not seeds.exists()
+
+
+def test_the_key_ignores_the_program_but_not_the_flags():
+    cmd = ('cmake "/dace/codegen" -DDACE_SRC_DIR="/a/prog1_x/src" -DDACE_FILES="cpu/prog1.cpp" '
+           '-DDACE_PROGRAM_NAME=prog1 -DCMAKE_CXX_FLAGS="-O3 -march=native" -DCMAKE_BUILD_TYPE=Release')
+    other = cmd.replace('prog1', 'other2')
+    assert other != cmd
+    assert _dace_compat.cmake_seed_key(other) == _dace_compat.cmake_seed_key(cmd)
+    assert _dace_compat.cmake_seed_key(cmd.replace('-O3', '-O2')) != _dace_compat.cmake_seed_key(cmd)
+    assert _dace_compat.cmake_seed_key(cmd.replace('Release', 'Debug')) != _dace_compat.cmake_seed_key(cmd)
+
+
+@dace.program
+def seed_reused(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return A @ x
+
+
+def test_a_new_program_object_reuses_the_build_folder(folders):
+    """Patch 8: the folder is named by the SDFG's content, not by its random GUIDs, so a
+    new program object of the same function (as in a second process) finds its build."""
+    seeds, build = folders
+    A, x = _matrix()
+    np.testing.assert_allclose(dace.program(seed_reused.f)(A, x), A @ x)
+    (first, ) = _build_dirs(build)
+    lib = [p for p in first.iterdir() if p.suffix == '.so' and 'stub' not in p.name]
+    assert len(lib) == 1
+    stamp = lib[0].stat().st_mtime_ns
+    np.testing.assert_allclose(dace.program(seed_reused.f)(A, x), A @ x)
+    assert _build_dirs(build) == [first]
+    assert lib[0].stat().st_mtime_ns == stamp  # make found it up to date
