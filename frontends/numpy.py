@@ -325,7 +325,7 @@ def _sparse_matmult_sparse(pv, sdfg, state, a, b):
         if sdfg.arrays[name].transient:
             raise errors.UnsupportedOperationError('sparse @ sparse: both operands must be program arguments (or '
                                                    'their .T), so that the result can be sized before the call')
-    cap = dace.symbol(capacity_symbol(abase, ta, bbase, tb), dace.int64)
+    cap = dace.symbol(capacity_symbol(abase, ta, bbase, tb, taken=sdfg.symbols), dace.int64)
     if stb.fmt.name != 'CSR':
         b = _convert(sdfg, state, b)
     dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)

@@ -6,7 +6,6 @@ records the operands, ``sscap<uid>__<A>__<tA>__<B>__<tB>`` (``t``: 1 for a trans
 view), and :func:`fill_capacities` computes it from the argument structs right before the
 compiled program runs.
 """
-import itertools
 from typing import Dict
 
 import numpy as np
@@ -17,13 +16,18 @@ from sdfgsparse.runtime.convert import storage_to_coo
 __all__ = ['capacity_symbol', 'fill_capacities', 'spgemm_flops']
 
 PREFIX = 'sscap'
-_uid = itertools.count()
 
 
-def capacity_symbol(a: str, ta: bool, b: str, tb: bool) -> str:
+def capacity_symbol(a: str, ta: bool, b: str, tb: bool, taken=()) -> str:
+    """A new capacity symbol for ``a @ b``; ``taken``: the names the SDFG already has. The
+    uid is the first one free in ``taken``, so that parsing the same program again gives
+    the same SDFG (and DaCe's cache the same build folder)."""
     if '__' in a or '__' in b:
         raise errors.UnsupportedOperationError(f'SpGEMM operands named {a!r}, {b!r}: names with "__" are reserved')
-    return f'{PREFIX}{next(_uid)}__{a}__{int(ta)}__{b}__{int(tb)}'
+    uid = 0
+    while any(str(t).startswith(f'{PREFIX}{uid}__') for t in taken):
+        uid += 1
+    return f'{PREFIX}{uid}__{a}__{int(ta)}__{b}__{int(tb)}'
 
 
 def _entries(arg, transposed):
