@@ -19,6 +19,7 @@ from sdfgsparse.runtime.call import compile
 from sdfgsparse.runtime.convert import convert as _host_convert
 from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
 import sdfgsparse.frontends.numpy  # registers the sparse operators with DaCe's frontend
+import sdfgsparse.ops.dense_matmul  # dense products of sparse programs: sdfgsparse's expansions
 from sdfgsparse import analysis
 
 __version__ = '0.1.0'

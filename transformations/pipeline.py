@@ -33,6 +33,7 @@ import dace
 from sdfgsparse import errors
 from sdfgsparse.analysis.iterations import iteration_count
 from sdfgsparse.formats import is_sparse_desc
+from sdfgsparse.ops.dense_matmul import select_dense_products
 from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.runtime.call import CompiledProgram
 from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
@@ -160,19 +161,6 @@ def _costs(sdfg) -> str:
     return ''.join(f' (bytes per call: {t.reason})' for t in hist[-1:])
 
 
-def _dense_products(sdfg) -> int:
-    """Select sdfgsparse's expansions for DaCe's dense 2-D MatMul and Dot nodes."""
-    from sdfgsparse.ops.dense_matmul import IMPLEMENTATION, dot_applicable, rows_applicable
-    n = 0
-    for node, state in sdfg.all_nodes_recursive():
-        if not isinstance(state, dace.SDFGState) or getattr(node, 'implementation', None) == IMPLEMENTATION:
-            continue
-        if rows_applicable(node, state) or dot_applicable(node, state):
-            node.implementation = IMPLEMENTATION
-            n += 1
-    return n
-
-
 def _count(sdfg):
     try:
         return iteration_count(sdfg)
@@ -246,7 +234,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         return 'dense tiles ' + ', '.join(t)
 
     step('SparseDenseTiling', lambda: _run(sdfg, SparseDenseTiling, tiling), tiles)
-    step('dense products', lambda: _dense_products(sdfg),
+    step('dense products', lambda: select_dense_products(sdfg),
          lambda n: f'{n} dense products (X @ W register-blocked, dot products as one SIMD reduction; '
          'ops/dense_matmul.py)' if n else 'no dense 2-D product or dot product')
     step('simplify', lambda: len(sdfg.simplify() or {}), lambda n: 'DaCe simplification passes')

@@ -1,10 +1,14 @@
-"""The register-blocked SIMD expansion of DaCe's dense MatMul (selected by ss.optimize): compared
-with NumPy on rectangular, one-column and float32/float64 products; refused where it does
-not apply. The dot-product reduction that replaces DaCe's atomic-add map, likewise."""
+"""The register-blocked SIMD expansion of DaCe's dense MatMul (selected by ss.optimize and
+by default in programs with sparse data): compared with NumPy on rectangular, one-column
+and float32/float64 products; refused where it does not apply. The dot-product reduction
+that replaces DaCe's atomic-add map, likewise."""
 import dace
 import numpy as np
 import pytest
+import scipy.sparse as sp
+from dace.libraries.blas import MatMul
 
+import sdfgsparse as ss
 from sdfgsparse.ops.dense_matmul import DOT_PARALLEL, IMPLEMENTATION, dot_applicable, rows_applicable
 
 M, K, N = (dace.symbol(s) for s in 'MKN')
@@ -99,3 +103,58 @@ def test_dot_not_applicable_to_mixed_types():
         return np.dot(x, y)
 
     assert _select_dots(mixed)[1] == 0
+
+
+@dace.program
+def gcn_plain(A: ss.CSR[dace.float32, M, M], X: dace.float32[M, K], W: dace.float32[K, N]):
+    return np.maximum(A @ (X @ W), 0)
+
+
+@dace.program
+def cg_dots(A: ss.CSR[dace.float64, M, M], p: dace.float64[M]):
+    Ap = A @ p
+    return np.dot(p, Ap), Ap
+
+
+def _compiled_sdfg(prog):
+    (csdfg, _), = prog.__dict__['_ss_fast'].values()
+    return csdfg.sdfg
+
+
+def _implementations(sdfg, cls):
+    return [n.implementation for n, _ in sdfg.all_nodes_recursive() if isinstance(n, cls)]
+
+
+def _tasklet_code(sdfg):
+    """The code of every tasklet of the compiled (expanded) SDFG."""
+    return '\n'.join(n.code.as_string for n, _ in sdfg.all_nodes_recursive()
+                     if isinstance(n, dace.sdfg.nodes.Tasklet))
+
+
+def test_plain_sparse_program_takes_the_row_expansion(rng):
+    """A program with sparse data: its dense X @ W takes sdfgsparse's expansion without
+    ss.optimize (the SDFG call hook), and the result matches NumPy."""
+    A = sp.random(70, 70, density=0.1, format='csr', random_state=4, dtype=np.float32)
+    X = rng.random((70, 19)).astype(np.float32)
+    W = rng.random((19, 37)).astype(np.float32)
+    got = gcn_plain(A, X, W)
+    np.testing.assert_allclose(got, np.maximum(A @ (X @ W), 0), rtol=1e-5)
+    assert 'auto _panel' in _tasklet_code(_compiled_sdfg(gcn_plain))  # gemm_row_block's register panels
+
+
+def test_plain_sparse_program_takes_the_dot_reduction(rng):
+    A = sp.random(90, 90, density=0.1, format='csr', random_state=5)
+    p = rng.random(90)
+    dot, Ap = cg_dots(A, p)
+    np.testing.assert_allclose(Ap, A @ p)
+    np.testing.assert_allclose(dot, p @ (A @ p))
+    assert 'reduction(+:s)' in _tasklet_code(_compiled_sdfg(cg_dots))  # ExpandDotReduce's tasklet
+
+
+def test_dense_only_program_keeps_dace_choices(rng):
+    a, b = rng.random((9, 5)), rng.random((5, 7))
+    sdfg = mm64.to_sdfg(a, b)
+    from sdfgsparse.ops.dense_matmul import sparse_program_defaults
+    sparse_program_defaults(sdfg)
+    assert _implementations(sdfg, MatMul) == [None]
+    np.testing.assert_allclose(mm64(a, b), a @ b)
