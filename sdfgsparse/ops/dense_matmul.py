@@ -132,12 +132,14 @@ def select_dense_products(sdfg: dace.SDFG) -> int:
     return n
 
 
-def sparse_program_defaults(sdfg: dace.SDFG) -> None:
-    """SDFG call hook (before DaCe compiles a called program): in an SDFG with sparse
-    data, dense products take sdfgsparse's expansions (:func:`select_dense_products`)."""
+def sparse_program_defaults(sdfg: dace.SDFG) -> int:
+    """SDFG call hook (before DaCe compiles a called program; ``ss.compile`` applies it
+    too): in an SDFG with sparse data, dense products take sdfgsparse's expansions
+    (:func:`select_dense_products`). Returns how many nodes it switched."""
     from sdfgsparse.formats import is_sparse_desc
     if any(is_sparse_desc(d) for g in sdfg.all_sdfgs_recursive() for d in g.arrays.values()):
-        select_dense_products(sdfg)
+        return select_dense_products(sdfg)
+    return 0
 
 
 if not any(getattr(h, '_sdfgsparse', False) for h in hooks._SDFG_CALL_HOOKS):

@@ -9,6 +9,7 @@ symbols the sparse ones fixed, so a wrong length is an error, not a wild read.
 imported (see :mod:`sdfgsparse._dace_compat`); :class:`CompiledProgram` (``ss.compile``)
 does the same for an SDFG object.
 """
+import copy
 from typing import Any, Dict, Optional, Tuple
 
 import dace
@@ -261,7 +262,11 @@ class CompiledProgram:
     @property
     def compiled(self):
         if self._compiled is None:
-            self._compiled = self.sdfg.compile()
+            # dense products take sdfgsparse's expansions, as in @dace.program calls (see
+            # ops.dense_matmul.sparse_program_defaults); on a copy: the caller's SDFG is theirs
+            from sdfgsparse.ops.dense_matmul import sparse_program_defaults
+            sdfg = copy.deepcopy(self.sdfg)
+            self._compiled = (sdfg if sparse_program_defaults(sdfg) else self.sdfg).compile()
         return self._compiled
 
     def __call__(self, *args, **kwargs):

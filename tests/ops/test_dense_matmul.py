@@ -158,3 +158,17 @@ def test_dense_only_program_keeps_dace_choices(rng):
     sparse_program_defaults(sdfg)
     assert _implementations(sdfg, MatMul) == [None]
     np.testing.assert_allclose(mm64(a, b), a @ b)
+
+
+def test_ss_compile_takes_the_row_expansion_on_a_copy(rng):
+    """SDFG-level scripting gets the same default; the caller's SDFG is left as it was."""
+    A = sp.random(40, 40, density=0.1, format='csr', random_state=6, dtype=np.float32)
+    X = rng.random((40, 8)).astype(np.float32)
+    W = rng.random((8, 24)).astype(np.float32)
+    sdfg = dace.program(gcn_plain.f).to_sdfg(A, X, W)  # a fresh parse (not one a call has compiled)
+    before = sdfg.to_json()
+    prog = ss.compile(sdfg)
+    np.testing.assert_allclose(prog(A=A, X=X, W=W), np.maximum(A @ (X @ W), 0), rtol=1e-5)
+    assert 'auto _panel' in _tasklet_code(prog.compiled.sdfg)
+    assert _implementations(sdfg, MatMul) == [None]
+    assert sdfg.to_json() == before
