@@ -350,9 +350,13 @@ def _patch_cmake_seed():
         return same
 
     def configure_and_compile(program_folder, program_name=None, output_stream=None):
-        import fcntl
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            fcntl = None
         with open(os.path.join(program_folder, '.sdfgsparse-build.lock'), 'w') as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may build the same folder (patch 8)
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # another process may build the same folder (patch 8)
             result = orig_build(program_folder, program_name, output_stream)
         _keep_seed(os.path.join(os.path.abspath(program_folder), 'build'))
         return result
