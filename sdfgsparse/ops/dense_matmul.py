@@ -49,8 +49,29 @@ def _operands(node, state, inputs=('_a', '_b'), output='_c'):
     return tuple(ins.get(c) for c in inputs) + (outs.get(output), )
 
 
+_HOST = (dace.StorageType.Default, dace.StorageType.CPU_Heap, dace.StorageType.Register)
+
+
+def _whole_arrays(node, state) -> bool:
+    """Whether every memlet of ``node`` covers its whole array (the row expansion reads the
+    descriptors' shapes, not the subsets: ``X[2:6, :] @ W`` on a 12-row ``X`` must not
+    take it)."""
+    sdfg = state.parent
+    for e in list(state.in_edges(node)) + list(state.out_edges(node)):
+        desc = sdfg.arrays[e.data.data]
+        subset = e.data.subset
+        if subset is None or len(subset) != len(desc.shape):
+            return False
+        if any(dace.symbolic.simplify(lo) != 0 for lo in subset.min_element()):
+            return False
+        if any(dace.symbolic.simplify(sz - n) != 0 for sz, n in zip(subset.size(), desc.shape)):
+            return False
+    return True
+
+
 def rows_applicable(node, state) -> bool:
-    """A 2-D x 2-D product of one float type, rows contiguous, no scaling or accumulation."""
+    """A 2-D x 2-D product of one float type in host memory, whole arrays (no subsets),
+    rows contiguous, no scaling or accumulation."""
     if not isinstance(node, MatMul) or node.alpha != 1 or node.beta != 0:
         return False
     a, b, c = _operands(node, state)
@@ -60,9 +81,9 @@ def rows_applicable(node, state) -> bool:
         return False
     if not (a.dtype == b.dtype == c.dtype) or a.dtype not in (dace.float32, dace.float64):
         return False
-    if any(isinstance(d, dace.data.View) for d in (a, b, c)):
+    if any(isinstance(d, dace.data.View) or d.storage not in _HOST for d in (a, b, c)):
         return False
-    return contiguous_rows(a, b, c)
+    return contiguous_rows(a, b, c) and _whole_arrays(node, state)
 
 
 @dace.library.expansion
@@ -94,8 +115,7 @@ def dot_applicable(node, state) -> bool:
         return False
     if not (x.dtype == y.dtype == r.dtype) or x.dtype not in (dace.float32, dace.float64):
         return False
-    host = (dace.StorageType.Default, dace.StorageType.CPU_Heap, dace.StorageType.Register)
-    return all(d.storage in host for d in (x, y, r))
+    return all(d.storage in _HOST for d in (x, y, r))
 
 
 @dace.library.expansion
@@ -119,26 +139,33 @@ class ExpandDotReduce(ExpandTransformation):
 Dot.register_implementation(IMPLEMENTATION, ExpandDotReduce)
 
 
-def select_dense_products(sdfg: dace.SDFG) -> int:
+def select_dense_products(sdfg: dace.SDFG, apply: bool = True) -> int:
     """Select sdfgsparse's expansions for the dense 2-D ``MatMul`` and ``Dot`` nodes of
-    ``sdfg`` they apply to; returns how many nodes it switched."""
+    ``sdfg`` they apply to; returns how many nodes it switched (``apply=False``: would
+    switch). Only nodes left to DaCe's default are switched — not those with an
+    implementation of their own, and none while DaCe's BLAS default is not ``'pure'``
+    (a BLAS library configured by the user)."""
+    if dace.Config.get('library', 'blas', 'default_implementation') != 'pure':
+        return 0
     n = 0
     for node, state in sdfg.all_nodes_recursive():
-        if not isinstance(state, dace.SDFGState) or getattr(node, 'implementation', None) == IMPLEMENTATION:
+        if not isinstance(state, dace.SDFGState) or not isinstance(node, (MatMul, Dot)) or node.implementation:
             continue
         if rows_applicable(node, state) or dot_applicable(node, state):
-            node.implementation = IMPLEMENTATION
+            if apply:
+                node.implementation = IMPLEMENTATION
             n += 1
     return n
 
 
-def sparse_program_defaults(sdfg: dace.SDFG) -> int:
-    """SDFG call hook (before DaCe compiles a called program; ``ss.compile`` applies it
-    too): in an SDFG with sparse data, dense products take sdfgsparse's expansions
-    (:func:`select_dense_products`). Returns how many nodes it switched."""
+def sparse_program_defaults(sdfg: dace.SDFG, apply: bool = True) -> int:
+    """SDFG call hook (DaCe runs it before it compiles a called ``@dace.program`` or an
+    ``SDFG.__call__``; ``ss.compile`` applies it to a copy; ``SDFG.compile()`` called
+    directly bypasses it): in an SDFG with sparse data, dense products take sdfgsparse's
+    expansions (:func:`select_dense_products`). Returns how many nodes it switched."""
     from sdfgsparse.formats import is_sparse_desc
     if any(is_sparse_desc(d) for g in sdfg.all_sdfgs_recursive() for d in g.arrays.values()):
-        return select_dense_products(sdfg)
+        return select_dense_products(sdfg, apply)
     return 0
 
 

@@ -265,8 +265,11 @@ class CompiledProgram:
             # dense products take sdfgsparse's expansions, as in @dace.program calls (see
             # ops.dense_matmul.sparse_program_defaults); on a copy: the caller's SDFG is theirs
             from sdfgsparse.ops.dense_matmul import sparse_program_defaults
-            sdfg = copy.deepcopy(self.sdfg)
-            self._compiled = (sdfg if sparse_program_defaults(sdfg) else self.sdfg).compile()
+            sdfg = self.sdfg
+            if sparse_program_defaults(sdfg, apply=False):
+                sdfg = copy.deepcopy(sdfg)
+                sparse_program_defaults(sdfg)
+            self._compiled = sdfg.compile()
         return self._compiled
 
     def __call__(self, *args, **kwargs):

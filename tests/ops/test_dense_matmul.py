@@ -172,3 +172,40 @@ def test_ss_compile_takes_the_row_expansion_on_a_copy(rng):
     assert 'auto _panel' in _tasklet_code(prog.compiled.sdfg)
     assert _implementations(sdfg, MatMul) == [None]
     assert sdfg.to_json() == before
+
+
+@dace.program
+def product_of_slices(A: ss.CSR[dace.float64, M, N], X: dace.float64[12, 5], W: dace.float64[5, 5],
+                      C: dace.float64[12, 5]):
+    C[0:4, :] = X[2:6, :] @ W
+    return A @ X
+
+
+def test_products_of_array_slices_keep_dace_expansion(rng):
+    """The row expansion reads whole arrays: a product of slices (constant shapes, so no
+    views remain after simplify) must not take it."""
+    A = sp.random(12, 12, density=0.3, format='csr', random_state=1)
+    X, W, C = rng.random((12, 5)), rng.random((5, 5)), np.zeros((12, 5))
+    sdfg = dace.program(product_of_slices.f).to_sdfg(A, X, W, C)
+    (node, state), = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, MatMul)]
+    assert not rows_applicable(node, state)
+    want = np.zeros((12, 5))
+    want[0:4] = X[2:6] @ W
+    y = product_of_slices(A, X, W, C)
+    np.testing.assert_allclose(C, want)
+    np.testing.assert_allclose(y, A @ X)
+
+
+def test_explicit_implementations_and_blas_defaults_are_kept(rng):
+    from sdfgsparse.ops.dense_matmul import select_dense_products
+    A = sp.random(30, 30, density=0.1, format='csr', random_state=2, dtype=np.float32)
+    X, W = rng.random((30, 4)).astype(np.float32), rng.random((4, 6)).astype(np.float32)
+    sdfg = dace.program(gcn_plain.f).to_sdfg(A, X, W)
+    (node, _), = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, MatMul)]
+    node.implementation = 'specialize'  # the user's choice
+    assert select_dense_products(sdfg) == 0 and node.implementation == 'specialize'
+    node.implementation = None
+    with dace.config.set_temporary('library', 'blas', 'default_implementation', value='MKL'):
+        assert select_dense_products(sdfg) == 0 and node.implementation is None
+    assert select_dense_products(sdfg, apply=False) == 1 and node.implementation is None
+    assert select_dense_products(sdfg) == 1 and node.implementation == IMPLEMENTATION
