@@ -30,30 +30,36 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    (unless the user chose a policy through ``DACE_cache``).
 7. Build type (1.0.2): DaCe's default ``compiler.build_type`` compiled every kernel at
    ``-O2``; we set ``Release`` (``-O3``) unless ``DACE_compiler_build_type`` says otherwise.
-8. ``SDFG.build_folder`` (1.0.2): with ``cache = 'hash'`` DaCe names the folder by an MD5
-   of the SDFG's JSON *including every node's random GUID*, so no two SDFG objects — no
-   second process, no re-parse — ever share a folder: every run built from scratch and
-   the cache folder grew by a build per program per run (1,173 folders, 2 GB here).
-   The folder is named by ``SDFG.hash_sdfg()`` instead (DaCe's own content hash, which
-   leaves out GUIDs, names and the transformation history) plus a fingerprint of
-   sdfgsparse's sources, so that a build made by an older sdfgsparse is not reused. Code
-   is still regenerated on every build (DaCe's ``regenerate_code``), but unchanged files
-   are not rewritten, CMake is not reconfigured and ``make`` finds the library up to
-   date. Builds of one folder by two processes at once (pytest-xdist workers) take turns
-   (a ``flock`` on the folder's ``.sdfgsparse-build.lock``, patch 9's wrapper).
+8. ``SDFG.build_folder`` / ``SDFG.compile`` (1.0.2): with ``cache = 'hash'`` DaCe names the
+   folder by an MD5 of the SDFG's JSON *including every node's random GUID*, so no two
+   SDFG objects — no second process, no re-parse — ever share a folder: every run built
+   from scratch and the cache folder grew by a build per program per run (1,173 folders,
+   2 GB here). The folder is named by :func:`content_hash` instead (the JSON without
+   GUIDs, plus DaCe's compiler, library and instrumentation settings) and a fingerprint
+   of sdfgsparse's sources, so that a build made by an older sdfgsparse or with other
+   compiler flags is not reused. Code is still regenerated on every build (DaCe's
+   ``regenerate_code``), but unchanged files are not rewritten, CMake is not reconfigured
+   and ``make`` finds the library up to date (in a new process: within one process DaCe
+   renames a second copy of a loaded program and builds it again). ``SDFG.compile`` holds
+   an exclusive ``flock`` on ``<folder>.lock`` from writing the sources to loading the
+   library, so that two processes building the same folder (pytest-xdist workers) take
+   turns.
 9. CMake configure (1.0.2): every new build folder runs a full CMake configure — compiler
    identification, ABI detection, ``find_package(OpenMP)`` test builds — about 0.7 s of a
    2.5 s cold compile here, identical for every program of one configuration. After a
    build, its ``CMakeCache.txt`` and compiler-detection files are kept as a *seed* in
    ``$SDFGSPARSE_CMAKE_SEEDS/<key>`` (default ``~/.cache/sdfgsparse/cmake-seeds``, or under
    ``$XDG_CACHE_HOME``; set the variable empty to switch seeds off). The key hashes the
-   CMake command without the program's name, sources and folder, plus the paths, sizes and
-   times of ``cmake`` and the C/C++ compilers. A new build folder of the same key starts
+   CMake command without the program's name, sources and folder, the paths, sizes and
+   times of ``cmake``, the C/C++ compilers and DaCe's configured compiler, and the
+   environment variables CMake reads on a first configure (``CC``, ``CXX``, ``*FLAGS``,
+   ``CMAKE_GENERATOR``, ``CUDACXX``). A new build folder of the same key starts
    from a copy of the seed, so CMake skips the detection (configure ~0.03 s); the command
    still sets the program's name, sources and flags, and g++ still compiles everything.
-   When a seeded configure fails, DaCe's own retry wipes the build folder and configures
-   from scratch, and that build's configuration replaces the seed.
-   ``SEEDS['planted']`` counts the build folders started from a seed.
+   When a seeded configure fails, DaCe's own retry wipes the build folder (and the
+   ``.ss-seeded`` marker planted with the seed) and configures from scratch; that build's
+   configuration then replaces the seed. Any error of the seed code itself only means no
+   seed. ``SEEDS['planted']`` counts the build folders started from a seed.
 """
 import os
 import re
@@ -217,11 +223,80 @@ def _patch_build_folder():
         if '_build_folder' in self.__dict__ or dace.Config.get('cache') != 'hash':
             return prop.fget(self)
         base = dace.Config.get('default_build_folder')
-        return os.path.join(base, f'{self.name}_{self.hash_sdfg()[:32]}_ss{source_fingerprint()}')
+        return os.path.join(base, f'{self.name}_{content_hash(self)}_ss{source_fingerprint()}')
 
     build_folder._sdfgsparse = True
     build_folder.__doc__ = prop.fget.__doc__
     dace.SDFG.build_folder = property(build_folder, prop.fset)
+
+    orig_compile = dace.SDFG.compile
+
+    def compile(self, *args, **kwargs):
+        if '_build_folder' in self.__dict__ or dace.Config.get('cache') != 'hash':
+            return orig_compile(self, *args, **kwargs)
+        folder = self.build_folder
+        os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
+        # one build of this folder at a time, from writing the sources to loading the library
+        with _locked(os.path.abspath(folder) + '.lock'):
+            self._build_folder = folder  # computed once for this build
+            try:
+                return orig_compile(self, *args, **kwargs)
+            finally:
+                del self._build_folder
+
+    compile._sdfgsparse = True
+    compile.__doc__ = orig_compile.__doc__
+    dace.SDFG.compile = compile
+
+
+#: Configuration sections whose settings change the generated code or the build.
+_CONFIG_KEYS = ('compiler', 'library', 'instrumentation', 'profiling')
+
+
+def content_hash(sdfg) -> str:
+    """Patch 8's folder key: the SDFG's JSON without its random GUIDs (names, symbols,
+    instrumentation and debug information kept), plus DaCe's compiler, library and
+    instrumentation settings."""
+    import hashlib
+    import json
+
+    def strip(o):
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items() if k not in ('guid', 'cfg_list_id')}
+        if isinstance(o, (list, tuple)):
+            return [strip(v) for v in o]
+        return o
+
+    config = {}
+    for key in _CONFIG_KEYS:
+        try:
+            config[key] = dace.Config.get(key)
+        except KeyError:
+            pass
+    text = json.dumps([strip(sdfg.to_json()), config], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class _locked:
+    """An exclusive ``flock`` on ``path`` for the duration (no lock where there is no
+    ``fcntl``)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.file = None
+
+    def __enter__(self):
+        self.file = open(self.path, 'a')
+        try:
+            import fcntl
+            fcntl.flock(self.file, fcntl.LOCK_EX)
+        except ImportError:
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()  # releases the lock
+        return False
 
 
 # ---------------------------------------------------------------------- patch 9
@@ -229,26 +304,32 @@ def _patch_build_folder():
 SEEDS = {'planted': 0}
 _PLANTED = set()  # their paths
 _SEED_BUILD = '@SS_BUILD_DIR@'
-_TOOLCHAIN = []
+_SEED_MARK = '.ss-seeded'
 # arguments of DaCe's CMake command that name the program, its sources and its folder
 _PROGRAM_ARGS = re.compile(r'-DDACE_SRC_DIR="[^"]*"|-DDACE_FILES="[^"]*"|-DDACE_PROGRAM_NAME=\S+')
+_ENV_KEYS = ('CC', 'CXX', 'CFLAGS', 'CXXFLAGS', 'LDFLAGS', 'CMAKE_GENERATOR', 'CUDACXX')
 
 
 def _toolchain() -> str:
-    """Paths, sizes and modification times of ``cmake`` and the C/C++ compilers."""
-    if not _TOOLCHAIN:
-        import shutil
-        parts = []
-        for tool in ('cmake', os.environ.get('CC') or 'cc', os.environ.get('CXX') or 'c++'):
-            path = shutil.which(tool)
-            if path:
-                real = os.path.realpath(path)
-                st = os.stat(real)
-                parts.append(f'{tool}={real}:{st.st_size}:{st.st_mtime_ns}')
-            else:
-                parts.append(f'{tool}=?')
-        _TOOLCHAIN.append(';'.join(parts))
-    return _TOOLCHAIN[0]
+    """Paths, sizes and modification times of ``cmake``, the C/C++ compilers and DaCe's
+    configured compiler, and the environment variables a first configure reads."""
+    import shutil
+    tools = ['cmake', os.environ.get('CC') or 'cc', os.environ.get('CXX') or 'c++']
+    try:
+        tools.append(dace.Config.get('compiler', 'cpu', 'executable') or '')
+    except KeyError:
+        pass
+    parts = []
+    for tool in tools:
+        path = shutil.which(tool) if tool else None
+        if path:
+            real = os.path.realpath(path)
+            st = os.stat(real)
+            parts.append(f'{tool}={real}:{st.st_size}:{st.st_mtime_ns}')
+        else:
+            parts.append(f'{tool}=?')
+    parts += [f'{k}={os.environ.get(k)}' for k in _ENV_KEYS]
+    return ';'.join(parts)
 
 
 def cmake_seed_key(command: str) -> str:
@@ -277,35 +358,43 @@ def _version_dirs(cmake_files: str):
 def _plant_seed(build_folder: str, command: str) -> bool:
     """Start an unconfigured build folder from the seed of its command, if there is one."""
     import shutil
-    seed = _seed_path(command)
-    if seed is None or os.path.isfile(os.path.join(build_folder, 'CMakeCache.txt')):
-        return False
-    cache = os.path.join(seed, 'CMakeCache.txt')
-    if not os.path.isfile(cache):
-        return False
+    build = os.path.abspath(build_folder)
     try:
+        seed = _seed_path(command)
+        if seed is None or os.path.isfile(os.path.join(build, 'CMakeCache.txt')):
+            return False
+        cache = os.path.join(seed, 'CMakeCache.txt')
+        if not os.path.isfile(cache):
+            return False
         with open(cache) as f:
-            text = f.read().replace(_SEED_BUILD, os.path.abspath(build_folder))
+            text = f.read().replace(_SEED_BUILD, build)
         for d in _version_dirs(os.path.join(seed, 'CMakeFiles')):
-            shutil.copytree(os.path.join(seed, 'CMakeFiles', d), os.path.join(build_folder, 'CMakeFiles', d),
+            shutil.copytree(os.path.join(seed, 'CMakeFiles', d), os.path.join(build, 'CMakeFiles', d),
                             dirs_exist_ok=True)
-        with open(os.path.join(build_folder, 'CMakeCache.txt'), 'w') as f:
+        with open(os.path.join(build, 'CMakeCache.txt'), 'w') as f:
             f.write(text)
-    except OSError:
+        with open(os.path.join(build, _SEED_MARK), 'w') as f:
+            f.write(seed)
+    except Exception:  # the seed is only a shortcut: CMake configures from scratch
+        for name in ('CMakeCache.txt', _SEED_MARK):
+            try:
+                os.remove(os.path.join(build, name))
+            except OSError:
+                pass
         return False
     SEEDS['planted'] += 1
-    _PLANTED.add(os.path.abspath(build_folder))
+    _PLANTED.add(build)
     return True
 
 
 def _keep_seed(build_folder: str) -> None:
     """After a successful build: keep its configuration as the seed of its command. A
-    folder started from a seed has no ``CMakeOutput.log`` (CMake detected nothing); if it
-    has one, the seeded configure failed and DaCe configured from scratch: the seed is
-    replaced."""
+    folder started from a seed that lost its marker was wiped by DaCe's retry after the
+    seeded configure failed: the seed is replaced."""
     import shutil
     import tempfile
     build = os.path.abspath(build_folder)
+    tmp = None
     try:
         with open(os.path.join(build, 'cmake_configure.sh')) as f:
             command = f.read()
@@ -314,7 +403,7 @@ def _keep_seed(build_folder: str) -> None:
             return
         if build in _PLANTED:
             _PLANTED.discard(build)
-            if os.path.isfile(os.path.join(build, 'CMakeFiles', 'CMakeOutput.log')):
+            if not os.path.isfile(os.path.join(build, _SEED_MARK)):
                 shutil.rmtree(seed, ignore_errors=True)
         if os.path.isdir(seed):
             return
@@ -329,12 +418,13 @@ def _keep_seed(build_folder: str) -> None:
             shutil.copytree(os.path.join(build, 'CMakeFiles', d), os.path.join(tmp, 'CMakeFiles', d))
         with open(os.path.join(tmp, 'CMakeCache.txt'), 'w') as f:
             f.write(text.replace(build, _SEED_BUILD))
-        try:
-            os.rename(tmp, seed)  # atomic; another process may have kept one first
-        except OSError:
+        os.rename(tmp, seed)  # atomic; fails if another process kept one first
+        tmp = None
+    except Exception:  # no seed kept; the build itself succeeded
+        pass
+    finally:
+        if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    except OSError:
-        return
 
 
 def _patch_cmake_seed():
@@ -350,14 +440,7 @@ def _patch_cmake_seed():
         return same
 
     def configure_and_compile(program_folder, program_name=None, output_stream=None):
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: no lock
-            fcntl = None
-        with open(os.path.join(program_folder, '.sdfgsparse-build.lock'), 'w') as lock:
-            if fcntl is not None:
-                fcntl.flock(lock, fcntl.LOCK_EX)  # another process may build the same folder (patch 8)
-            result = orig_build(program_folder, program_name, output_stream)
+        result = orig_build(program_folder, program_name, output_stream)
         _keep_seed(os.path.join(os.path.abspath(program_folder), 'build'))
         return result
 
