@@ -220,8 +220,11 @@ def _patch_build_folder():
     if getattr(prop.fget, '_sdfgsparse', False):
         return
 
+    def named_by_content(sdfg) -> bool:  # no folder set by hand, DaCe's hash cache
+        return '_build_folder' not in sdfg.__dict__ and dace.Config.get('cache') == 'hash'
+
     def build_folder(self):
-        if '_build_folder' in self.__dict__ or dace.Config.get('cache') != 'hash':
+        if not named_by_content(self):
             return prop.fget(self)
         base = dace.Config.get('default_build_folder')
         return os.path.join(base, f'{self.name}_{content_hash(self)}_ss{source_fingerprint()}')
@@ -233,7 +236,7 @@ def _patch_build_folder():
     orig_compile = dace.SDFG.compile
 
     def compile(self, *args, **kwargs):
-        if '_build_folder' in self.__dict__ or dace.Config.get('cache') != 'hash':
+        if not named_by_content(self):
             return orig_compile(self, *args, **kwargs)
         folder = self.build_folder
         os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
