@@ -337,9 +337,18 @@ class CallPlan:
                 raise NoPlan(f'compiled argument {a}')
         proto = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)
         self.func = proto(ctypes.cast(csdfg._cfunc, ctypes.c_void_p).value)
+        from sdfgsparse.runtime.specialise import specialise
+        self.specialised = specialise(self)
 
     def run(self, args: Sequence[Any]):
-        """Call with positional ``args`` (all arguments); :data:`MISS` if the full path must."""
+        """Call with positional ``args`` (all arguments); :data:`MISS` if the full path must.
+        The plan's specialised function when it has one (:mod:`sdfgsparse.runtime.specialise`),
+        else :meth:`run_generic`."""
+        fast = self.specialised
+        return fast(args) if fast is not None else self.run_generic(args)
+
+    def run_generic(self, args: Sequence[Any]):
+        """:meth:`run` by walking the slots: the specification of the specialised function."""
         csdfg = self.csdfg
         if csdfg._lib._lib is not self.lib or not csdfg._initialized or csdfg.do_not_execute or \
                 hooks._COMPILED_SDFG_CALL_HOOKS:

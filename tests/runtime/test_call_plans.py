@@ -347,3 +347,78 @@ def test_warm_calls_other_formats(rng, plan_calls, fmt):
         np.testing.assert_allclose(plan_any(A, x), D @ x, rtol=1e-12, atol=1e-12)
     # (ELL and DCSR matrices share type and dtype: each call may first try the other's plan)
     assert plan_calls['done'] >= 2
+
+
+def _plan_of(prog, *args):
+    prog(*args)
+    prog(*args)
+    return next(p for ps in prog._ss_plans.values() for p in ps if p.run_generic(args) is not plan_mod.MISS)
+
+
+def _same_outcome(plan, args):
+    """The specialised function and the generic walk agree: both MISS, or equal results."""
+    fast, generic = plan.specialised(args), plan.run_generic(args)
+    assert (fast is plan_mod.MISS) == (generic is plan_mod.MISS), plan.specialised.source
+    if fast is not plan_mod.MISS:
+        np.testing.assert_array_equal(fast, generic)
+    return fast is not plan_mod.MISS
+
+
+def test_specialised_plans_agree_with_the_generic_walk(rng):
+    """The straight-line function of a plan (runtime.specialise) takes and refuses exactly
+    the calls the generic walk does, with the same results: CSR and CSC (scipy and
+    SparseMatrix), scalars, dense arguments with fixed dimensions; broken storage, other
+    dtypes, formats, views and sizes, validation off."""
+    m, n = 40, 30
+    A = _random(rng, m, n, 0.2)
+    A.sum_duplicates()
+    x, y, X = rng.standard_normal(n), rng.standard_normal(m), rng.standard_normal((n, 8))
+    spmv, spmm = _plan_of(plan_spmv, A, x), _plan_of(plan_spmm, A, X)
+    axpy = _plan_of(plan_axpy, A, x, y, 1.5)
+    csc = _plan_of(plan_any, A.tocsc(), x)
+    Am = ss.convert(A, CSR)
+    matrix = _plan_of(plan_any, Am, x)
+    for plan in (spmv, spmm, axpy, csc, matrix):
+        assert plan.specialised is not None
+    assert _plan_of(plan_scale, A).specialised is None  # a sparse result: the generic walk
+
+    def broken(edit, B=A):
+        B = B.copy()
+        edit(B)
+        return B
+
+    p = int(np.flatnonzero(np.diff(A.indptr) >= 2)[0])
+    p = int(A.indptr[p])
+    bad = [
+        broken(lambda B: B.indices.__setitem__(0, n)),
+        broken(lambda B: B.indices.__setitem__(0, -1)),
+        broken(lambda B: B.indices.__setitem__(p, A.indices[p + 1])),
+        broken(lambda B: B.indptr.__setitem__(-1, A.nnz - 1)),
+        broken(lambda B: B.indptr.__setitem__(3, A.nnz + 2)),
+        _raw(A.data[:-1], A.indices, A.indptr, A.shape),
+        A.astype(np.float32),
+        sp.csr_array((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)), shape=A.shape),
+        A.tocsc(),
+        _random(rng, m, n + 1, 0.2),  # x is too short for it
+    ]
+    assert _same_outcome(spmv, (A, x)) and _same_outcome(spmv, (_random(rng, m + 7, n, 0.2), x))
+    for B in bad:
+        assert not _same_outcome(spmv, (B, x))
+    for v in (np.ones(2 * n)[::2], np.ones(n + 1), np.ones(n, np.float32), np.ones((n, 1))):
+        assert not _same_outcome(spmv, (A, v))
+    assert _same_outcome(spmm, (A, X)) and not _same_outcome(spmm, (A, X[:-1]))
+    assert not _same_outcome(spmm, (A, np.asfortranarray(X)))
+    assert _same_outcome(axpy, (A, x, y, -2.0))
+    assert not _same_outcome(axpy, (A, x, y, 2)) and not _same_outcome(axpy, (A, x, np.ones(m + 1), 2.0))
+    C = A.tocsc()
+    assert _same_outcome(csc, (C, x)) and not _same_outcome(csc, (A, x))
+    assert not _same_outcome(csc, (broken(lambda B: B.indices.__setitem__(0, m), C), x))
+    assert _same_outcome(matrix, (Am, x)) and not _same_outcome(matrix, (ss.convert(A, CSC), x))
+    unsorted = _raw([1.0, 2.0, 3.0], [2, 0, 1], [0, 2, 3, 3, 3, 3], (5, 4))
+    small = _plan_of(plan_spmv, _random(rng, 5, 4, 0.5), np.ones(4))
+    assert not _same_outcome(small, (unsorted, np.ones(4)))
+    ss.set_validation(False)
+    try:
+        assert _same_outcome(small, (unsorted, np.ones(4)))
+    finally:
+        ss.set_validation(True)
