@@ -62,6 +62,8 @@ def marshal_arguments(values: Dict[str, Any],
         desc = descs.get(name)
         if not isinstance(desc, dace.data.Array) or isinstance(desc, dace.data.View) or not hasattr(v, 'shape'):
             continue
+        if name not in sparse:
+            check_dense(name, v, desc)
         shape = tuple(v.shape)
         if len(shape) != len(desc.shape):
             raise errors.ShapeError(f'{name}: has {len(shape)} dimensions {shape}, the program expects '
@@ -77,6 +79,31 @@ def marshal_arguments(values: Dict[str, Any],
                 raise errors.ShapeError(f'{name}: has shape {shape}, the program expects '
                                         f'({", ".join(map(str, desc.shape))}) with {src or expr}')
     return out, symbols, sparse
+
+
+def check_dense(name: str, v, desc: dace.data.Array) -> None:
+    """Raise when dense argument ``v`` (a NumPy array or a torch tensor) cannot be passed
+    as it is where the program expects ``desc``. DaCe itself only warns about another
+    dtype and then reads the bytes as the expected one, and passes a torch tensor's data
+    pointer whatever its strides, device or dtype: both gave wrong results silently."""
+    want = np.dtype(desc.dtype.as_numpy_dtype())
+    lay = _torch_layout(v)
+    if lay is not None:
+        if lay != 'strided':
+            raise errors.FormatMismatchError(f'{name}: a torch tensor with layout {lay} where the program expects '
+                                             f'a dense array; pass {name}.to_dense()')
+        if v.device.type != 'cpu':
+            raise errors.SparseError(f'{name}: the tensor is on {v.device}; the CPU program needs {name}.cpu()')
+        got = str(v.dtype).replace('torch.', '')
+        if got != want.name:
+            raise errors.DTypeError(f'{name}: dtype is {got}, the program expects {want.name}; '
+                                    f'pass {name}.to(torch.{want.name})')
+        if not v.is_contiguous():
+            raise errors.ShapeError(f'{name}: the tensor is not contiguous (strides {tuple(v.stride())}); '
+                                    f'pass {name}.contiguous()')
+    elif isinstance(v, np.ndarray) and v.dtype != want:
+        raise errors.DTypeError(f'{name}: dtype is {v.dtype}, the program expects {want}; '
+                                f'pass {name}.astype(np.{want.name})')
 
 
 def _to_torch(result):
@@ -123,6 +150,8 @@ def _call_key(out: Dict[str, Any]):
             key.append((n, desc().name))
         elif isinstance(v, np.ndarray):
             key.append((n, v.dtype.str, v.ndim, v.flags.c_contiguous))
+        elif _torch_layout(v) == 'strided':  # passed as it is (check_dense)
+            key.append((n, 'torch', str(v.dtype), v.dim(), v.is_contiguous()))
         elif isinstance(v, (bool, int, float, complex, np.number)):
             key.append((n, type(v).__name__))  # a scalar argument: its Python type decides
         else:

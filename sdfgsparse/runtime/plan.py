@@ -160,14 +160,22 @@ class _SparseSlot:
 
 
 class _DenseSlot:
-    """One NumPy array argument: dtype, rank, and for each dimension the symbol it
-    defines or the value it must have."""
+    """One NumPy array (or torch tensor, as on the first call) argument: dtype, rank, and
+    for each dimension the symbol it defines or the value it must have. A torch tensor is
+    taken where the full path passes it as it is: a contiguous CPU tensor of the dtype
+    (:func:`sdfgsparse.runtime.call.check_dense`)."""
 
     def __init__(self, index: int, name: str, desc: dace.data.Array, annotation: Optional[dace.data.Data],
-                 defined: set):
+                 defined: set, sample=None):
         self.index, self.name = index, name
         self.dtype = np.dtype(desc.dtype.as_numpy_dtype())
         self.ndim = len(desc.shape)
+        self.torch = None  # (tensor class, torch dtype) for torch arguments
+        if marshal._torch_layout(sample) == 'strided':
+            import torch
+            self.torch = (type(sample), getattr(torch, self.dtype.name))
+        elif not isinstance(sample, np.ndarray):
+            raise NoPlan(f'argument {name} of type {type(sample).__name__}')
         self.dims = []  # (dimension, symbol to define) or (dimension, f(symbols) to match)
         if not isinstance(annotation, dace.data.Array) or isinstance(annotation, dace.data.View):
             return  # unannotated: the full path checks no dimension either
@@ -184,8 +192,13 @@ class _DenseSlot:
                 # else: undecidable before the call, as in the full path
 
     def bind(self, v, syms: Dict[str, int]) -> Optional[int]:
-        if (type(v) is not np.ndarray or v.dtype != self.dtype or v.ndim != self.ndim or not v.flags.c_contiguous
-                or v.base is not None):
+        if self.torch is not None:
+            cls, dtype = self.torch
+            if type(v) is not cls or v.dtype != dtype or v.dim() != self.ndim or not v.is_cpu or \
+                    v.layout is not _strided() or not v.is_contiguous():
+                return None
+        elif (type(v) is not np.ndarray or v.dtype != self.dtype or v.ndim != self.ndim or not v.flags.c_contiguous
+              or v.base is not None):
             return None
         shape = v.shape
         for d, sym, fn in self.dims:
@@ -193,7 +206,12 @@ class _DenseSlot:
                 syms[sym] = shape[d]
             elif fn(syms) != shape[d]:
                 return None
-        return data_pointer(v)
+        return data_pointer(v) if self.torch is None else v.data_ptr()
+
+
+def _strided():
+    import torch
+    return torch.strided
 
 
 class _ScalarSlot:
@@ -291,10 +309,9 @@ class CallPlan:
             if isinstance(desc, dace.data.Scalar) and not is_sparse_desc(desc):
                 dense_slots.append(_ScalarSlot(i, name, desc, values[name]))
                 continue
-            if not isinstance(out[name], np.ndarray) or not isinstance(desc, dace.data.Array) or \
-                    isinstance(desc, dace.data.View) or is_sparse_desc(desc):
+            if not isinstance(desc, dace.data.Array) or isinstance(desc, dace.data.View) or is_sparse_desc(desc):
                 raise NoPlan(f'argument {name}')
-            dense_slots.append(_DenseSlot(i, name, desc, descs.get(name), defined))
+            dense_slots.append(_DenseSlot(i, name, desc, descs.get(name), defined, out[name]))
         self.sparse_slots, self.dense_slots = sparse_slots, dense_slots
         # Arguments whose kernels check their storage: the counter tells after the call
         self.failures = None

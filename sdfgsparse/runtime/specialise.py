@@ -11,9 +11,9 @@ as one call of the library's compiled check — and compiles it once (``exec``, 
 plans whose every part it can write exactly as the generic path does:
 
 * sparse arguments in a format of one dense and one compressed level (CSR, CSC), given as
-  scipy CSR / CSC or as :class:`~sdfgsparse.runtime.container.SparseMatrix`, checked by the
-  library's compiled check;
-* NumPy array and scalar arguments;
+  scipy or torch CSR / CSC or as :class:`~sdfgsparse.runtime.container.SparseMatrix`,
+  checked by the library's compiled check;
+* NumPy array, torch tensor and scalar arguments;
 * dense results, and no SpGEMM capacities.
 
 Any other plan keeps the generic walk (:func:`specialise` returns None). The function
@@ -37,6 +37,20 @@ __all__ = ['specialise']
 #: scipy attribute of each member, for the scipy formats whose members need no reshaping.
 _SCIPY = {'csr': {'pos1': 'indptr', 'crd1': 'indices', 'vals': 'data'},
           'csc': {'pos1': 'indptr', 'crd1': 'indices', 'vals': 'data'}}
+
+
+#: torch layout -> (layout, (positions accessor, indices accessor)).
+_TORCH = {'sparse_csr': ('sparse_csr', ('crow_indices', 'col_indices')),
+          'sparse_csc': ('sparse_csc', ('ccol_indices', 'row_indices'))}
+
+
+def _torch_attr(name: str):
+    import torch
+    return getattr(torch, name)
+
+
+def _strided():
+    return _torch_attr('strided')
 
 
 class _Printer(_PyPrinter):
@@ -70,6 +84,8 @@ def _plain_compressed(slot) -> bool:
         return False
     if slot.source == 'scipy':
         return slot.scipy_format in _SCIPY
+    if slot.source == 'torch':
+        return slot.torch_layout in _TORCH
     return slot.source == 'matrix'
 
 
@@ -105,6 +121,13 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
         w.miss_unless(f'{v}.format == {slot.scipy_format!r}')
         for m in ('pos1', 'crd1', 'vals'):
             w.put(f'{m}_{k} = {v}.{attrs[m]}')
+        w.put(f'r{k}, c{k} = {v}.shape')
+    elif slot.source == 'torch':  # as marshal._torch_members: NumPy views of the tensors
+        pos, crd = _TORCH[slot.torch_layout][1]
+        w.miss_unless(f'{v}.layout is {w.const(f"LAYOUT{k}", _torch_attr(slot.torch_layout))} and {v}.is_cpu')
+        w.put(f'pos1_{k} = {v}.{pos}().detach().numpy()')
+        w.put(f'crd1_{k} = {v}.{crd}().detach().numpy()')
+        w.put(f'vals_{k} = {v}.values().detach().numpy()')
         w.put(f'r{k}, c{k} = {v}.shape')
     else:  # SparseMatrix
         w.miss_unless(f'{v}.format is {w.const(f"FMT{k}", slot.fmt)}')
@@ -157,15 +180,23 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
 def _dense(w: _Writer, k: int, slot) -> str:
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
-    dt = w.const(f'DDT{k}', slot.dtype)
-    w.miss_unless(f'type({v}) is ndarray and {v}.dtype == {dt} and {v}.ndim == {slot.ndim} and '
-                  f'{v}.flags.c_contiguous and {v}.base is None')
+    if slot.torch is not None:
+        cls, dtype = slot.torch
+        w.miss_unless(f'type({v}) is {w.const(f"TCLS{k}", cls)} and {v}.dtype == {w.const(f"TDT{k}", dtype)} and '
+                      f'{v}.dim() == {slot.ndim} and {v}.is_cpu and {v}.layout is {w.const("STRIDED", _strided())} '
+                      f'and {v}.is_contiguous()')
+        pointer = f'{v}.data_ptr()'
+    else:
+        dt = w.const(f'DDT{k}', slot.dtype)
+        w.miss_unless(f'type({v}) is ndarray and {v}.dtype == {dt} and {v}.ndim == {slot.ndim} and '
+                      f'{v}.flags.c_contiguous and {v}.base is None')
+        pointer = f'dp({v})'
     for j, (d, sym, fn) in enumerate(slot.dims):
         if sym is not None:
             w.put(f's[{sym!r}] = {v}.shape[{d}]')
         else:
             w.miss_unless(f'{w.const(f"DIM{k}_{j}", fn)}(s) == {v}.shape[{d}]')
-    return f'dp({v})'
+    return pointer
 
 
 def _scalar(w: _Writer, k: int, slot) -> str:

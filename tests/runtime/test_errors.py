@@ -38,6 +38,17 @@ def test_dense_length_mismatch(rng):
         spmv_err(_csr(rng), np.ones(3))
 
 
+def test_dense_dtype(rng):
+    """DaCe alone only warns and reads the float32 bytes as float64 (a wrong result)."""
+    A = _csr(rng)
+    with pytest.raises(errors.DTypeError, match=r'x: dtype is float32, the program expects float64; '
+                       r'pass x.astype\(np.float64\)'):
+        spmv_err(A, np.ones(4, np.float32))
+    spmv_err(A, np.ones(4))
+    with pytest.raises(errors.DTypeError, match='x: dtype is int64'):  # also on a warm call
+        spmv_err(A, np.ones(4, np.int64))
+
+
 def test_sparse_shape_against_constant_annotation(rng):
     with pytest.raises(errors.ShapeError, match='A: has rows = 6, the program expects 5'):
         spmv_fixed(sp.random_array((6, 4), density=0.5, format='csr', rng=rng), np.ones(4))

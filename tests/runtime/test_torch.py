@@ -73,3 +73,57 @@ def test_torch_format_mismatch(rng):
     A = torch.from_numpy(_dense(rng)).to_sparse_csc()
     with pytest.raises(ss.errors.FormatMismatchError, match='A: the program expects CSR but got CSC'):
         spmv64(A, np.ones(9))
+
+
+@dace.program
+def spmv32(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return A @ x
+
+
+def _csr32(rng, m=12, n=9):
+    A = torch.from_numpy(_dense(rng, m, n)).to_sparse_csr()
+    return torch.sparse_csr_tensor(A.crow_indices().to(torch.int32), A.col_indices().to(torch.int32), A.values(),
+                                   size=A.shape)
+
+
+def test_torch_dense_arguments_checked(rng):
+    """A dense torch tensor goes to the kernel as it is only when it is a contiguous CPU
+    tensor of the expected dtype; before, DaCe read a strided or float32 tensor's bytes as
+    a contiguous float64 vector (wrong results, no error)."""
+    A = _csr32(rng)
+    D = A.to_dense().numpy()
+    x = torch.from_numpy(rng.standard_normal(18))
+    np.testing.assert_allclose(spmv32(A, x[:9]).numpy(), D @ x[:9].numpy(), rtol=1e-12)
+    with pytest.raises(ss.errors.ShapeError, match=r'x: the tensor is not contiguous \(strides \(2,\)\); '
+                       r'pass x.contiguous\(\)'):
+        spmv32(A, x[::2])
+    with pytest.raises(ss.errors.DTypeError, match=r'x: dtype is float32, .*pass x.to\(torch.float64\)'):
+        spmv32(A, x[:9].float())
+    with pytest.raises(ss.errors.FormatMismatchError, match='x: a sparse matrix was passed where .* expects a dense'):
+        spmv32(A, x[:9].to_sparse())
+    y = spmv32(A, x[:9].clone().requires_grad_())
+    np.testing.assert_allclose(y.numpy(), D @ x[:9].numpy(), rtol=1e-12)
+
+
+def test_torch_warm_calls_take_the_specialised_plan(rng):
+    """Torch CSR / CSC with torch vectors: warm calls run the plan's specialised function
+    (before, a dense torch argument sent every call down the full path: ~1.4 ms), and it
+    refuses what the generic walk refuses."""
+    from sdfgsparse.runtime.plan import MISS
+    for layout in ('csr', 'csc'):
+        A = _csr32(rng) if layout == 'csr' else torch.from_numpy(_dense(rng)).to_sparse_csc()
+        prog = spmv32 if layout == 'csr' else spmv_csc
+        x = torch.from_numpy(rng.standard_normal(9))
+        for _ in range(3):
+            y = prog(A, x)
+        np.testing.assert_allclose(y.numpy(), A.to_dense().numpy() @ x.numpy(), rtol=1e-12)
+        plans = [p for key, ps in prog._ss_plans.items() for p in ps if key[1][0] is torch.Tensor]
+        assert len(plans) == 1 and plans[0].specialised is not None
+        plan = plans[0]
+        fast = plan.run((A, x))
+        assert isinstance(fast, torch.Tensor)
+        np.testing.assert_array_equal(fast.numpy(), plan.run_generic((A, x)).numpy())
+        for bad in (x[:8].clone(), x.float(), torch.cat([x, x])[::2], x.to_sparse()):
+            assert plan.specialised((A, bad)) is MISS and plan.run_generic((A, bad)) is MISS
+        other = A.to_sparse_csc() if layout == 'csr' else A.to_sparse_csr()
+        assert plan.specialised((other, x)) is MISS and plan.run_generic((other, x)) is MISS
