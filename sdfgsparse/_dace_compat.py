@@ -43,7 +43,9 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    renames a second copy of a loaded program and builds it again). ``SDFG.compile`` holds
    an exclusive ``flock`` on ``<folder>.lock`` from writing the sources to loading the
    library, so that two processes building the same folder (pytest-xdist workers) take
-   turns.
+   turns. Before naming the folder it puts each state's edges in one order
+   (:func:`canonical_edge_order`: DaCe's simplify leaves them in a per-process random
+   order for some programs).
 9. CMake configure (1.0.2): every new build folder runs a full CMake configure — compiler
    identification, ABI detection, ``find_package(OpenMP)`` test builds — about 0.7 s of a
    2.5 s cold compile here, identical for every program of one configuration. After a
@@ -60,6 +62,14 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    ``.ss-seeded`` marker planted with the seed) and configures from scratch; that build's
    configuration then replaces the seed. Any error of the seed code itself only means no
    seed. ``SEEDS['planted']`` counts the build folders started from a seed.
+10. ``DaCeCodeGenerator.generate_fileheader`` (1.0.2): the custom type definitions (our
+   argument structs) are written in the iteration order of a ``set`` of typeclasses,
+   whose hashes hold string hashes, which Python randomises per process. A program with
+   two sparse types (``A.T @ B``: a CSR struct and a CSC view) got its structs in either
+   order, so a second process rewrote the source and ``make`` rebuilt the library of
+   an unchanged program (warm cache 2.3-2.7 s instead of ~1 s, about every other
+   process). While the header is generated, that module's ``set`` iterates in a sorted
+   order (by the type's C name), the same in every process.
 """
 import os
 import re
@@ -238,6 +248,7 @@ def _patch_build_folder():
     def compile(self, *args, **kwargs):
         if not named_by_content(self):
             return orig_compile(self, *args, **kwargs)
+        canonical_edge_order(self)
         folder = self.build_folder
         os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
         # one build of this folder at a time, from writing the sources to loading the library
@@ -255,6 +266,29 @@ def _patch_build_folder():
 
 #: Configuration sections whose settings change the generated code or the build.
 _CONFIG_KEYS = ('compiler', 'library', 'instrumentation', 'profiling')
+
+
+def canonical_edge_order(sdfg) -> None:
+    """Put the edges of every state in one order (by the node ids and connectors they join
+    and their memlets): DaCe's ``ArrayElimination`` (in ``simplify``) re-routes edges in
+    the iteration order of sets of nodes, which Python's string hashing randomises per
+    process, so the same program's SDFG came out with its edges in another order in
+    another process — another folder name and another build (``A + A.T``). The order of a
+    state's edges has no meaning in the dataflow."""
+    for graph in sdfg.all_sdfgs_recursive():
+        for state in graph.all_states():
+            edges = list(state.edges())
+            if len(edges) < 2:
+                continue
+            ids = {n: i for i, n in enumerate(state.nodes())}
+            ordered = sorted(edges, key=lambda e: (ids[e.src], e.src_conn or '', ids[e.dst], e.dst_conn or '',
+                                                   str(e.data)))
+            if ordered == edges:
+                continue
+            for e in edges:
+                state.remove_edge(e)
+            for e in ordered:
+                state.add_edge(e.src, e.src_conn, e.dst, e.dst_conn, e.data)
 
 
 def content_hash(sdfg) -> str:
@@ -454,6 +488,34 @@ def _patch_cmake_seed():
     compiler.configure_and_compile = configure_and_compile
 
 
+class _SortedSet(set):
+    """A ``set`` that iterates in an order independent of hashing (patch 10)."""
+
+    def __iter__(self):
+        return iter(sorted(set.__iter__(self), key=lambda t: (str(t), repr(t))))
+
+
+def _patch_fileheader_order():
+    from dace.codegen.targets import framecode
+    cls = framecode.DaCeCodeGenerator
+    orig = cls.generate_fileheader
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def generate_fileheader(self, *args, **kwargs):
+        had = 'set' in framecode.__dict__
+        framecode.set = _SortedSet
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            if not had:
+                del framecode.set
+
+    generate_fileheader._sdfgsparse = True
+    generate_fileheader.__doc__ = orig.__doc__
+    cls.generate_fileheader = generate_fileheader
+
+
 def apply():
     if _applied['done']:
         return
@@ -468,4 +530,5 @@ def apply():
     _patch_return_arrays()
     _patch_build_folder()
     _patch_cmake_seed()
+    _patch_fileheader_order()
     _applied['done'] = True

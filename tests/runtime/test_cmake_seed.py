@@ -126,11 +126,18 @@ def seed_reused(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
     return A @ x
 
 
+@dace.program
+def seed_sum(A: ss.CSR[dace.float64, N, N]):
+    return A + A.T
+
+
 if __name__ == '__main__':
     A = sp.random(30, 20, density=0.2, format='csr', random_state=3)
     x = np.random.default_rng(1).random(20)
+    S = sp.random(25, 25, density=0.2, format='csr', random_state=4)
     with dace.config.set_temporary('default_build_folder', value=sys.argv[1]):
         assert np.allclose(seed_reused(A, x), A @ x)
+        assert np.allclose(seed_sum(S).toarray(), (S + S.T).toarray())
 """
 
 
@@ -140,20 +147,23 @@ def _libraries(build):
 
 def test_a_second_process_reuses_the_build_folder(folders, tmp_path):
     """Patch 8: the folder is named by the SDFG's content, not by its random GUIDs, so a
-    second process running the same program finds its build: no new folder, no library
-    built again."""
+    second process running the same programs finds their builds: no new folder, no library
+    built again. The processes hash strings differently (``PYTHONHASHSEED``): ``A + A.T``
+    had its edges (simplify) and its two structs (code generation) in a per-process order
+    before patches 8 and 10 fixed both orders."""
     import subprocess
     import sys
     seeds, build = folders
     script = tmp_path / 'reused_program.py'
     script.write_text(_REUSED)
-    env = dict(os.environ, OMP_NUM_THREADS='1')
-    run = lambda: subprocess.run([sys.executable, str(script), str(build)], env=env, cwd=tmp_path, check=True,
-                                 capture_output=True)
-    run()
-    (first, ) = _build_dirs(build)
+    run = lambda seed: subprocess.run([sys.executable, str(script), str(build)], cwd=tmp_path, check=True,
+                                      capture_output=True,
+                                      env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONHASHSEED=str(seed)))
+    run(1)
+    first = _build_dirs(build)
     libs = _libraries(build)
-    assert len(libs) == 2  # the program and DaCe's stub
-    run()
-    assert _build_dirs(build) == [first]
-    assert _libraries(build) == libs  # make found both up to date
+    assert len(first) == 2 and len(libs) == 4  # each program and its DaCe stub
+    for seed in (2, 3):
+        run(seed)
+        assert _build_dirs(build) == first
+        assert _libraries(build) == libs  # make found them up to date
