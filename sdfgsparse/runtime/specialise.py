@@ -39,18 +39,13 @@ _SCIPY = {'csr': {'pos1': 'indptr', 'crd1': 'indices', 'vals': 'data'},
           'csc': {'pos1': 'indptr', 'crd1': 'indices', 'vals': 'data'}}
 
 
-#: torch layout -> (layout, (positions accessor, indices accessor)).
-_TORCH = {'sparse_csr': ('sparse_csr', ('crow_indices', 'col_indices')),
-          'sparse_csc': ('sparse_csc', ('ccol_indices', 'row_indices'))}
+#: torch layout -> the accessors of its positions and indices (as marshal._torch_members).
+_TORCH = {'sparse_csr': ('crow_indices', 'col_indices'), 'sparse_csc': ('ccol_indices', 'row_indices')}
 
 
 def _torch_attr(name: str):
     import torch
     return getattr(torch, name)
-
-
-def _strided():
-    return _torch_attr('strided')
 
 
 class _Printer(_PyPrinter):
@@ -123,7 +118,7 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
             w.put(f'{m}_{k} = {v}.{attrs[m]}')
         w.put(f'r{k}, c{k} = {v}.shape')
     elif slot.source == 'torch':  # as marshal._torch_members: NumPy views of the tensors
-        pos, crd = _TORCH[slot.torch_layout][1]
+        pos, crd = _TORCH[slot.torch_layout]
         w.miss_unless(f'{v}.layout is {w.const(f"LAYOUT{k}", _torch_attr(slot.torch_layout))} and {v}.is_cpu')
         w.put(f'pos1_{k} = {v}.{pos}().detach().numpy()')
         w.put(f'crd1_{k} = {v}.{crd}().detach().numpy()')
@@ -183,7 +178,7 @@ def _dense(w: _Writer, k: int, slot) -> str:
     if slot.torch is not None:
         cls, dtype = slot.torch
         w.miss_unless(f'type({v}) is {w.const(f"TCLS{k}", cls)} and {v}.dtype == {w.const(f"TDT{k}", dtype)} and '
-                      f'{v}.dim() == {slot.ndim} and {v}.is_cpu and {v}.layout is {w.const("STRIDED", _strided())} '
+                      f'{v}.dim() == {slot.ndim} and {v}.is_cpu and {v}.layout is {w.const("STRIDED", _torch_attr("strided"))} '
                       f'and {v}.is_contiguous()')
         pointer = f'{v}.data_ptr()'
     else:
