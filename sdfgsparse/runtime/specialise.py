@@ -103,8 +103,11 @@ class _Writer:
         self.put(f'if not ({condition}): return MISS', depth)
 
 
-def _array_ok(w: _Writer, var: str, dtype_name: str, extra: str = '') -> None:
-    w.miss_unless(f'{var}.dtype == {dtype_name} and {var}.ndim == 1 and {var}.flags.c_contiguous{extra}')
+def _array_ok(w: _Writer, var: str, dtype_name: str, extra: str = '', torch: bool = False) -> None:
+    if torch:  # the tests NumPy makes of the tensor's .numpy() view, asked of the tensor
+        w.miss_unless(f'{var}.dtype == {dtype_name} and {var}.dim() == 1 and {var}.is_contiguous(){extra}')
+    else:
+        w.miss_unless(f'{var}.dtype == {dtype_name} and {var}.ndim == 1 and {var}.flags.c_contiguous{extra}')
 
 
 def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
@@ -117,12 +120,12 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
         for m in ('pos1', 'crd1', 'vals'):
             w.put(f'{m}_{k} = {v}.{attrs[m]}')
         w.put(f'r{k}, c{k} = {v}.shape')
-    elif slot.source == 'torch':  # as marshal._torch_members: NumPy views of the tensors
+    elif slot.source == 'torch':  # the member tensors themselves (marshal._torch_members views them)
         pos, crd = _TORCH[slot.torch_layout]
         w.miss_unless(f'{v}.layout is {w.const(f"LAYOUT{k}", _torch_attr(slot.torch_layout))} and {v}.is_cpu')
-        w.put(f'pos1_{k} = {v}.{pos}().detach().numpy()')
-        w.put(f'crd1_{k} = {v}.{crd}().detach().numpy()')
-        w.put(f'vals_{k} = {v}.values().detach().numpy()')
+        w.put(f'pos1_{k} = {v}.{pos}()')
+        w.put(f'crd1_{k} = {v}.{crd}()')
+        w.put(f'vals_{k} = {v}.values()')
         w.put(f'r{k}, c{k} = {v}.shape')
     else:  # SparseMatrix
         w.miss_unless(f'{v}.format is {w.const(f"FMT{k}", slot.fmt)}')
@@ -134,10 +137,20 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
     for d, want in slot.const_dims:
         w.miss_unless(f'{("r", "c")[d]}{k} == {want}')
     w.miss_unless(f'r{k} <= {slot.imax} and c{k} <= {slot.imax}')
-    vdt, idt = w.const(f'VDT{k}', slot.vals_dtype), w.const(f'IDT{k}', slot.index_dtype)
-    _array_ok(w, f'vals_{k}', vdt, f' and vals_{k}.size <= {slot.imax}')
+    torch = slot.source == 'torch'
+    if torch:
+        vdt = w.const(f'VDT{k}', _torch_attr(slot.vals_dtype.name))
+        idt = w.const(f'IDT{k}', _torch_attr(slot.index_dtype.name))
+        ptr = '{}.data_ptr()'.format
+    else:
+        vdt, idt = w.const(f'VDT{k}', slot.vals_dtype), w.const(f'IDT{k}', slot.index_dtype)
+        ptr = 'dp({})'.format
+    # (a torch view with the conjugate or negative bit has no NumPy view: the generic walk fails on it)
+    extra = f' and vals_{k}.numel() <= {slot.imax} and not vals_{k}.is_conj() and not vals_{k}.is_neg()' if torch \
+        else f' and vals_{k}.size <= {slot.imax}'
+    _array_ok(w, f'vals_{k}', vdt, extra, torch)
     for m in ('crd1', 'pos1'):  # the generic walk's order of the index members does not matter: all must pass
-        _array_ok(w, f'{m}_{k}', idt)
+        _array_ok(w, f'{m}_{k}', idt, torch=torch)
     w.put(f'n1_{k} = crd1_{k}.shape[0]')
     # the storage check (fastcheck.StorageCheck for this format)
     names = {'_rows': f'r{k}', '_cols': f'c{k}', 'rows': f'r{k}', 'cols': f'c{k}', 'n1': f'n1_{k}'}
@@ -150,7 +163,7 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
     w.put('if VALIDATE["on"]:')
     w.put(f'parent = {_source(counts[0], names)}', 2)
     w.put(f'if vals_{k}.shape[0] != {_source(counts[-1], names)} or pos1_{k}.shape[0] != parent + 1: return MISS', 2)
-    call = (f'{check}(dp(pos1_{k}), parent, dp(crd1_{k}), n1_{k}, {_source(extent, names)}, '
+    call = (f'{check}({ptr(f"pos1_{k}")}, parent, {ptr(f"crd1_{k}")}, n1_{k}, {_source(extent, names)}, '
             f'{bool(lvl.ordered)}, {bool(lvl.unique)}) == 0')
     if slot.in_kernel_from is None:
         w.miss_unless(call, 2)
@@ -167,7 +180,7 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
         else:
             w.put(f's[{sym!r}] = {values[key]}')
             defined.add(sym)
-    fields = ', '.join(f'dp({f}_{k})' if is_array else values[f] for f, is_array in slot.fields)
+    fields = ', '.join(ptr(f'{f}_{k}') if is_array else values[f] for f, is_array in slot.fields)
     w.put(f'st{k} = {w.const(f"STRUCT{k}", slot.struct_cls)}({fields})')
     return f'addressof(st{k})'
 

@@ -126,4 +126,14 @@ def test_torch_warm_calls_take_the_specialised_plan(rng):
         for bad in (x[:8].clone(), x.float(), torch.cat([x, x])[::2], x.to_sparse()):
             assert plan.specialised((A, bad)) is MISS and plan.run_generic((A, bad)) is MISS
         other = A.to_sparse_csc() if layout == 'csr' else A.to_sparse_csr()
-        assert plan.specialised((other, x)) is MISS and plan.run_generic((other, x)) is MISS
+        pos = A.crow_indices() if layout == 'csr' else A.ccol_indices()
+        crd = A.col_indices() if layout == 'csr' else A.row_indices()
+        make = torch.sparse_csr_tensor if layout == 'csr' else torch.sparse_csc_tensor
+        wide = torch.int32 if pos.dtype == torch.int64 else torch.int64
+        broken = crd.clone()
+        broken[0] = 99
+        for B in (other, A.to(torch.float32), make(pos.to(wide), crd.to(wide), A.values(), size=A.shape),
+                  make(pos, broken, A.values(), size=A.shape, check_invariants=False)):
+            assert plan.specialised((B, x)) is MISS and plan.run_generic((B, x)) is MISS
+        same = make(pos.clone(), crd.clone(), A.values().clone(), size=A.shape)
+        np.testing.assert_array_equal(plan.specialised((same, x)).numpy(), fast.numpy())
