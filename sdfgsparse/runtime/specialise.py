@@ -18,7 +18,8 @@ plans whose every part it can write exactly as the generic path does:
 
 Any other plan keeps the generic walk (:func:`specialise` returns None). The function
 returns :data:`~sdfgsparse.runtime.plan.MISS` under exactly the conditions the generic walk
-does; ``tests/runtime/test_call_plans.py`` runs both on the same calls.
+does; ``tests/runtime/test_call_plans.py`` and ``test_torch.py`` run both on the same
+calls.
 """
 import ctypes
 from typing import Callable, Dict, List, Optional
@@ -190,9 +191,9 @@ def _dense(w: _Writer, k: int, slot) -> str:
     w.put(f'{v} = args[{slot.index}]')
     if slot.torch is not None:
         cls, dtype = slot.torch
+        strided = w.const('STRIDED', _torch_attr('strided'))
         w.miss_unless(f'type({v}) is {w.const(f"TCLS{k}", cls)} and {v}.dtype == {w.const(f"TDT{k}", dtype)} and '
-                      f'{v}.dim() == {slot.ndim} and {v}.is_cpu and {v}.layout is {w.const("STRIDED", _torch_attr("strided"))} '
-                      f'and {v}.is_contiguous()')
+                      f'{v}.dim() == {slot.ndim} and {v}.is_cpu and {v}.layout is {strided} and {v}.is_contiguous()')
         pointer = f'{v}.data_ptr()'
     else:
         dt = w.const(f'DDT{k}', slot.dtype)
@@ -233,8 +234,8 @@ def specialise(plan) -> Optional[Callable]:
     for k, slot in enumerate(plan.sparse_slots):
         ptrs[slot.index] = _sparse(w, k, slot, defined)
     for k, slot in enumerate(plan.dense_slots, start=len(plan.sparse_slots)):
-        ptrs[slot.index] = (_scalar if isinstance(slot, _ScalarSlot) else _dense)(w, k, slot)
         assert isinstance(slot, (_ScalarSlot, _DenseSlot))
+        ptrs[slot.index] = (_scalar if isinstance(slot, _ScalarSlot) else _dense)(w, k, slot)
     for j, (_, ret) in enumerate(plan.returns):
         shape = ', '.join(f'{w.const(f"RSHAPE{j}_{d}", fn)}(s)' for d, fn in enumerate(ret.shape))
         w.put(f'ret{j} = empty(({shape}{"," if len(ret.shape) == 1 else ""}), {w.const(f"RDT{j}", ret.dtype)})')
