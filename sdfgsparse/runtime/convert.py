@@ -16,11 +16,16 @@ from sdfgsparse.formats.levels import Compressed, Dense, Offset, Singleton
 __all__ = ['to_storage', 'storage_to_coo', 'scipy_members', 'convert', 'to_scipy_twin', 'has_scipy_twin']
 
 
+#: The scipy attribute holding each member of a CSR / CSC twin (the warm call's
+#: specialised functions read them by these names too, runtime/specialise.py).
+SCIPY_COMPRESSED = {'pos1': 'indptr', 'crd1': 'indices', 'vals': 'data'}
+
+
 def scipy_members(obj, fmt: SparseFormat) -> Dict[str, np.ndarray]:
     """The member arrays of a scipy object whose format is ``fmt``'s twin (no copies)."""
     f = obj.format
     if f in ('csr', 'csc'):
-        return {'pos1': obj.indptr, 'crd1': obj.indices, 'vals': obj.data}
+        return {m: getattr(obj, a) for m, a in SCIPY_COMPRESSED.items()}
     if f == 'bsr':
         return {'pos1': obj.indptr, 'crd1': obj.indices, 'vals': obj.data.reshape(-1)}
     if f == 'coo':

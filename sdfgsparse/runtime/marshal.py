@@ -62,6 +62,17 @@ def format_of_value(obj) -> SparseFormat:
     raise TypeError(f'{type(obj).__name__} is not a sparse matrix')
 
 
+#: The accessors of the positions and indices of torch's compressed layouts (the warm
+#: call's specialised functions call them too, runtime/specialise.py).
+TORCH_COMPRESSED = {'sparse_csr': ('crow_indices', 'col_indices'), 'sparse_csc': ('ccol_indices', 'row_indices')}
+
+
+def _torch_attr(name: str):
+    """``torch.<name>`` (a dtype or layout), importing torch only when asked."""
+    import torch
+    return getattr(torch, name)
+
+
 def _torch_members(obj) -> Tuple[Dict[str, np.ndarray], tuple]:
     lay = _torch_layout(obj)
     if obj.device.type != 'cpu':
@@ -70,10 +81,9 @@ def _torch_members(obj) -> Tuple[Dict[str, np.ndarray], tuple]:
     def n(t):
         return t.detach().numpy()
 
-    if lay == 'sparse_csr':
-        m = {'pos1': n(obj.crow_indices()), 'crd1': n(obj.col_indices()), 'vals': n(obj.values())}
-    elif lay == 'sparse_csc':
-        m = {'pos1': n(obj.ccol_indices()), 'crd1': n(obj.row_indices()), 'vals': n(obj.values())}
+    if lay in TORCH_COMPRESSED:
+        pos, crd = TORCH_COMPRESSED[lay]
+        m = {'pos1': n(getattr(obj, pos)()), 'crd1': n(getattr(obj, crd)()), 'vals': n(obj.values())}
     elif lay == 'sparse_bsr':
         m = {'pos1': n(obj.crow_indices()), 'crd1': n(obj.col_indices()), 'vals': n(obj.values()).reshape(-1)}
     else:

@@ -35,6 +35,7 @@ from sdfgsparse.runtime.convert import scipy_members
 from sdfgsparse.runtime.fastcheck import StorageCheck
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.results import return_allocator, struct_to_python
+from sdfgsparse.runtime.specialise import specialise
 from sdfgsparse.runtime.symexpr import compile_int
 
 __all__ = ['CallPlan', 'build_plan', 'MISS']
@@ -170,10 +171,9 @@ class _DenseSlot:
         self.index, self.name = index, name
         self.dtype = np.dtype(desc.dtype.as_numpy_dtype())
         self.ndim = len(desc.shape)
-        self.torch = None  # (tensor class, torch dtype) for torch arguments
+        self.torch = None  # (tensor class, torch dtype, torch.strided) for torch arguments
         if marshal._torch_layout(sample) == 'strided':
-            import torch
-            self.torch = (type(sample), getattr(torch, self.dtype.name))
+            self.torch = (type(sample), marshal._torch_attr(self.dtype.name), marshal._torch_attr('strided'))
         elif not isinstance(sample, np.ndarray):
             raise NoPlan(f'argument {name} of type {type(sample).__name__}')
         self.dims = []  # (dimension, symbol to define) or (dimension, f(symbols) to match)
@@ -193,9 +193,9 @@ class _DenseSlot:
 
     def bind(self, v, syms: Dict[str, int]) -> Optional[int]:
         if self.torch is not None:
-            cls, dtype = self.torch
+            cls, dtype, strided = self.torch
             if type(v) is not cls or v.dtype != dtype or v.dim() != self.ndim or not v.is_cpu or \
-                    v.layout is not _strided() or not v.is_contiguous():
+                    v.layout is not strided or not v.is_contiguous():
                 return None
         elif (type(v) is not np.ndarray or v.dtype != self.dtype or v.ndim != self.ndim or not v.flags.c_contiguous
               or v.base is not None):
@@ -207,11 +207,6 @@ class _DenseSlot:
             elif fn(syms) != shape[d]:
                 return None
         return data_pointer(v) if self.torch is None else v.data_ptr()
-
-
-def _strided():
-    import torch
-    return torch.strided
 
 
 class _ScalarSlot:
@@ -354,7 +349,6 @@ class CallPlan:
                 raise NoPlan(f'compiled argument {a}')
         proto = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)
         self.func = proto(ctypes.cast(csdfg._cfunc, ctypes.c_void_p).value)
-        from sdfgsparse.runtime.specialise import specialise
         self.specialised = specialise(self)
 
     def run(self, args: Sequence[Any]):

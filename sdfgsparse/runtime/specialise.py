@@ -31,23 +31,11 @@ from dace import hooks
 from sdfgsparse._symbolic import _PyPrinter
 from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.runtime import marshal
+from sdfgsparse.runtime.convert import SCIPY_COMPRESSED
+from sdfgsparse.runtime.marshal import TORCH_COMPRESSED, _torch_attr
 from sdfgsparse.runtime.pointers import data_pointer
 
 __all__ = ['specialise']
-
-#: scipy attribute of each member, for the scipy formats whose members need no reshaping.
-_SCIPY = {'csr': {'pos1': 'indptr', 'crd1': 'indices', 'vals': 'data'},
-          'csc': {'pos1': 'indptr', 'crd1': 'indices', 'vals': 'data'}}
-
-
-#: torch layout -> the accessors of its positions and indices (as marshal._torch_members).
-_TORCH = {'sparse_csr': ('crow_indices', 'col_indices'), 'sparse_csc': ('ccol_indices', 'row_indices')}
-
-
-def _torch_attr(name: str):
-    import torch
-    return getattr(torch, name)
-
 
 class _Printer(_PyPrinter):
     """Prints a size expression over local variables (``names``: symbol -> source)."""
@@ -79,9 +67,9 @@ def _plain_compressed(slot) -> bool:
             slot.size_specs != [('n1', 'crd1')] or slot.check.native is None or fmt.block != (1, 1):
         return False
     if slot.source == 'scipy':
-        return slot.scipy_format in _SCIPY
+        return slot.scipy_format in ('csr', 'csc')
     if slot.source == 'torch':
-        return slot.torch_layout in _TORCH
+        return slot.torch_layout in TORCH_COMPRESSED
     return slot.source == 'matrix'
 
 
@@ -116,13 +104,12 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
     if slot.source == 'scipy':
-        attrs = _SCIPY[slot.scipy_format]
         w.miss_unless(f'{v}.format == {slot.scipy_format!r}')
-        for m in ('pos1', 'crd1', 'vals'):
-            w.put(f'{m}_{k} = {v}.{attrs[m]}')
+        for m, attr in SCIPY_COMPRESSED.items():
+            w.put(f'{m}_{k} = {v}.{attr}')
         w.put(f'r{k}, c{k} = {v}.shape')
     elif slot.source == 'torch':  # the member tensors themselves (marshal._torch_members views them)
-        pos, crd = _TORCH[slot.torch_layout]
+        pos, crd = TORCH_COMPRESSED[slot.torch_layout]
         w.miss_unless(f'{v}.layout is {w.const(f"LAYOUT{k}", _torch_attr(slot.torch_layout))} and {v}.is_cpu')
         w.put(f'pos1_{k} = {v}.{pos}()')
         w.put(f'crd1_{k} = {v}.{crd}()')
@@ -154,7 +141,7 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
         _array_ok(w, f'{m}_{k}', idt, torch=torch)
     w.put(f'n1_{k} = crd1_{k}.shape[0]')
     # the storage check (fastcheck.StorageCheck for this format)
-    names = {'_rows': f'r{k}', '_cols': f'c{k}', 'rows': f'r{k}', 'cols': f'c{k}', 'n1': f'n1_{k}'}
+    names = {'_rows': f'r{k}', '_cols': f'c{k}', 'n1': f'n1_{k}'}
     r, c = sympy.Symbol('_rows', integer=True), sympy.Symbol('_cols', integer=True)
     fmt = slot.fmt
     counts = fmt.counts(r, c, {'n1': sympy.Symbol('n1', integer=True)})
@@ -190,8 +177,8 @@ def _dense(w: _Writer, k: int, slot) -> str:
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
     if slot.torch is not None:
-        cls, dtype = slot.torch
-        strided = w.const('STRIDED', _torch_attr('strided'))
+        cls, dtype, strided = slot.torch
+        strided = w.const('STRIDED', strided)
         w.miss_unless(f'type({v}) is {w.const(f"TCLS{k}", cls)} and {v}.dtype == {w.const(f"TDT{k}", dtype)} and '
                       f'{v}.dim() == {slot.ndim} and {v}.is_cpu and {v}.layout is {strided} and {v}.is_contiguous()')
         pointer = f'{v}.data_ptr()'
