@@ -168,7 +168,10 @@ class SparseFormatSelection(xf.SingleStateTransformation):
             sdfg.append_transformation(self)  # the choice stays on the SDFG (apply_pattern already records it)
         old = sparse_type_of(sdfg.arrays[name])
         fmt = format_by_name(best)
-        new_type = fmt.type(old.dtype, old.rows, old.cols, old.index_dtype)
+        # size symbols named after the argument: the same names in every process (a build
+        # folder is named by the SDFG's content)
+        new_type = fmt.type(old.dtype, old.rows, old.cols, old.index_dtype,
+                            **{k: f'{name}_{fmt.name}_{k}' for k in fmt.size_keys})
         # collect the readers, then rewire them to the new members
         readers = []
         for s in sdfg.states():

@@ -10,8 +10,11 @@ The structure's type name encodes format and dtypes (``ss_CSR_float64_int32``); 
 key of the registry that maps a ``Structure`` back to its :class:`SparseType`
 (:func:`sparse_type_of`), so the mapping survives copies and JSON round trips.
 """
-import itertools
+import collections
+import hashlib
+import os
 import re
+import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import dace
@@ -25,7 +28,30 @@ from sdfgsparse.formats.levels import Compressed, Dense, IterContext, Level, Lev
 __all__ = ['SparseFormat', 'SparseType', 'sparse_type_of', 'is_sparse_desc', 'register_format', 'get_format']
 
 _FORMATS: Dict[str, 'SparseFormat'] = {}
-_uid = itertools.count()
+# per creation site (module, function, line): how many types were made there so far
+_SITE_COUNTS: Dict[tuple, int] = collections.defaultdict(int)
+_FORMATS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _site_uid() -> str:
+    """A name part for the size symbols of a new type, fixed by where the type is made.
+
+    The caller's module, function and line (the first frame outside this package folder),
+    and how many types that line made before in this process; two parameters annotated
+    on one line get two names, and a program gets the same names in every process
+    whatever types were made before it elsewhere (a global counter gave a program other
+    symbol names, so another build, when another module made its types first)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _FORMATS_DIR:
+        frame = frame.f_back
+    if frame is None:
+        site = ('?', '?', 0)
+    else:
+        code = frame.f_code
+        site = (frame.f_globals.get('__name__', '?'), getattr(code, 'co_qualname', code.co_name), frame.f_lineno)
+    k = _SITE_COUNTS[site]
+    _SITE_COUNTS[site] = k + 1
+    return hashlib.sha1(repr((site, k)).encode()).hexdigest()[:8]
 
 VALUE_DTYPES = (dace.float32, dace.float64, dace.int32, dace.int64)
 INDEX_DTYPES = (dace.int32, dace.int64)
@@ -206,7 +232,7 @@ class SparseType:
         self.index_dtype = index_dtype
         self.rows = dace.symbolic.pystr_to_symbolic(rows) if isinstance(rows, str) else rows
         self.cols = dace.symbolic.pystr_to_symbolic(cols) if isinstance(cols, str) else cols
-        uid = next(_uid) if uid is None else uid
+        uid = _site_uid() if uid is None else uid
         sizes = dict(sizes or {})
         for key in fmt.size_keys:
             if key not in sizes:

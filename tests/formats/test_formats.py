@@ -68,6 +68,20 @@ def test_each_annotation_gets_its_own_size_symbols():
     a, b = sparse_type_of(ss.CSR[dace.float64, M, N]), sparse_type_of(ss.CSR[dace.float64, M, N])
     assert a.sizes['n1'] != b.sizes['n1']
 
+    def make():
+        return sparse_type_of(ss.CSR[dace.float64, M, N])
+
+    # the names come from where a type is made, not from how many types were made before:
+    # the same site in a fresh count gives the same names (another process, another order)
+    from sdfgsparse.formats import format as format_module
+    saved = dict(format_module._SITE_COUNTS)
+    first = make().sizes['n1']
+    assert make().sizes['n1'] != first  # made again by the same line: a new name
+    sparse_type_of(ss.COO[dace.float32, N, N])  # other types in between
+    format_module._SITE_COUNTS.clear()
+    format_module._SITE_COUNTS.update({k: v for k, v in saved.items()})
+    assert make().sizes['n1'] == first
+
 
 def test_constant_shape_annotation():
     st = sparse_type_of(ss.CSC[dace.float32, 5, 7])

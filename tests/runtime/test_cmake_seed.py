@@ -119,6 +119,8 @@ _REUSED = """
 import sys, dace, numpy as np, scipy.sparse as sp
 import sdfgsparse as ss
 M, N = dace.symbol('M'), dace.symbol('N')
+if len(sys.argv) > 2:  # this process makes other sparse types first
+    OTHERS = [ss.CSR[dace.float32, 3, 3], ss.CSC[dace.float64, M, N], ss.COO[dace.float64, N, N]]
 
 
 @dace.program
@@ -150,20 +152,22 @@ def test_a_second_process_reuses_the_build_folder(folders, tmp_path):
     second process running the same programs finds their builds: no new folder, no library
     built again. The processes hash strings differently (``PYTHONHASHSEED``): ``A + A.T``
     had its edges (simplify) and its two structs (code generation) in a per-process order
-    before patches 8 and 10 fixed both orders."""
+    before patches 8 and 10 fixed both orders. The last process makes other sparse types
+    before defining the programs: their size symbols are named by where they are made, not
+    by how many types the process made before."""
     import subprocess
     import sys
     seeds, build = folders
     script = tmp_path / 'reused_program.py'
     script.write_text(_REUSED)
-    run = lambda seed: subprocess.run([sys.executable, str(script), str(build)], cwd=tmp_path, check=True,
-                                      capture_output=True,
-                                      env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONHASHSEED=str(seed)))
+    run = lambda seed, *extra: subprocess.run([sys.executable, str(script), str(build), *extra], cwd=tmp_path,
+                                              check=True, capture_output=True,
+                                              env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONHASHSEED=str(seed)))
     run(1)
     first = _build_dirs(build)
     libs = _libraries(build)
     assert len(first) == 2 and len(libs) == 4  # each program and its DaCe stub
-    for seed in (2, 3):
-        run(seed)
-        assert _build_dirs(build) == first
+    for seed, extra in ((2, ()), (3, ()), (1, ('others', ))):
+        run(seed, *extra)
+        assert _build_dirs(build) == first, extra
         assert _libraries(build) == libs  # make found them up to date
