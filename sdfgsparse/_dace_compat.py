@@ -255,9 +255,14 @@ def _patch_build_folder():
         with _locked(os.path.abspath(folder) + '.lock'):
             self._build_folder = folder  # computed once for this build
             try:
-                return orig_compile(self, *args, **kwargs)
+                result = orig_compile(self, *args, **kwargs)
             finally:
                 del self._build_folder
+            try:  # last use, for ``sdfgsparse cache`` (runtime/buildcache.py)
+                os.utime(folder, None)
+            except OSError:
+                pass
+            return result
 
     compile._sdfgsparse = True
     compile.__doc__ = orig_compile.__doc__
@@ -317,23 +322,49 @@ def content_hash(sdfg) -> str:
 
 class _locked:
     """An exclusive ``flock`` on ``path`` for the duration (no lock where there is no
-    ``fcntl``)."""
+    ``fcntl``). Whoever holds the lock may remove the file (``sdfgsparse cache --prune``
+    removes a build folder with its lock file): a waiter that then gets the lock of the
+    removed file opens the path again, so two holders never overlap.
+
+    ``acquire(blocking=False)`` returns False instead of waiting when another holds it."""
 
     def __init__(self, path: str):
         self.path = path
         self.file = None
 
+    def acquire(self, blocking: bool = True) -> bool:
+        while True:
+            handle = open(self.path, 'a')
+            try:
+                import fcntl
+            except ImportError:
+                self.file = handle
+                return True
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                return False
+            try:
+                current = os.fstat(handle.fileno()).st_ino == os.stat(self.path).st_ino
+            except OSError:  # removed while we waited
+                current = False
+            if current:
+                self.file = handle
+                return True
+            handle.close()
+
+    def release(self):
+        if self.file is not None:
+            self.file.close()  # releases the lock
+            self.file = None
+
     def __enter__(self):
-        self.file = open(self.path, 'a')
-        try:
-            import fcntl
-            fcntl.flock(self.file, fcntl.LOCK_EX)
-        except ImportError:
-            pass
+        self.acquire()
         return self
 
     def __exit__(self, *exc):
-        self.file.close()  # releases the lock
+        self.release()
         return False
 
 
