@@ -12,7 +12,7 @@ from typing import List
 
 __all__ = [
     'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows', 'gemm_row_block',
-    'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP', 'spmv_row'
+    'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP', 'spmv_row', 'spmv_row_chunks'
 ]
 
 
@@ -228,21 +228,23 @@ for (; s_c0 < s_K; ++s_c0) {{
     ]
 
 
-def spmv_row(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: str, ctype: str, check) -> List[str]:
+def spmv_row(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: str, ctype: str, check, vals_ctype: str,
+             x_ctype: str) -> List[str]:
     """Generated-source lines for ``y[i] = sum_p vals[p] * x[crd[p]]`` over the stored
     entries ``p`` in ``[lo, hi)`` of one row, as one tasklet that also checks its part of
     the storage as it reads it (``check``: a
     :class:`sdfgsparse.lowering.kernel_checks.RowCheck`): the segment within ``[0, nnz]``,
     the indices below their extent and, where the level is ordered, increasing; it reads
     only in range whatever it finds and reports a problem through the library's counter.
-    (Without checks, DaCe's own lowering of the row loop is as fast or faster.)"""
-    body = check.row_walk('v_lo', 'v_hi', 'v_c', 'v_acc += v_v[{p}] * v_x[{c}];')
+    ``ctype``: the result's (and sum's) C type; ``vals_ctype`` and ``x_ctype`` those of the
+    operands (a float32 matrix times a float64 vector sums in float64, as NumPy does)."""
+    body = check.row_walk('v_lo', 'v_hi', 'v_c', 'v_acc += (v_V)v_v[{p}] * (v_V)v_x[{c}];')
     code = f'''
 typedef {ctype} v_V;
 long long v_lo = _tlo, v_hi = _thi;
 const auto* __restrict__ v_c = _tc;
-const v_V* __restrict__ v_v = _tv;
-const v_V* __restrict__ v_x = _tx;
+const {vals_ctype}* __restrict__ v_v = _tv;
+const {x_ctype}* __restrict__ v_x = _tx;
 v_V v_acc = 0;
 {body}
 _ty = v_acc;
@@ -254,6 +256,61 @@ _ty = v_acc;
         '    _tlo << _lo',
         '    _thi << _hi',
     ] + ['    ' + c for c in check.CONNECTORS] + [
+        f'    _tc << {crd}',
+        f'    _tv << {vals}',
+        f'    _tx << {x}',
+        f'    _ty >> {y}[{i}]',
+        f'    """{code}"""',
+    ]
+
+
+def spmv_row_chunks(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: str, end: str, ctype: str,
+                    itemsize: int, width: int) -> List[str]:
+    """Generated-source lines for ``y[i] = sum_p vals[p] * x[crd[p]]`` over the stored
+    entries ``[lo, hi)`` of one row, ``width`` entries at a time, as one tasklet.
+
+    Each chunk is a GCC/Clang vector: the values loaded at once, ``x`` at the chunk's
+    columns built from ``width`` loads, and the lanes past the row's end zeroed by a
+    vector compare; so the loop tests the row's end once per chunk, and a row of up to
+    ``width`` entries takes one pass without a branch on its length. The masked lanes
+    read the next entries of the arrays (the following rows', whose columns are valid
+    indices of ``x``); a chunk that would pass ``end`` (the end of the last row, not the
+    arrays' capacity) is left to the scalar loop. ``itemsize``: bytes per value (the
+    mask lanes are integers of that size)."""
+    mask = {8: 'long long', 4: 'int', 2: 'short', 1: 'signed char'}[itemsize]
+    lanes = ', '.join(f'r_x[r_c[r_p + {k}]]' for k in range(width))
+    zeros = ', '.join('0' for _ in range(width))
+    iota = ', '.join(str(k) for k in range(width))
+    code = f'''
+typedef {ctype} r_V;
+typedef r_V r_vec __attribute__((vector_size({width * itemsize}), aligned(sizeof(r_V))));
+typedef {mask} r_msk __attribute__((vector_size({width * itemsize})));
+const long long r_lo = _tlo, r_hi = _thi, r_end = _tend;
+const auto* __restrict__ r_c = _tc;
+const r_V* __restrict__ r_v = _tv;
+const r_V* __restrict__ r_x = _tx;
+const r_msk r_iota = {{{iota}}};
+r_vec r_a = {{{zeros}}};
+long long r_p = r_lo;
+for (; r_p < r_hi && r_p + {width} <= r_end; r_p += {width}) {{
+    r_vec r_w;
+    __builtin_memcpy(&r_w, r_v + r_p, sizeof(r_vec));
+    const r_vec r_g = {{{lanes}}};
+    r_a += (r_iota < ({mask})(r_hi - r_p)) ? r_w * r_g : (r_vec){{{zeros}}};
+}}
+r_V r_acc = 0;
+for (int r_k = 0; r_k < {width}; ++r_k) r_acc += r_a[r_k];
+for (; r_p < r_hi; ++r_p) r_acc += r_v[r_p] * r_x[r_c[r_p]];
+_ty = r_acc;
+'''
+    return [
+        f'_lo = dace.int64({lo})',
+        f'_hi = dace.int64({hi})',
+        f'_end = dace.int64({end})',
+        'with dace.tasklet(dace.Language.CPP):',
+        '    _tlo << _lo',
+        '    _thi << _hi',
+        '    _tend << _end',
         f'    _tc << {crd}',
         f'    _tv << {vals}',
         f'    _tx << {x}',

@@ -7,7 +7,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.lowering import kernel_checks
-from sdfgsparse.lowering.dense_loops import spmv_row
+from sdfgsparse.lowering.dense_loops import spmv_row, spmv_row_chunks
 from sdfgsparse.lowering.entries import Entries, emit_accumulate, kernel_for_node
 from sdfgsparse.lowering.epilogue import node_epilogue
 from sdfgsparse.ops.base import FusableSparseNode, member_conn
@@ -20,7 +20,9 @@ X, Y = '_x', '_y'
 @dace.library.expansion
 class ExpandSpMVPure(ExpandTransformation):
     """Co-iterates the levels of A: a scalar accumulator per row when the outer level owns
-    the rows, otherwise in-place updates (sequential when rows are scattered).
+    the rows, otherwise in-place updates (sequential when rows are scattered). A plain row
+    walk (CSR, or CSC seen as ``A.T``) with A, x and y of one dtype goes ``row_chunk``
+    entries at a time (:func:`~sdfgsparse.lowering.dense_loops.spmv_row_chunks`).
 
     When A is an argument that only such kernels read and its walk is a plain row walk
     (CSR, or CSC seen as ``A.T``; :func:`sdfgsparse.lowering.kernel_checks.claims`), a
@@ -38,12 +40,27 @@ class ExpandSpMVPure(ExpandTransformation):
         finish = (lambda v, idx: node_epilogue(node, v, idx)) if node.epilogue else None
         row = node.row_walk(state, ent)
         argument = kernel_checks.claims(node, sdfg) if row is not None else None
+        chunks = node.row_chunk if row is not None and node.row_chunk > 1 and \
+            st.dtype == y.dtype == node.connected(state, X).dtype else 0
+
+        def walk(indent):  # the walk without checks
+            if not chunks:
+                emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype,
+                                y.shape, finish, indent=indent)
+                return
+            outer, inner, crd, pos = row
+            ent.emit_row_map(kb, indent=indent)
+            for l in spmv_row_chunks(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1],
+                                     f'{pos}[{outer.bounds[1]}]', y.dtype.ctype, y.dtype.bytes, chunks):
+                kb.line(l, indent + 1)
+            if finish:
+                kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', indent + 1)
+
         if argument is None:
-            emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype, y.shape,
-                            finish)
+            walk(0)
             return kb.build()
         # A large A is checked by the rows as they read it (one tasklet per row); below
-        # that size, the loop above and the call's check before it
+        # that size, the walk above and the call's check before it
         _, inner, crd, _ = row
         stored = node.sparse_type(state, 'A')
         lvl = stored.fmt.levels[1]
@@ -52,13 +69,13 @@ class ExpandSpMVPure(ExpandTransformation):
                                        stored.index_dtype.type, lvl.ordered, lvl.unique)
         kb.line(f'if {check.applies()}:')
         ent.emit_row_map(kb, indent=1)
-        for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check):
+        for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check,
+                          st.dtype.ctype, node.connected(state, X).dtype.ctype):
             kb.line(l, 2)
         if finish:
             kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', 2)
         kb.line('else:')
-        emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype, y.shape,
-                        finish, indent=1)
+        walk(1)
         kernel = kb.build()
         kernel_checks.add_to(kernel, argument)
         return kernel
@@ -73,6 +90,12 @@ class SpMV(FusableSparseNode):
     SPARSE_INPUTS = ('A', )
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
+    row_chunk = properties.Property(
+        dtype=int,
+        default=4,
+        desc='Entries per step of a row walk (CSR, or CSC seen as A.T; A, x and y of one dtype): '
+        'one vector per step, the lanes past the row end masked, so the loop tests the row end once '
+        'per step; 0 or 1: one entry per step (the scalar loop)')
 
     def row_walk(self, state, ent: Entries):
         """:meth:`Entries.row_walk` of A when the expansion takes it (rows in parallel, a
