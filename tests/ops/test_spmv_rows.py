@@ -2,10 +2,10 @@
 the same program with chunks of 2, 4 and 8 and with the scalar loop (``row_chunk = 0``)
 against scipy, on rows of every length around the chunk sizes, rows at the very end of
 the arrays, empty and one-entry matrices, a real power-law matrix, both value dtypes and
-index widths, CSC seen as ``A.T``, a fused epilogue, and a matrix computed inside the
-program (its arrays may be larger than its entries). Also: a float32 matrix times a
-float64 vector (the chunks need one dtype; the scalar loop and the kernel's checked walk
-sum in float64)."""
+index widths, CSC seen as ``A.T`` with its epilogue apart and fused into the SpMV, and a
+matrix computed inside the program (its arrays may be larger than its entries). Also: a
+float32 matrix times a float64 vector (the chunks need one dtype; the scalar loop and
+the kernel's checked walk sum in float64)."""
 import dace
 import numpy as np
 import pytest
@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 import sdfgsparse as ss
 from sdfgsparse.ops.spmv import SpMV
+from sdfgsparse.transformations import SparseEpilogueFusion
 from sparse_zoo import real_matrix
 
 M, N = dace.symbol('M'), dace.symbol('N')
@@ -46,20 +47,24 @@ def spmv_mixed(A: ss.CSR[dace.float32, M, N], x: dace.float64[N]):
 _COMPILED = {}
 
 
-def _variants(prog):
-    """The program compiled with each row_chunk (the SpMV nodes set before expansion)."""
-    if prog not in _COMPILED:
+def _variants(prog, fuse=False):
+    """The program compiled with each row_chunk (the SpMV nodes set before expansion);
+    ``fuse``: with the epilogue (bias, activation) fused into the SpMV first."""
+    if (prog, fuse) not in _COMPILED:
         out = {}
         for chunk in (0, 2, 4, 8):
             sdfg = prog.to_sdfg()
-            sdfg.name = f'{sdfg.name}_chunk{chunk}'
+            sdfg.name = f'{sdfg.name}_chunk{chunk}{"_fused" if fuse else ""}'
+            if fuse:
+                assert sdfg.apply_transformations_repeated(SparseEpilogueFusion) >= 1
             nodes = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, SpMV)]
             assert nodes
             for n in nodes:
                 n.row_chunk = chunk
+                assert bool(n.epilogue) == fuse
             out[chunk] = ss.compile(sdfg)
-        _COMPILED[prog] = out
-    return _COMPILED[prog]
+        _COMPILED[prog, fuse] = out
+    return _COMPILED[prog, fuse]
 
 
 def _rows_of_every_length(rng, widest=19, rows=3):
@@ -101,8 +106,9 @@ def test_chunks_agree_with_the_scalar_loop_and_scipy(rng):
         _check(v32, (B, x32), B.astype(np.float64) @ x32.astype(np.float64), 1e-4)
 
 
-def test_transposed_csc_with_a_fused_epilogue(rng):
-    variants = _variants(spmv_t_relu)
+@pytest.mark.parametrize('fuse', [False, True])
+def test_transposed_csc_with_a_fused_epilogue(rng, fuse):
+    variants = _variants(spmv_t_relu, fuse)
     for A in _matrices(rng):
         C = sp.csc_matrix(A, dtype=np.float64)
         C.indices, C.indptr = C.indices.astype(np.int32), C.indptr.astype(np.int32)
