@@ -102,6 +102,10 @@ def _structured(sdfg: dace.SDFG, notes: List[str]) -> dace.SDFG:
     return work
 
 
+DATA_DEPENDENT_NOTE = ('data-dependent iteration domain (e.g. a lowered sparse kernel): not bounded; '
+                       'analyse the SDFG before expanding its library nodes')
+
+
 class _Extractor:
 
     def __init__(self, sdfg: dace.SDFG):
@@ -152,9 +156,9 @@ class _Extractor:
 
         for st in self.statements:
             if any(foreign(d.start) or foreign(d.stop) or foreign(d.step) for d in st.dims):
-                st.data_dependent = True
-                st.notes.append('data-dependent iteration domain (e.g. a lowered sparse kernel): not bounded; '
-                                'analyse the SDFG before expanding its library nodes')
+                if not st.data_dependent:
+                    st.data_dependent = True
+                    st.notes.append(DATA_DEPENDENT_NOTE)
             for a in st.accesses:
                 if any(i is not None and foreign(i) for i in a.index):
                     a.index = tuple(None if i is None or foreign(i) else i for i in a.index)
@@ -357,7 +361,12 @@ class _Extractor:
             for e in state.out_edges(t):
                 self.trace_out(state, e, gset, raw, seen)
         accesses = [a for a in (self.make_access(ctx, arr, sub, kind) for arr, sub, kind in raw) if a is not None]
-        self.emit_statement(name, ctx, accesses)
+        st = self.emit_statement(name, ctx, accesses)
+        # a dynamic read: the tasklet itself walks a data-dependent part of an array (a
+        # whole-row tasklet of a lowered sparse kernel loops over [pos[i], pos[i + 1]))
+        if any(e.data.dynamic and not e.data.is_empty() for t in group for e in state.in_edges(t)):
+            st.data_dependent = True
+            st.notes.append(DATA_DEPENDENT_NOTE)
 
     def emit_statement(self, name, ctx: _Ctx, accesses: List[Access], notes=None):
         accesses = merge_updates(accesses)

@@ -7,6 +7,11 @@ the C++ compiler does not vectorise (cora_A, K = 64: 0.45 ms per SpMM at 1 threa
 as one tasklet per stored entry: restrict-qualified row pointers and ``#pragma omp simd``
 over the ``K`` contiguous columns. The surrounding loop nest — the format's level walk,
 the parallel map — stays generated Python, so every format still gets the operation.
+
+Tasklets that walk a whole row (``spmv_row``, ``spmv_row_chunks``, ``spmm_row``,
+``sddmm_row``) read the index and value arrays through dynamic memlets: they touch the
+row's entries ``[pos[i], pos[i + 1])`` only, a data-dependent part of the arrays, and the
+SOAP analysis (``analysis/sdfg_extract.py``) treats them as such.
 """
 from typing import List
 
@@ -220,8 +225,8 @@ for (; s_c0 < s_K; ++s_c0) {{
         'with dace.tasklet(dace.Language.CPP):',
         '    _tlo << _lo',
         '    _thi << _hi',
-        f'    _tc << {crd}',
-        f'    _tv << {vals}',
+        f'    _tc << {crd}(-1)',  # the row's entries: a data-dependent part (dynamic)
+        f'    _tv << {vals}(-1)',
         f'    _tb << {b}',
         f'    _ty >> {y}[{i}, :]',
         f'    """{code}"""',
@@ -256,8 +261,8 @@ _ty = v_acc;
         '    _tlo << _lo',
         '    _thi << _hi',
     ] + ['    ' + c for c in check.CONNECTORS] + [
-        f'    _tc << {crd}',
-        f'    _tv << {vals}',
+        f'    _tc << {crd}(-1)',  # the row's entries: a data-dependent part (dynamic)
+        f'    _tv << {vals}(-1)',
         f'    _tx << {x}',
         f'    _ty >> {y}[{i}]',
         f'    """{code}"""',
@@ -311,8 +316,8 @@ _ty = r_acc;
         '    _tlo << _lo',
         '    _thi << _hi',
         '    _tend << _end',
-        f'    _tc << {crd}',
-        f'    _tv << {vals}',
+        f'    _tc << {crd}(-1)',  # the row's entries: a data-dependent part (dynamic)
+        f'    _tv << {vals}(-1)',
         f'    _tx << {x}',
         f'    _ty >> {y}[{i}]',
         f'    """{code}"""',
@@ -380,8 +385,8 @@ for (; p < d_hi; ++p) d_dots(p, std::integral_constant<int, 1>());
         '    _thi << _hi',
         f'    _tx << {x}',
         f'    _ty << {y}',
-        f'    _tc << {crd}',
-        f'    _tv << {vals}',
+        f'    _tc << {crd}(-1)',  # the row's entries: a data-dependent part (dynamic)
+        f'    _tv << {vals}(-1)',
         f'    _to >> {out}',
         f'    _toc >> {out_crd}',
         f'    """{code}"""',
