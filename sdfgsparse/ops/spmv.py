@@ -40,6 +40,9 @@ class ExpandSpMVPure(ExpandTransformation):
         finish = (lambda v, idx: node_epilogue(node, v, idx)) if node.epilogue else None
         row = node.row_walk(state, ent)
         argument = kernel_checks.claims(node, sdfg) if row is not None else None
+        if node.row_chunk > 1 and (node.row_chunk > 64 or node.row_chunk & (node.row_chunk - 1)):
+            raise ValueError(f'{node.label}: row_chunk must be 0, 1 or a power of two up to 64 (the lanes of '
+                             f'one vector), got {node.row_chunk}')
         chunks = node.row_chunk if row is not None and node.row_chunk > 1 and \
             st.dtype == y.dtype == node.connected(state, X).dtype else 0
 
@@ -95,7 +98,7 @@ class SpMV(FusableSparseNode):
         default=4,
         desc='Entries per step of a row walk (CSR, or CSC seen as A.T; A, x and y of one dtype): '
         'one vector per step, the lanes past the row end masked, so the loop tests the row end once '
-        'per step; 0 or 1: one entry per step (the scalar loop)')
+        'per step (a power of two up to 64); 0 or 1: one entry per step (the scalar loop)')
 
     def row_walk(self, state, ent: Entries):
         """:meth:`Entries.row_walk` of A when the expansion takes it (rows in parallel, a

@@ -156,3 +156,13 @@ def test_chunks_off(chunk, rng):
     sdfg.expand_library_nodes()
     code = [n.code.as_string for n, _ in sdfg.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet)]
     assert any('r_iota' in c for c in code)
+
+
+@pytest.mark.parametrize('chunk', [3, 6, 128])
+def test_chunks_must_be_a_power_of_two(chunk):
+    sdfg = spmv64.to_sdfg()
+    for n, _ in sdfg.all_nodes_recursive():
+        if isinstance(n, SpMV):
+            n.row_chunk = chunk
+    with pytest.raises(ValueError, match=f'row_chunk must be 0, 1 or a power of two up to 64.*got {chunk}'):
+        sdfg.expand_library_nodes()
