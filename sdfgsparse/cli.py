@@ -57,7 +57,8 @@ def cache(args) -> int:
             print(f'{f.program or os.path.basename(f.path):<48} {mib(f.size):8.1f} {f.age_days:16.1f}  {who}')
         return 0
     in_use = []
-    gone = buildcache.prune(folder, older_than_days=args.older_than, dry_run=args.dry_run, in_use=in_use)
+    gone = buildcache.prune(folder, older_than_days=args.older_than, dry_run=args.dry_run, in_use=in_use,
+                            found=folders)
     verb = 'would remove' if args.dry_run else 'removed'
     for f in gone:
         print(f'{verb} {os.path.basename(f.path)} ({mib(f.size):.1f} MiB)')

@@ -282,7 +282,7 @@ def spmv_row_chunks(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: st
     indices of ``x``); a chunk that would pass ``end`` (the end of the last row, not the
     arrays' capacity) is left to the scalar loop. ``itemsize``: bytes per value (the
     mask lanes are integers of that size)."""
-    mask = {8: 'long long', 4: 'int', 2: 'short', 1: 'signed char'}[itemsize]
+    mask = {8: 'long long', 4: 'int'}[itemsize]  # the value dtypes have 4 or 8 bytes
     lanes = ', '.join(f'r_x[r_c[r_p + {k}]]' for k in range(width))
     zeros = ', '.join('0' for _ in range(width))
     iota = ', '.join(str(k) for k in range(width))

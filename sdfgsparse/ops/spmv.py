@@ -43,8 +43,12 @@ class ExpandSpMVPure(ExpandTransformation):
         if node.row_chunk > 1 and (node.row_chunk > 64 or node.row_chunk & (node.row_chunk - 1)):
             raise ValueError(f'{node.label}: row_chunk must be 0, 1 or a power of two up to 64 (the lanes of '
                              f'one vector), got {node.row_chunk}')
-        chunks = node.row_chunk if row is not None and node.row_chunk > 1 and \
-            st.dtype == y.dtype == node.connected(state, X).dtype else 0
+        x_dtype = node.connected(state, X).dtype
+        chunks = node.row_chunk if row is not None and node.row_chunk > 1 and st.dtype == y.dtype == x_dtype else 0
+
+        def epilogue(indent):  # after a whole-row tasklet
+            if finish:
+                kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', indent)
 
         def walk(indent):  # the walk without checks
             if not chunks:
@@ -56,8 +60,7 @@ class ExpandSpMVPure(ExpandTransformation):
             for l in spmv_row_chunks(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1],
                                      f'{pos}[{outer.bounds[1]}]', y.dtype.ctype, y.dtype.bytes, chunks):
                 kb.line(l, indent + 1)
-            if finish:
-                kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', indent + 1)
+            epilogue(indent + 1)
 
         if argument is None:
             walk(0)
@@ -73,10 +76,9 @@ class ExpandSpMVPure(ExpandTransformation):
         kb.line(f'if {check.applies()}:')
         ent.emit_row_map(kb, indent=1)
         for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check,
-                          st.dtype.ctype, node.connected(state, X).dtype.ctype):
+                          st.dtype.ctype, x_dtype.ctype):
             kb.line(l, 2)
-        if finish:
-            kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', 2)
+        epilogue(2)
         kb.line('else:')
         walk(1)
         kernel = kb.build()

@@ -80,14 +80,15 @@ def scan(folder: Optional[str] = None) -> List[BuildFolder]:
 
 
 def prune(folder: Optional[str] = None, older_than_days: Optional[float] = None, dry_run: bool = False,
-          in_use: Optional[List[BuildFolder]] = None) -> List[BuildFolder]:
+          in_use: Optional[List[BuildFolder]] = None, found: Optional[List[BuildFolder]] = None) -> List[BuildFolder]:
     """Remove the stale build folders of ``folder`` (see the module); returns those removed
     (with ``dry_run``: those that would be). A folder whose lock another process holds is
-    skipped and reported in ``in_use`` (when a list is given)."""
+    skipped and reported in ``in_use`` (when a list is given). ``found``: the
+    :func:`scan` of ``folder`` when the caller has made it already."""
     if older_than_days is not None and older_than_days < 0:
         raise ValueError(f'older_than_days: must be at least 0, got {older_than_days}')
     removed = []
-    for f in scan(folder):
+    for f in scan(folder) if found is None else found:
         if not f.ours:
             continue
         if f.current and (older_than_days is None or f.age_days < older_than_days):
