@@ -8,7 +8,7 @@ the built-in ``ValueError`` / ``TypeError`` so that generic handlers keep workin
 __all__ = [
     'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
     'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
-    'UnsupportedOperationError', 'CopyWarning'
+    'UnsupportedOperationError', 'ArgumentError', 'CopyWarning'
 ]
 
 
@@ -50,6 +50,11 @@ class IndexOverflowError(SparseError, ValueError):
 
 class UnsupportedOperationError(SparseError, TypeError):
     """The operation is not defined for these operands (e.g. mismatched inner dimensions)."""
+
+
+class ArgumentError(SparseError, TypeError):
+    """The arguments do not fit the parameters: too many or missing, or a value of a kind
+    that cannot be passed there (a string, None, a list or tuple where an array belongs)."""
 
 
 class CopyWarning(UserWarning):

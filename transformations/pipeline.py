@@ -110,7 +110,7 @@ def _bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[
         raise errors.ShapeError(f'ss.optimize(matrices=...): {", ".join(map(repr, unknown))} is not an argument of '
                                 f'{sdfg.name} (arguments: {", ".join(sdfg.arg_names)})')
     # the call path's own marshalling: sparse structure symbols and dense shapes alike
-    _, symbols, _ = marshal_arguments(dict(examples), {n: sdfg.arrays[n] for n in examples})
+    _, symbols, _, _ = marshal_arguments(dict(examples), {n: sdfg.arrays[n] for n in examples})
     return {k: int(v) for k, v in symbols.items()}
 
 

@@ -25,7 +25,10 @@ from sdfgsparse import errors
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense, IterContext, Level, LevelPiece, Offset, Singleton
 
-__all__ = ['SparseFormat', 'SparseType', 'sparse_type_of', 'is_sparse_desc', 'register_format', 'get_format']
+__all__ = [
+    'SparseFormat', 'SparseType', 'sparse_type_of', 'is_sparse_desc', 'register_format', 'get_format',
+    'widen_size_symbols'
+]
 
 _FORMATS: Dict[str, 'SparseFormat'] = {}
 # per creation site (module, function, line): how many types were made there so far
@@ -210,6 +213,25 @@ class SparseFormat:
 
     def __repr__(self):
         return f'ss.{self.name}'
+
+
+def widen_size_symbols(sdfg) -> None:
+    """Make the symbols that size an int64-index sparse structure int64 in ``sdfg`` and
+    every SDFG nested in it. DaCe types a symbol by the first object that names it
+    (``dace.symbol('N')`` is int32, whether in ``A``'s annotation or ``x``'s), and a
+    dimension of 2**32 + 1000 passed as int32 reached the kernels as 1000."""
+    wide = set()
+    graphs = list(sdfg.all_sdfgs_recursive())
+    for g in graphs:
+        for desc in g.arrays.values():
+            if is_sparse_desc(desc):
+                st = sparse_type_of(desc)
+                if st.index_dtype == dace.int64:
+                    wide |= st.free_symbols
+    for g in graphs:
+        for name in wide & set(g.symbols):
+            if g.symbols[name] != dace.int64:
+                g.symbols[name] = dace.int64
 
 
 def _typename(t: dace.typeclass) -> str:

@@ -10,6 +10,7 @@ imported (see :mod:`sdfgsparse._dace_compat`); :class:`CompiledProgram` (``ss.co
 does the same for an SDFG object.
 """
 import copy
+import threading
 from typing import Any, Dict, Optional, Tuple
 
 import dace
@@ -31,18 +32,20 @@ def _merge(symbols: Dict[str, int], origin: Dict[str, str], name: str, value: in
     origin.setdefault(name, argname)
 
 
-def marshal_arguments(values: Dict[str, Any],
-                      descs: Dict[str, Optional[dace.data.Data]]) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, SparseArg]]:
+def marshal_arguments(values: Dict[str, Any], descs: Dict[str, Optional[dace.data.Data]]
+                      ) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, SparseArg], Dict[str, Any]]:
     """Validate and translate call arguments.
 
     :param values: argument name -> value as the user passed it.
     :param descs: argument name -> expected descriptor (None where unannotated).
-    :return: (translated values, symbol values, sparse arguments by name).
+    :return: (translated values, symbol values, sparse arguments by name, dense arguments
+             passed as a C-ordered copy: name -> the caller's array).
     """
     out = dict(values)
     symbols: Dict[str, int] = {}
     origin: Dict[str, str] = {}
     sparse: Dict[str, SparseArg] = {}
+    copies: Dict[str, Any] = {}
     for name, v in values.items():
         desc = descs.get(name)
         if is_sparse_value(v):
@@ -58,12 +61,14 @@ def marshal_arguments(values: Dict[str, Any],
         elif desc is not None and is_sparse_desc(desc):
             raise errors.FormatMismatchError(f'{name}: the program expects a sparse matrix '
                                              f'({sparse_type_of(desc)!r}), got {type(v).__name__}')
+        else:
+            out[name] = dense_argument(name, v, desc)
+            if out[name] is not v:
+                copies[name] = v
     for name, v in values.items():
         desc = descs.get(name)
         if not isinstance(desc, dace.data.Array) or isinstance(desc, dace.data.View) or not hasattr(v, 'shape'):
             continue
-        if name not in sparse:
-            check_dense(name, v, desc)
         shape = tuple(v.shape)
         if len(shape) != len(desc.shape):
             raise errors.ShapeError(f'{name}: has {len(shape)} dimensions {shape}, the program expects '
@@ -78,16 +83,39 @@ def marshal_arguments(values: Dict[str, Any],
                     expr, 'free_symbols', ()))) if s in symbols)
                 raise errors.ShapeError(f'{name}: has shape {shape}, the program expects '
                                         f'({", ".join(map(str, desc.shape))}) with {src or expr}')
-    return out, symbols, sparse
+    return out, symbols, sparse, copies
 
 
-def check_dense(name: str, v, desc: dace.data.Array) -> None:
-    """Raise when dense argument ``v`` (a NumPy array or a torch tensor) cannot be passed
-    as it is where the program expects ``desc``. DaCe itself only warns about another
-    dtype and then reads the bytes as the expected one, and passes a torch tensor's data
-    pointer whatever its strides, device or dtype: both gave wrong results silently."""
-    want = np.dtype(desc.dtype.as_numpy_dtype())
+#: Values that are never a dense argument (the kernel would read garbage or DaCe fail late).
+_NOT_DENSE = (str, bytes, bytearray, list, tuple, dict, set, frozenset, type(None))
+_NUMBER = (bool, int, float, complex, np.number, np.bool_)
+
+
+def dense_argument(name: str, v, desc: Optional[dace.data.Data]):
+    """What to pass for the non-sparse argument ``v`` where the program expects ``desc``
+    (None: unannotated): ``v`` itself, or a C-ordered copy of a NumPy array or torch tensor
+    in another layout (Fortran order, a strided or offset view). The kernels index dense
+    operands in C order, and DaCe passes an array's pointer whatever its strides: an
+    F-ordered ``B`` in ``A @ B`` gave wrong results without an error. Raises a typed error
+    for what cannot be passed: another dtype, a sparse or non-CPU tensor, and a string,
+    None, a list or a tuple where an array or a number belongs."""
     lay = _torch_layout(v)
+    if isinstance(desc, dace.data.Scalar):
+        if isinstance(v, _NUMBER) or (isinstance(v, np.ndarray) and v.ndim == 0):
+            return v
+        raise errors.ArgumentError(f'{name}: expected a number ({desc.dtype.to_string()}), '
+                                   f'got {_kind(v)}')
+    array = isinstance(desc, dace.data.Array) and not isinstance(desc, dace.data.View)
+    if lay is None and not isinstance(v, np.ndarray):
+        if array:
+            raise errors.ArgumentError(f'{name}: expected a NumPy array or torch tensor of '
+                                       f'{np.dtype(desc.dtype.as_numpy_dtype()).name} with shape '
+                                       f'({", ".join(map(str, desc.shape))}), got {_kind(v)}')
+        if isinstance(v, _NOT_DENSE):
+            raise errors.ArgumentError(f'{name}: expected a NumPy array, a torch tensor or a number, got {_kind(v)}'
+                                       + ('; pass np.asarray(...)' if isinstance(v, (list, tuple)) else ''))
+        return v
+    want = np.dtype(desc.dtype.as_numpy_dtype()) if array else None
     if lay is not None:
         if lay != 'strided':
             raise errors.FormatMismatchError(f'{name}: a torch tensor with layout {lay} where the program expects '
@@ -95,15 +123,56 @@ def check_dense(name: str, v, desc: dace.data.Array) -> None:
         if v.device.type != 'cpu':
             raise errors.SparseError(f'{name}: the tensor is on {v.device}; the CPU program needs {name}.cpu()')
         got = str(v.dtype).replace('torch.', '')
-        if got != want.name:
+        if want is not None and got != want.name:
             raise errors.DTypeError(f'{name}: dtype is {got}, the program expects {want.name}; '
                                     f'pass {name}.to(torch.{want.name})')
-        if not v.is_contiguous():
-            raise errors.ShapeError(f'{name}: the tensor is not contiguous (strides {tuple(v.stride())}); '
-                                    f'pass {name}.contiguous()')
-    elif isinstance(v, np.ndarray) and v.dtype != want:
+        if v.is_conj() or v.is_neg():  # lazy conjugate / negative views: the bits are not the values
+            v = v.resolve_conj().resolve_neg()
+        return v if v.is_contiguous() else v.contiguous()
+    if want is not None and v.dtype != want:
         raise errors.DTypeError(f'{name}: dtype is {v.dtype}, the program expects {want}; '
                                 f'pass {name}.astype(np.{want.name})')
+    if not v.dtype.isnative:
+        raise errors.DTypeError(f'{name}: dtype {v.dtype.str} is not in this machine\'s byte order; '
+                                f'pass {name}.astype({v.dtype.newbyteorder("=").name})')
+    if v.flags.c_contiguous and v.base is None:
+        return v
+    # DaCe refuses every NumPy view, and reads any other layout as C-ordered
+    return np.array(v, order='C', copy=True)
+
+
+def _kind(v) -> str:
+    if v is None:
+        return 'None'
+    if isinstance(v, (str, bytes)):
+        return f'a {type(v).__name__} ({v[:20]!r})'
+    return f'a {type(v).__name__}'
+
+
+def copy_back(copies: Dict[str, Any], out: Dict[str, Any], written) -> None:
+    """Write the results of dense arguments the program wrote into their copies back into
+    the caller's arrays (:func:`dense_argument`)."""
+    for name, orig in copies.items():
+        if name not in written:
+            continue
+        if isinstance(orig, np.ndarray):
+            np.copyto(orig, out[name])
+        else:
+            orig.copy_(out[name])
+
+
+def written_arguments(sdfg: dace.SDFG) -> frozenset:
+    """Names of the SDFG's arguments that it writes (computed once per SDFG object)."""
+    found = sdfg.__dict__.get('_ss_written')
+    if found is None:
+        args = set(sdfg.arg_names)
+        names = set()
+        for state in sdfg.all_states():
+            for node in state.data_nodes():
+                if node.data in args and state.in_degree(node) > 0:
+                    names.add(node.data)
+        found = sdfg.__dict__['_ss_written'] = frozenset(names)
+    return found
 
 
 def _to_torch(result):
@@ -167,20 +236,55 @@ def call_program(prog, orig_call, args, kwargs):
     (pointers, cheap validation, the compiled function); a call the plan cannot finish
     exactly (a copy, a warning or an error to raise) takes the full path: marshalling and
     validation as above, then the compiled program directly, skipping DaCe's per-call
-    descriptor serialisation and symbol solving."""
+    descriptor serialisation and symbol solving.
+
+    Threads: plans keep nothing of a call and run concurrently. The full path holds the
+    program's lock (:func:`lock_of`): DaCe's program object and its compiled program keep
+    the parsed SDFG, the arguments and the return arrays of the last call, so two threads
+    there received each other's results; and a second thread making the same first call
+    waits for the first one's build and then takes its plan instead of parsing again."""
     plans = prog.__dict__.get('_ss_plans')
     if plans:
         result = _run_plans(plans, prog.argnames, args, kwargs)
         if result is not MISS:
             return result
     names = list(prog.argnames)
-    values = dict(zip(names, args))
-    values.update({k: v for k, v in kwargs.items() if k in names})
+    values = _bind(prog, names, args, kwargs)
     descs = _program_descs(prog)
     if not any(is_sparse_value(v) for v in values.values()) and \
             not any(d is not None and is_sparse_desc(d) for d in descs.values()):
         return orig_call(prog, *args, **kwargs)
-    out, symbols, sparse = marshal_arguments(values, descs)
+    with lock_of(prog):
+        if not plans and prog.__dict__.get('_ss_plans'):  # built while this thread waited
+            result = _run_plans(prog.__dict__['_ss_plans'], prog.argnames, args, kwargs)
+            if result is not MISS:
+                return result
+        return _full_call(prog, orig_call, names, values, descs, args, kwargs)
+
+
+def _bind(prog, names, args, kwargs) -> Dict[str, Any]:
+    """``{parameter: value}`` of a call, or :class:`~sdfgsparse.errors.ArgumentError` for
+    too many positional arguments, a parameter given twice, or one missing. Keyword
+    arguments that name no parameter are left to DaCe (symbol values)."""
+    if len(args) > len(names):
+        raise errors.ArgumentError(f'{prog.name}() takes {len(names)} arguments ({", ".join(names)}), '
+                                   f'{len(args)} were given')
+    values = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k in values:
+            raise errors.ArgumentError(f'{prog.name}(): argument {k} given by position and by name')
+        if k in names:
+            values[k] = v
+    params = prog.signature.parameters
+    missing = [n for n in names if n not in values and (n not in params or params[n].default is params[n].empty)]
+    if missing:
+        raise errors.ArgumentError(f'{prog.name}(): missing argument{"s" if len(missing) > 1 else ""} '
+                                   f'{", ".join(missing)}')
+    return values
+
+
+def _full_call(prog, orig_call, names, values, descs, args, kwargs):
+    out, symbols, sparse, copies = marshal_arguments(values, descs)
     torch_in = any(_torch_layout(v) is not None for v in values.values())
     fast = prog.__dict__.setdefault('_ss_fast', {})
     key = _call_key(out) if len(values) == len(names) and set(kwargs) <= set(names) else None
@@ -189,7 +293,6 @@ def call_program(prog, orig_call, args, kwargs):
         csdfg, needed = entry
         call = {k: v for k, v in out.items() if k in needed}
         call.update({k: v for k, v in symbols.items() if k in needed})
-        csdfg.clear_return_values()
         result = csdfg(**call)
     else:
         prog.symbols |= set(symbols)
@@ -197,8 +300,11 @@ def call_program(prog, orig_call, args, kwargs):
         newkw = {k: out.get(k, v) for k, v in kwargs.items()}
         newkw.update(symbols)
         result = orig_call(prog, *newargs, **newkw)
+        csdfg = _compiled_for(prog, out)
         if key is not None:
-            _remember(prog, fast, key, out, symbols)
+            _remember(prog, fast, key, out, symbols, csdfg)
+    if copies:
+        copy_back(copies, out, written_arguments(csdfg.sdfg) if csdfg is not None else copies)
     if key is not None and key in fast:
         _add_plan(prog, fast[key][0], key, names, descs, values, out, sparse, torch_in)
     return _to_torch(result) if torch_in else result
@@ -261,11 +367,15 @@ def _matches(sdfg: dace.SDFG, out: Dict[str, Any]) -> bool:
     return True
 
 
-def _remember(prog, fast, key, out, symbols):
+def _compiled_for(prog, out):
+    """The compiled program of DaCe's cache that the call with arguments ``out`` ran."""
+    return next((e.compiled_sdfg for e in reversed(list(prog._cache.cache.values()))
+                 if e.compiled_sdfg is not None and _matches(e.compiled_sdfg.sdfg, out)), None)
+
+
+def _remember(prog, fast, key, out, symbols, csdfg):
     """Keep the compiled program of this signature when every argument and symbol it needs
     comes from the call itself (no closure data, no symbol DaCe would have to solve)."""
-    csdfg = next((e.compiled_sdfg for e in reversed(list(prog._cache.cache.values()))
-                  if e.compiled_sdfg is not None and _matches(e.compiled_sdfg.sdfg, out)), None)
     if csdfg is None:
         return
     sdfg = csdfg.sdfg
@@ -275,6 +385,18 @@ def _remember(prog, fast, key, out, symbols):
     missing = {n for n in needed - provided if not n.startswith(PREFIX) and not n.startswith('__return')}
     if not missing:
         fast[key] = (csdfg, needed)
+
+
+_LOCKS_LOCK = threading.Lock()
+
+
+def lock_of(obj) -> threading.RLock:
+    """The lock of a program or compiled program, made on first use (see :func:`call_program`)."""
+    lock = obj.__dict__.get('_ss_lock')
+    if lock is None:
+        with _LOCKS_LOCK:
+            lock = obj.__dict__.setdefault('_ss_lock', threading.RLock())
+    return lock
 
 
 class CompiledProgram:
@@ -291,14 +413,16 @@ class CompiledProgram:
     @property
     def compiled(self):
         if self._compiled is None:
-            # dense products take sdfgsparse's expansions, as in @dace.program calls (see
-            # ops.dense_matmul.sparse_program_defaults); on a copy: the caller's SDFG is theirs
-            from sdfgsparse.ops.dense_matmul import sparse_program_defaults
-            sdfg = self.sdfg
-            if sparse_program_defaults(sdfg, apply=False):
-                sdfg = copy.deepcopy(sdfg)
-                sparse_program_defaults(sdfg)
-            self._compiled = sdfg.compile()
+            with lock_of(self):  # one build, whichever thread asks first
+                if self._compiled is None:
+                    # dense products take sdfgsparse's expansions, as in @dace.program calls (see
+                    # ops.dense_matmul.sparse_program_defaults); on a copy: the caller's SDFG is theirs
+                    from sdfgsparse.ops.dense_matmul import sparse_program_defaults
+                    sdfg = self.sdfg
+                    if sparse_program_defaults(sdfg, apply=False):
+                        sdfg = copy.deepcopy(sdfg)
+                        sparse_program_defaults(sdfg)
+                    self._compiled = sdfg.compile()
         return self._compiled
 
     def __call__(self, *args, **kwargs):
@@ -308,10 +432,24 @@ class CompiledProgram:
             result = _run_plans(plans, names, args, kwargs)
             if result is not MISS:
                 return result
+        if len(args) > len(names):
+            raise errors.ArgumentError(f'{self.sdfg.name}: takes {len(names)} arguments ({", ".join(names)}), '
+                                       f'{len(args)} were given')
         values = dict(zip(names, args))
-        values.update(kwargs)
+        for k, v in kwargs.items():
+            if k in values:
+                raise errors.ArgumentError(f'{self.sdfg.name}: argument {k} given by position and by name')
+            values[k] = v
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise errors.ArgumentError(f'{self.sdfg.name}: missing argument{"s" if len(missing) > 1 else ""} '
+                                       f'{", ".join(missing)}')
+        with lock_of(self):  # the compiled program keeps a call's arguments and results
+            return self._full_call(names, values)
+
+    def _full_call(self, names, values):
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
-        out, symbols, sparse = marshal_arguments(values, descs)
+        out, symbols, sparse, copies = marshal_arguments(values, descs)
         needed = self.__dict__.get('_needed')
         if needed is None:  # the SDFG is fixed once compiled: its symbols are computed once
             needed = self._needed = set(map(str, self.sdfg.free_symbols)) | set(self.sdfg.symbols)
@@ -325,14 +463,16 @@ class CompiledProgram:
                         symbols.setdefault(str(expr), int(actual))
         call = {k: v for k, v in out.items() if k in self.sdfg.arrays}
         call.update({k: v for k, v in symbols.items() if k in needed})
-        self.compiled.clear_return_values()
-        result = self.compiled(**call)
+        compiled = self.compiled
+        result = compiled(**call)
+        if copies:
+            copy_back(copies, out, written_arguments(compiled.sdfg))
         torch_in = any(_torch_layout(v) is not None for v in values.values())
         if set(values) == set(names):
             raw = _raw_key([values[n] for n in names])
             plans = self.__dict__.setdefault('_plans', {})
             if raw not in plans:
-                plan = build_plan(self.compiled, names, descs, out, sparse, values, torch_in)
+                plan = build_plan(compiled, names, descs, out, sparse, values, torch_in)
                 plans[raw] = (plan, ) if plan is not None else ()
         if torch_in:
             result = _to_torch(result)

@@ -13,8 +13,8 @@ reports a problem, the results are dropped and the call takes the full path, whi
 raises the error.
 
 A plan only takes calls it can finish exactly like the full path: any argument that is
-not the expected kind (another format or index dtype, a copy to make, a NumPy view, a
-shape that disagrees, storage that fails the check) makes :meth:`CallPlan.run` return
+not the expected kind (another format or index dtype, a copy to make, a dense array not
+in C order, a shape that disagrees, storage that fails the check) makes :meth:`CallPlan.run` return
 :data:`MISS` before anything runs, and the caller takes the full path, which converts,
 warns or raises the typed error as before.
 """
@@ -197,9 +197,8 @@ class _DenseSlot:
             if type(v) is not cls or v.dtype != dtype or v.dim() != self.ndim or not v.is_cpu or \
                     v.layout is not strided or not v.is_contiguous():
                 return None
-        elif (type(v) is not np.ndarray or v.dtype != self.dtype or v.ndim != self.ndim or not v.flags.c_contiguous
-              or v.base is not None):
-            return None
+        elif type(v) is not np.ndarray or v.dtype != self.dtype or v.ndim != self.ndim or not v.flags.c_contiguous:
+            return None  # (a C-ordered view is passed as it is; other layouts: the full path copies)
         shape = v.shape
         for d, sym, fn in self.dims:
             if sym is not None:

@@ -185,7 +185,7 @@ def _dense(w: _Writer, k: int, slot) -> str:
     else:
         dt = w.const(f'DDT{k}', slot.dtype)
         w.miss_unless(f'type({v}) is ndarray and {v}.dtype == {dt} and {v}.ndim == {slot.ndim} and '
-                      f'{v}.flags.c_contiguous and {v}.base is None')
+                      f'{v}.flags.c_contiguous')
         pointer = f'dp({v})'
     for j, (d, sym, fn) in enumerate(slot.dims):
         if sym is not None:
