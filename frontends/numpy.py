@@ -17,6 +17,7 @@ from sdfgsparse.ops.dense_spmm import DenseSpMM
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.reduce import SparseSum
 from sdfgsparse.ops.sddmm import SDDMM
+from sdfgsparse.ops.shape_checks import require_equal
 from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.ops.spmv import SpMV
 
@@ -29,17 +30,23 @@ def _stype(sdfg, name):
     return st.T if tr else st
 
 
-def _check_inner(a_shape, b_shape, what):
-    ka, kb = a_shape[-1], b_shape[0]
-    if not dace.symbolic.issymbolic(ka - kb) and ka != kb:
-        raise errors.ShapeError(f'{what}: inner dimensions differ ({ka} vs {kb})')
+def _shown(name: str) -> str:
+    """How an operand appears in an error: its name, ``A.T`` for a transposed view."""
+    base_name, tr = base.resolve_alias(name)
+    return f'{base_name}.T' if tr else base_name
+
+
+def _check_inner(sdfg, a_shape, b_shape, what):
+    """The inner dimensions of ``what`` (``'A @ B'``) agree; decided now or at each call
+    (:mod:`sdfgsparse.ops.shape_checks`)."""
+    require_equal(sdfg, a_shape[-1], b_shape[0], f'{what}: inner dimensions')
 
 
 @oprepo.replaces_operator('Structure', 'MatMult', otherclass='Array')
 def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b: str):
     st = _stype(sdfg, a)
     bdesc = sdfg.arrays[b]
-    _check_inner(st.shape, bdesc.shape, 'A @ B')
+    _check_inner(sdfg, st.shape, bdesc.shape, f'{_shown(a)} @ {_shown(b)}')
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
     if len(bdesc.shape) == 1:
         out, _ = sdfg.add_temp_transient([st.rows], dtype)
@@ -54,7 +61,7 @@ def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b:
 def _dense_matmult_sparse(pv, sdfg: dace.SDFG, state: dace.SDFGState, b: str, a: str):
     st = _stype(sdfg, a)
     bdesc = sdfg.arrays[b]
-    _check_inner(bdesc.shape, st.shape, 'B @ A')
+    _check_inner(sdfg, bdesc.shape, st.shape, f'{_shown(b)} @ {_shown(a)}')
     if len(bdesc.shape) not in (1, 2):
         raise errors.UnsupportedOperationError(f'dense @ sparse with a {len(bdesc.shape)}-D left operand')
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
@@ -125,19 +132,18 @@ for _f in ('relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid'):
 
 
 # ---------------------------------------------------------------------- sparse with dense, same shape
-def _same_shape(st, ddesc, what):
+def _same_shape(sdfg, st, ddesc, what):
     if len(ddesc.shape) != 2:
         raise errors.ShapeError(f'{what}: the dense operand must be 2-D like the sparse one, got shape '
                                 f'{tuple(ddesc.shape)}')
-    for a, b in zip(st.shape, ddesc.shape):
-        if not dace.symbolic.issymbolic(a - b) and a != b:
-            raise errors.ShapeError(f'{what}: shapes differ: sparse {st.shape}, dense {tuple(ddesc.shape)}')
+    for d, (a, b) in enumerate(zip(st.shape, ddesc.shape)):
+        require_equal(sdfg, a, b, f'{what}: {"rows" if d == 0 else "columns"} of the sparse and the dense operand')
 
 
 def _mul_dense(sdfg, state, a, d):
     st = _stype(sdfg, a)
     ddesc = sdfg.arrays[d]
-    _same_shape(st, ddesc, 'A * D')
+    _same_shape(sdfg, st, ddesc, f'{_shown(a)} * {_shown(d)}')
     dtype = dace.dtypes.result_type_of(st.dtype, ddesc.dtype)
     out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
     return base.insert_node(state, SparseMulDense(), {'A': a}, {'_D': d}, sparse_out=('out', out_type, 'prod'))
@@ -146,7 +152,7 @@ def _mul_dense(sdfg, state, a, d):
 def _add_dense(sdfg, state, a, d, sparse_sign, dense_sign):
     st = _stype(sdfg, a)
     ddesc = sdfg.arrays[d]
-    _same_shape(st, ddesc, 'A + D')
+    _same_shape(sdfg, st, ddesc, f'{_shown(a)} + {_shown(d)}')
     out, _ = sdfg.add_temp_transient(list(ddesc.shape), dace.dtypes.result_type_of(st.dtype, ddesc.dtype))
     node = SparseAddDense(sparse_sign=sparse_sign, dense_sign=dense_sign)
     return base.insert_node(state, node, {'A': a}, {'_D': d}, ('_out', out))
@@ -209,8 +215,9 @@ def _sddmm(pv, sdfg, state, S, X, Y):
     xd, yd = sdfg.arrays[X], sdfg.arrays[Y]
     if len(xd.shape) != 2 or len(yd.shape) != 2:
         raise errors.ShapeError('ss.sddmm(S, X, Y): X and Y must be 2-D')
-    _check_inner(xd.shape, yd.shape, 'ss.sddmm(S, X, Y): X @ Y')
-    _same_shape(st, dace.data.Array(xd.dtype, [xd.shape[0], yd.shape[1]]), 'ss.sddmm(S, X, Y)')
+    _check_inner(sdfg, xd.shape, yd.shape, f'ss.sddmm({_shown(S)}, {X}, {Y}): {X} @ {Y}')
+    _same_shape(sdfg, st, dace.data.Array(xd.dtype, [xd.shape[0], yd.shape[1]]),
+                f'ss.sddmm({_shown(S)}, {X}, {Y}): {_shown(S)} and {X} @ {Y}')
     dtype = dace.dtypes.result_type_of(st.dtype, xd.dtype, yd.dtype)
     out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
     return base.insert_node(state, SDDMM(), {'S': S}, {'_X': X, '_Y': Y}, sparse_out=('out', out_type, 'sddmm'))
@@ -281,10 +288,9 @@ def _sparse_binary(sdfg, state, a, b, kind, sign=1):
     from sdfgsparse.ops.add import SparseAdd
     from sdfgsparse.ops.mul import SparseMul
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
-    for x, y in zip(sta.shape, stb.shape):
-        if not dace.symbolic.issymbolic(x - y) and x != y:
-            raise errors.ShapeError(f'A {"+" if kind == "add" else "*"} B: shapes differ: {sta.shape} and '
-                                    f'{stb.shape}')
+    op = '*' if kind == 'mul' else '+' if sign > 0 else '-'
+    for d, (x, y) in enumerate(zip(sta.shape, stb.shape)):
+        require_equal(sdfg, x, y, f'{_shown(a)} {op} {_shown(b)}: {"rows" if d == 0 else "columns"}')
     if kind == 'mul':
         if not all(l.unique for l in sta.fmt.levels):
             a, sta = _convert(sdfg, state, a), None
@@ -319,7 +325,7 @@ def _sparse_matmult_sparse(pv, sdfg, state, a, b):
     from sdfgsparse.ops.spgemm import SpGEMM
     from sdfgsparse.runtime.capacity import capacity_symbol
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
-    _check_inner(sta.shape, stb.shape, 'A @ B')
+    _check_inner(sdfg, sta.shape, stb.shape, f'{_shown(a)} @ {_shown(b)}')
     (abase, ta), (bbase, tb) = base.resolve_alias(a), base.resolve_alias(b)
     for name in (abase, bbase):
         if sdfg.arrays[name].transient:

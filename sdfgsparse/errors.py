@@ -4,11 +4,14 @@ Every error names the argument (and, for storage arrays, the array, position and
 and is raised before any compilation or mutation. All subclass ``SparseError`` and one of
 the built-in ``ValueError`` / ``TypeError`` so that generic handlers keep working.
 """
+import os
+import sys
+import warnings
 
 __all__ = [
     'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
     'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
-    'UnsupportedOperationError', 'ArgumentError', 'CopyWarning'
+    'UnsupportedOperationError', 'ArgumentError', 'CopyWarning', 'warn_user'
 ]
 
 
@@ -59,3 +62,18 @@ class ArgumentError(SparseError, TypeError):
 
 class CopyWarning(UserWarning):
     """An argument had to be copied (e.g. index arrays widened) instead of passed zero-copy."""
+
+
+_INSIDE = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                for m in (sys.modules[__name__.rsplit('.', 1)[0]], ) if getattr(m, '__file__', None))
+
+
+def warn_user(message: str, category=CopyWarning) -> None:
+    """``warnings.warn`` attributed to the first caller outside sdfgsparse and DaCe (the
+    user's call of the program), however deep the call path is."""
+    import dace
+    inside = _INSIDE + (os.path.dirname(os.path.abspath(dace.__file__)) + os.sep, )
+    frame, level = sys._getframe(1), 2  # stacklevel 1 is this function
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -17,10 +17,27 @@ _NUMPY = {
 }
 
 
+def _check(argname, A):
+    """The argument checks of a program argument, for a host value (typed errors)."""
+    from sdfgsparse.runtime.marshal import check_value
+    check_value(argname, A)
+
+
+def _dense(argname, X):
+    from sdfgsparse import errors
+    if isinstance(X, (str, bytes)) or X is None:
+        raise errors.ArgumentError(f'{argname}: expected an array, got {type(X).__name__}')
+    X = np.asarray(X)
+    if X.dtype.kind not in 'biuf':
+        raise errors.DTypeError(f'{argname}: dtype {X.dtype} is not a number type')
+    return X
+
+
 def _host(name):
 
     def f(A):
         if sp.issparse(A):
+            _check('A', A)
             B = A.copy()
             if B.format == 'dia':
                 B = B.tocsr()
@@ -51,8 +68,15 @@ def sddmm(S, X, Y):
     On host values S is a scipy sparse matrix (result: CSR with S's pattern); inside a
     ``@dace.program`` it becomes an ``SDDMM`` library node that keeps S's format.
     """
+    from sdfgsparse import errors
+    _check('S', S)
     S = sp.csr_array(S)
-    X, Y = np.asarray(X), np.asarray(Y)
+    X, Y = _dense('X', X), _dense('Y', Y)
+    if X.ndim != 2 or Y.ndim != 2:
+        raise errors.ShapeError(f'ss.sddmm(S, X, Y): X and Y must be 2-D, got shapes {X.shape} and {Y.shape}')
+    if X.shape[1] != Y.shape[0] or (X.shape[0], Y.shape[1]) != S.shape:
+        raise errors.ShapeError(f'ss.sddmm(S, X, Y): S {S.shape}, X {X.shape} and Y {Y.shape} do not fit: '
+                                'X @ Y must have the shape of S')
     rows = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
     dots = np.einsum('ij,ji->i', X[rows], Y[:, S.indices]) if S.nnz else np.zeros(0, X.dtype)
     return sp.csr_array((S.data * dots, S.indices.copy(), S.indptr.copy()), shape=S.shape)
@@ -82,6 +106,7 @@ def softmax(S, axis=1):
         from sdfgsparse import errors
         raise errors.UnsupportedOperationError(f'ss.softmax(S): S must be a scipy sparse matrix here, got '
                                                f'{type(S).__name__}; use it inside a @dace.program for other inputs')
+    _check('S', S)
     B = S.copy() if S.format != 'dia' else sp.csr_array(S)
     C = B if B.format == 'coo' else B.tocoo()  # keeps explicit zeros, duplicates, storage order
     line = np.asarray(C.row if axis == 1 else C.col, dtype=np.int64)

@@ -209,18 +209,20 @@ def _program_descs(prog) -> Dict[str, Optional[dace.data.Data]]:
     return descs
 
 
-def _call_key(out: Dict[str, Any]):
+def _call_key(out: Dict[str, Any], descs: Dict[str, Optional[dace.data.Data]]):
     """What decides the compiled program: struct types for sparse arguments, dtype, rank
-    and layout for arrays. None when another kind of argument is present."""
+    and layout for arrays, and the shape of an unannotated array (DaCe compiles it in).
+    None when another kind of argument is present."""
     key = []
     for n, v in out.items():
         desc = getattr(v, '__descriptor__', None)
         if desc is not None and hasattr(v, '_ss_arg'):
             key.append((n, desc().name))
         elif isinstance(v, np.ndarray):
-            key.append((n, v.dtype.str, v.ndim, v.flags.c_contiguous))
-        elif _torch_layout(v) == 'strided':  # passed as it is (check_dense)
-            key.append((n, 'torch', str(v.dtype), v.dim(), v.is_contiguous()))
+            key.append((n, v.dtype.str, v.ndim, v.flags.c_contiguous, None if descs.get(n) else v.shape))
+        elif _torch_layout(v) == 'strided':  # passed as it is (dense_argument)
+            key.append((n, 'torch', str(v.dtype), v.dim(), v.is_contiguous(), None if descs.get(n) else
+                        tuple(v.shape)))
         elif isinstance(v, (bool, int, float, complex, np.number)):
             key.append((n, type(v).__name__))  # a scalar argument: its Python type decides
         else:
@@ -287,7 +289,7 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs):
     out, symbols, sparse, copies = marshal_arguments(values, descs)
     torch_in = any(_torch_layout(v) is not None for v in values.values())
     fast = prog.__dict__.setdefault('_ss_fast', {})
-    key = _call_key(out) if len(values) == len(names) and set(kwargs) <= set(names) else None
+    key = _call_key(out, descs) if len(values) == len(names) and set(kwargs) <= set(names) else None
     entry = fast.get(key) if key is not None else None
     if entry is not None:
         csdfg, needed = entry

@@ -31,12 +31,36 @@ class SparseMatrix:
     """
 
     def __init__(self, fmt, arrays: Dict[str, np.ndarray], shape: Tuple[int, int]):
+        from sdfgsparse import errors
         self.format: SparseFormat = get_format(fmt) if isinstance(fmt, str) else fmt
-        self.arrays = dict(arrays)
-        self.shape = (int(shape[0]), int(shape[1]))
+        if not isinstance(arrays, dict):
+            raise errors.ArgumentError(f'SparseMatrix({self.format.name}): arrays must be a dict of member name -> '
+                                       f'1-D array, got {type(arrays).__name__}')
+        self.arrays = {}
+        for name, a in arrays.items():
+            if isinstance(a, (str, bytes)) or a is None:
+                raise errors.ArgumentError(f'SparseMatrix({self.format.name}): member {name} is '
+                                           f'{type(a).__name__}, not an array')
+            a = np.asarray(a)  # lists and tuples become arrays (NumPy's dtype for them)
+            if a.ndim != 1:
+                raise errors.ShapeError(f'SparseMatrix({self.format.name}): member {name} has shape {a.shape}; '
+                                        'members are 1-D arrays')
+            self.arrays[name] = a
+        try:
+            if len(shape) != 2:
+                raise TypeError
+            self.shape = (int(shape[0]), int(shape[1]))
+        except (TypeError, ValueError):
+            raise errors.ShapeError(f'SparseMatrix({self.format.name}): shape must be (rows, cols), got {shape!r}')
+        if min(self.shape) < 0:
+            raise errors.ShapeError(f'SparseMatrix({self.format.name}): shape {self.shape} is negative')
         missing = set(self.format.member_names) - set(self.arrays)
         if missing:
-            raise ValueError(f'SparseMatrix({self.format.name}): missing member arrays {sorted(missing)}')
+            raise errors.ShapeError(f'SparseMatrix({self.format.name}): missing member arrays {sorted(missing)}')
+        unknown = set(self.arrays) - set(self.format.member_names)
+        if unknown:
+            raise errors.ShapeError(f'SparseMatrix({self.format.name}): unknown member arrays {sorted(unknown)} '
+                                    f'(the format has {", ".join(self.format.member_names)})')
 
     @property
     def dtype(self):

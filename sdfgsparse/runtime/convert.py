@@ -174,6 +174,11 @@ def convert(A, fmt, index_dtype=None):
         fmt, dtype, index_dtype = st.fmt, st.dtype.type, index_dtype or st.index_dtype.type
     elif not isinstance(fmt, SparseFormat):
         raise TypeError(f'convert: fmt must be a catalogue format such as ss.CSR, got {fmt!r}')
+    from sdfgsparse.runtime.marshal import check_value, is_sparse_value
+    if is_sparse_value(A):
+        check_value('A', A)
+    elif isinstance(A, (str, bytes)) or A is None:
+        raise errors.ArgumentError(f'convert: A must be a sparse matrix or an array, got {type(A).__name__}')
     arrays, shape = to_storage(A, fmt, index_dtype or np.int32)
     if dtype is not None:
         arrays['vals'] = arrays['vals'].astype(dtype, copy=False)

@@ -6,7 +6,6 @@ struct keeps the arrays alive and answers ``__descriptor__()`` so DaCe accepts i
 Everything is checked before any compilation: format, shape, dtypes, index ranges,
 ordering and uniqueness where the format requires them, and index overflow.
 """
-import warnings
 from typing import Dict, Optional, Tuple
 
 import dace
@@ -19,7 +18,10 @@ from sdfgsparse.formats.levels import Compressed, Offset
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members
 
-__all__ = ['SparseArg', 'is_sparse_value', 'format_of_value', 'marshal_sparse', 'struct_class', 'VALIDATE']
+__all__ = [
+    'SparseArg', 'is_sparse_value', 'format_of_value', 'marshal_sparse', 'struct_class', 'VALIDATE', 'check_value',
+    'layout_problem'
+]
 
 #: Set to False (``ss.set_validation(False)``) to skip the O(nnz) index checks on each call.
 VALIDATE = {'on': True}
@@ -92,6 +94,45 @@ def _torch_members(obj) -> Tuple[Dict[str, np.ndarray], tuple]:
     return m, tuple(obj.shape)
 
 
+def layout_problem(value) -> Optional[str]:
+    """What is wrong with the shapes of a sparse object's own arrays before they are read
+    as the format's 1-D members (None: nothing). scipy does not check assignments such as
+    ``A.data = A.data.reshape(-1, 1)``, and reading such arrays flat took a CSR ``data``
+    of shape (nnz, 1), a DIA ``data`` of one dimension or ``offsets`` of two."""
+    if sp.issparse(value):
+        f = value.format
+        want = {'csr': {'data': 1, 'indices': 1, 'indptr': 1}, 'csc': {'data': 1, 'indices': 1, 'indptr': 1},
+                'bsr': {'data': 3, 'indices': 1, 'indptr': 1}, 'coo': {'data': 1, 'row': 1, 'col': 1},
+                'dia': {'data': 2, 'offsets': 1}}.get(f, {})
+        for attr, ndim in want.items():
+            a = getattr(value, attr, None)
+            if not isinstance(a, np.ndarray):
+                return f'{attr} is a {type(a).__name__}, not a NumPy array'
+            if a.ndim != ndim:
+                return f'{attr} has shape {a.shape}; a scipy {f} matrix keeps it in {ndim} dimension' + \
+                    ('s' if ndim > 1 else '')
+        if f == 'bsr' and value.data.shape[1:] != tuple(value.blocksize):
+            return f'data has blocks of shape {value.data.shape[1:]}, the blocksize is {value.blocksize}'
+        if f == 'dia' and value.data.shape[0] != value.offsets.shape[0]:
+            return f'data has {value.data.shape[0]} diagonals, offsets {value.offsets.shape[0]}'
+        return None
+    if isinstance(value, SparseMatrix):
+        for m, a in value.arrays.items():
+            if a.ndim != 1:
+                return f'{m} has shape {a.shape}; members are 1-D arrays'
+        return None
+    lay = _torch_layout(value)
+    if lay in ('sparse_csr', 'sparse_csc', 'sparse_coo'):
+        vals = value.values() if lay != 'sparse_coo' else value._values()
+        if vals.dim() != 1:
+            return f'values have shape {tuple(vals.shape)}: hybrid tensors (dense dimensions) are not supported'
+        if value.dim() != 2:
+            return f'the tensor has {value.dim()} dimensions; sparse matrices have 2'
+    elif lay == 'sparse_bsr' and value.values().dim() != 3:
+        return f'values have shape {tuple(value.values().shape)}: hybrid tensors are not supported'
+    return None
+
+
 class SparseArg:
     """A validated sparse argument: its member arrays, sizes and ctypes struct."""
 
@@ -157,8 +198,8 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
                (int32 indices unless the value has int64 ones).
     """
     fmt = format_of_value(value)
-    if st is None:
-        it = dace.int32
+    if st is None:  # the value's own index width (torch's default int64 passes zero-copy)
+        it = dace.int64 if _index_dtype_of(value) == np.int64 else dace.int32
         st = SparseType(fmt, _value_dtype(value, argname), f'{argname}_rows', f'{argname}_cols', it,
                         {k: f'{argname}_{k}' for k in fmt.size_keys})
     if fmt.name != st.fmt.name:
@@ -166,6 +207,9 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
         raise errors.FormatMismatchError(
             f'{argname}: the program expects {st.fmt.name} but got {given} ({type(value).__name__}); '
             f'convert explicitly with ss.convert({argname}, ss.{st.fmt.name.rstrip("T")})')
+    problem = layout_problem(value)
+    if problem is not None:
+        raise errors.ShapeError(f'{argname}: {problem}')
     arg = SparseArg(argname, value, st)
     if isinstance(value, SparseMatrix):
         arrays, shape = dict(value.arrays), value.shape
@@ -205,13 +249,17 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
         if a.dtype != iwant:
             if not np.issubdtype(a.dtype, np.integer):
                 raise errors.DTypeError(f'{argname}: index array {m} has dtype {a.dtype}')
-            if a.size and (a.max() > imax or a.min() < np.iinfo(iwant).min):
-                raise errors.IndexOverflowError(f'{argname}: index array {m} holds {int(a.max())}, '
-                                                f'which does not fit {iwant.name}')
-            warnings.warn(f'{argname}: index arrays are {a.dtype}, the program uses {iwant.name}; '
-                          'copying them (annotate the index dtype to pass them zero-copy)',
-                          errors.CopyWarning,
-                          stacklevel=4)
+            if a.size:
+                lo, hi = a.min(), a.max()
+                if lo < 0:  # a negative index is an error whatever the width
+                    at = int(np.argmin(a))
+                    raise errors.InvalidIndexError(f'{argname}: {m}[{at}] = {int(lo)} is negative')
+                if hi > imax:
+                    at = int(np.argmax(a))
+                    raise errors.IndexOverflowError(f'{argname}: {m}[{at}] = {int(hi)} does not fit {iwant.name} '
+                                                    f'indices; annotate with dace.int64 indices')
+            errors.warn_user(f'{argname}: index arrays are {a.dtype}, the program uses {iwant.name}; '
+                             'copying them (annotate the index dtype to pass them zero-copy)')
             arrays[m] = a.astype(iwant)
     for m, a in arrays.items():
         if not a.flags.c_contiguous:
@@ -221,6 +269,36 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
     if VALIDATE['on']:
         validate_storage(st.fmt, arrays, arg.shape, arg.sizes, argname)
     return arg
+
+
+def check_value(argname: str, value) -> None:
+    """Validate a sparse value given to a host function (``ss.relu(A)``, ``ss.convert``,
+    ``ss.sddmm``): the checks of a program argument, with the same typed errors."""
+    if not is_sparse_value(value):
+        raise errors.ArgumentError(f'{argname}: expected a sparse matrix (scipy, torch or ss.SparseMatrix), '
+                                   f'got {type(value).__name__}')
+    marshal_sparse(argname, value, None)
+
+
+def _index_dtype_of(value):
+    """The dtype of a sparse object's index arrays (int32 where it has none or several)."""
+    if isinstance(value, SparseMatrix):
+        arrays = value.arrays
+    elif sp.issparse(value):
+        if value.format not in ('csr', 'csc', 'bsr', 'coo'):
+            return np.dtype(np.int32)
+        arrays = {'i': value.indices if value.format != 'coo' else value.row}
+    else:
+        lay = _torch_layout(value)
+        if lay in TORCH_COMPRESSED:
+            return np.dtype(str(getattr(value, TORCH_COMPRESSED[lay][1])().dtype).replace('torch.', ''))
+        if lay == 'sparse_bsr':
+            return np.dtype(str(value.col_indices().dtype).replace('torch.', ''))
+        if lay == 'sparse_coo':
+            return np.dtype(str(value._indices().dtype).replace('torch.', ''))
+        return np.dtype(np.int32)
+    dts = {np.dtype(a.dtype) for m, a in arrays.items() if m != 'vals'}
+    return dts.pop() if len(dts) == 1 else np.dtype(np.int32)
 
 
 def _value_dtype(value, argname):
@@ -257,8 +335,22 @@ def validate_storage(fmt: SparseFormat, arrays, shape, sizes, argname: str):
               for c in fmt.counts(rows, cols, sizes)]
     expect_vals = counts[-1]
     if arrays['vals'].size != expect_vals:
-        raise errors.IndptrError(f'{argname}: vals (data) has {arrays["vals"].size} entries, expected {expect_vals}')
+        raise errors.IndptrError(f'{argname}: {_size_mismatch(fmt, arrays, expect_vals)}')
     parent = 1
     for k, lvl in enumerate(fmt.levels):
         lvl.validate(k, arrays, parent, ext[k] if ext[k] is not None else 0, argname, sizes)
         parent = counts[k]
+
+
+def _size_mismatch(fmt: SparseFormat, arrays, expect_vals: int) -> str:
+    """Which array is the wrong length when ``vals`` disagrees with the entries the
+    levels count: the index array of the last compressed level when ``vals`` agrees with
+    its positions (``indptr[-1]``), otherwise ``vals``."""
+    last = max((k for k, lvl in enumerate(fmt.levels) if isinstance(lvl, Compressed)), default=None)
+    n = arrays['vals'].size
+    if last is not None and f'pos{last}' in arrays and arrays[f'pos{last}'].size:
+        end = int(arrays[f'pos{last}'][-1])
+        if end == n and arrays[f'crd{last}'].size != n:
+            return (f'crd{last} (indices) has {arrays[f"crd{last}"].size} entries, but vals (data) and '
+                    f'pos{last}[-1] (indptr[-1]) say {n}')
+    return f'vals (data) has {n} entries, expected {expect_vals}'

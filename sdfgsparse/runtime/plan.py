@@ -29,6 +29,7 @@ from dace import hooks
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.formats.levels import Compressed
 from sdfgsparse.lowering import kernel_checks, storage_check
+from sdfgsparse.ops import shape_checks
 from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members
@@ -100,6 +101,8 @@ class _SparseSlot:
         if src == 'scipy':
             if v.format != self.scipy_format or (self.scipy_format == 'bsr' and v.blocksize != self.block):
                 return None
+            if self.scipy_format in ('bsr', 'dia') and marshal.layout_problem(v) is not None:
+                return None  # (members read flat: the full path names the problem)
             return scipy_members(v, self.fmt), v.shape
         if src == 'matrix':
             if v.format is not self.fmt:
@@ -178,7 +181,7 @@ class _DenseSlot:
             raise NoPlan(f'argument {name} of type {type(sample).__name__}')
         self.dims = []  # (dimension, symbol to define) or (dimension, f(symbols) to match)
         if not isinstance(annotation, dace.data.Array) or isinstance(annotation, dace.data.View):
-            return  # unannotated: the full path checks no dimension either
+            annotation = desc  # unannotated: DaCe compiled the shape of the first call's array
         if len(annotation.shape) != self.ndim:
             raise NoPlan(f'annotation of {name}')
         for d, expr in enumerate(annotation.shape):
@@ -318,6 +321,15 @@ class CallPlan:
         from sdfgsparse.runtime.capacity import PREFIX
         self.capacities = sorted(str(s) for s in sdfg.free_symbols if str(s).startswith(PREFIX))
         defined |= set(self.capacities)
+        # Shape rules only a call can decide (ops.shape_checks): a call that breaks one
+        # takes the full path, which raises
+        self.shape_rules = []
+        for a, b, _ in shape_checks.rules(sdfg):
+            ea, eb = dace.symbolic.pystr_to_symbolic(a), dace.symbolic.pystr_to_symbolic(b)
+            free = {str(x) for e in (ea, eb) for x in getattr(e, 'free_symbols', ())}
+            if not free <= defined:
+                raise NoPlan(f'shape rule over {sorted(free - defined)}')
+            self.shape_rules.append((compile_int(ea), compile_int(eb)))
 
         # Returns in DaCe's order (sorted by name), results in the caller's order.
         returns = [(n, d) for n, d in sorted(sdfg.arrays.items()) if n.startswith('__return') and not d.transient]
@@ -379,6 +391,9 @@ class CallPlan:
             if p is None:
                 return MISS
             ptrs[slot.index] = p
+        for fa, fb in self.shape_rules:
+            if fa(syms) != fb(syms):
+                return MISS
         if origin is not None:
             from sdfgsparse.runtime.capacity import fill_capacities
             table = {n: _Holder(a) for n, a in origin.items()}

@@ -223,6 +223,8 @@ def specialise(plan) -> Optional[Callable]:
     for k, slot in enumerate(plan.dense_slots, start=len(plan.sparse_slots)):
         assert isinstance(slot, (_ScalarSlot, _DenseSlot))
         ptrs[slot.index] = (_scalar if isinstance(slot, _ScalarSlot) else _dense)(w, k, slot)
+    for j, (fa, fb) in enumerate(plan.shape_rules):
+        w.miss_unless(f'{w.const(f"RULE{j}A", fa)}(s) == {w.const(f"RULE{j}B", fb)}(s)')
     for j, (_, ret) in enumerate(plan.returns):
         shape = ', '.join(f'{w.const(f"RSHAPE{j}_{d}", fn)}(s)' for d, fn in enumerate(ret.shape))
         w.put(f'ret{j} = empty(({shape}{"," if len(ret.shape) == 1 else ""}), {w.const(f"RDT{j}", ret.dtype)})')

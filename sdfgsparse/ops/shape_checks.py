@@ -1,0 +1,69 @@
+"""Shape rules between operands that only the call can decide.
+
+The frontend checks that the operands of an operation fit (``A @ x``: A's columns are x's
+length) while it parses the program. With symbols on both sides (``A: ss.CSR[M, N]``,
+``x: dace.float64[K]``; or an unannotated matrix, whose columns are a symbol of its own,
+times an array of fixed length) that cannot be decided then, and nothing looked again: a
+call with a vector of the wrong length ran the kernel, which read past its end (a wrong
+result, no error). :func:`require_equal` raises when the rule is already broken and
+otherwise records it on the SDFG; :func:`violation` tells, from the symbol values of a
+call, the first rule the call breaks. Compiled programs check before every call
+(``_dace_compat`` patch 13, and the warm call plans).
+"""
+from typing import Dict, List, Optional, Tuple
+
+import dace
+
+from sdfgsparse import errors
+
+__all__ = ['require_equal', 'rules', 'violation']
+
+_KEY = '_ss_shape_rules'
+
+
+def require_equal(sdfg: dace.SDFG, a, b, what: str) -> None:
+    """``a`` and ``b`` (sizes of operands, integers or symbolic) must be equal.
+
+    :param what: both sides, for the error (``"A @ x: A's columns and x's length"``).
+    :raises ShapeError: when they are definitely different.
+    """
+    diff = a - b
+    if not dace.symbolic.issymbolic(diff):
+        if diff != 0:
+            raise errors.ShapeError(f'{what} differ ({a} vs {b})')
+        return
+    if dace.symbolic.simplify(diff) == 0:
+        return
+    found = sdfg.__dict__.setdefault(_KEY, [])
+    rule = (str(a), str(b), what)
+    if rule not in found:
+        found.append(rule)
+
+
+def rules(sdfg: dace.SDFG) -> List[Tuple[str, str, str]]:
+    """The rules recorded on ``sdfg`` and the SDFGs nested in it: (a, b, what)."""
+    found = []
+    for g in sdfg.all_sdfgs_recursive():
+        for rule in g.__dict__.get(_KEY, ()):
+            if rule not in found:
+                found.append(rule)
+    return found
+
+
+def _value(expr: str, symbols: Dict[str, int]) -> Optional[int]:
+    e = dace.symbolic.pystr_to_symbolic(expr)
+    free = {str(s) for s in getattr(e, 'free_symbols', ())}
+    if not free <= set(symbols):
+        return None
+    return int(dace.symbolic.evaluate(e, {s: symbols[s] for s in free})) if free else int(e)
+
+
+def violation(found: List[Tuple[str, str, str]], symbols: Dict[str, int]) -> Optional[str]:
+    """The message of the first rule in ``found`` that the symbol values break (None:
+    every rule whose symbols are all known holds)."""
+    for a, b, what in found:
+        va, vb = _value(a, symbols), _value(b, symbols)
+        if va is not None and vb is not None and va != vb:
+            sides = [str(v) if e == str(v) else f'{e} = {v}' for e, v in ((a, va), (b, vb))]
+            return f'{what} differ ({sides[0]} vs {sides[1]})'
+    return None
