@@ -45,7 +45,18 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    library, so that two processes building the same folder (pytest-xdist workers) take
    turns. Before naming the folder it puts each state's edges in one order
    (:func:`canonical_edge_order`: DaCe's simplify leaves them in a per-process random
-   order for some programs).
+   order for some programs). ``make`` trusts file times, so a build killed while linking
+   left a 0-byte or half-written library that every later process loaded ("Could not
+   load library" with an empty reason, or SIGBUS); under the lock, the build goes through
+   :func:`sdfgsparse.runtime.buildcache.build`: libraries that do not match the folder's
+   build record (size and SHA-256, written once a build and its load succeeded) are
+   removed first, and the object files too when the last build was cut short, so ``make``
+   builds them again; ``compiler.get_program_handle`` raises ``LibraryLoadError`` (its
+   path, DaCe's error) for a library DaCe cannot load, which is then built once more
+   before a ``BuildCacheError`` names the folder. Where the lock file cannot be created or
+   the folder is not writable, a complete build is loaded without writing there (from
+   private copies of the library and its stub; no CMake), and a folder without one
+   raises ``BuildCacheError`` naming it (see runtime/buildcache.py).
 9. CMake configure (1.0.2): every new build folder runs a full CMake configure — compiler
    identification, ABI detection, ``find_package(OpenMP)`` test builds — about 0.7 s of a
    2.5 s cold compile here, identical for every program of one configuration. After a
@@ -70,6 +81,35 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    an unchanged program (warm cache 2.3-2.7 s instead of ~1 s, about every other
    process). While the header is generated, that module's ``set`` iterates in a sorted
    order (by the type's C name), the same in every process.
+11. Compiler flags (1.0.2): DaCe's default ``compiler.cpu.args`` holds ``-ffast-math``, and a
+   shared library linked with it (GCC < 13 on x86, GCC and Clang on AArch64) carries
+   ``crtfastmath.o``, whose constructor sets flush-to-zero and denormals-are-zero for the
+   whole process when the library is loaded: after the first compiled program,
+   ``np.array([1e-310]) * 2`` was 0 and ``1e-310 > 0`` was False in the caller's code.
+   ``-ffast-math`` (and ``-Ofast``) are replaced by the parts of it that neither change
+   the process's floating-point state nor the meaning of NaN and infinity
+   (:data:`FP_FLAGS`: no ``errno``, no trapping, reassociation and no signed zeros, so
+   the compiler may vectorise reductions). Kept inside kernels: sums may be reassociated
+   (rounding differs from scipy's sequential order, within a few ulps per entry) and the
+   sign of a zero result may differ. Set ``DACE_compiler_cpu_args`` to choose the flags
+   yourself.
+12. ``SDFG.compile`` (1.0.2): a symbol gets its C type from the first object that names it,
+   and ``dace.symbol('N')`` is int32, so the column count of an int64-index matrix with
+   more than 2**32 columns reached the kernels cut to 32 bits (an SpMV whose kernels check
+   the indices returned zeros). Before compiling, the symbols that size an int64-index
+   sparse structure are made int64 in every SDFG of the program
+   (:func:`sdfgsparse.formats.format.widen_size_symbols`), and ``add_nested_sdfg`` (used by
+   every library expansion, which happens during code generation) gives a nested SDFG's
+   integer symbol the parent's width where the parent passes an int64 value.
+13. ``CompiledSDFG.__call__`` (1.0.2): a compiled program keeps the arguments and return
+   arrays of its last call on the object (``_lastargs``, ``_return_arrays``) and hands the
+   same return arrays to every call until ``clear_return_values()``; DaCe's program calls
+   that before calling, outside any lock. Threads calling one program received each
+   other's results (402 of 800 wrong on 8 threads). Each call now holds a lock of its
+   compiled program and gets new return arrays. (sdfgsparse's warm calls do not go
+   through here: their plans keep nothing between calls and run concurrently.) A call
+   that breaks a shape rule the frontend could not decide while parsing
+   (:mod:`sdfgsparse.ops.shape_checks`) raises ``ShapeError`` before anything runs.
 """
 import os
 import re
@@ -248,14 +288,24 @@ def _patch_build_folder():
     def compile(self, *args, **kwargs):
         if not named_by_content(self):
             return orig_compile(self, *args, **kwargs)
+        from sdfgsparse.runtime import buildcache
         canonical_edge_order(self)
         folder = self.build_folder
-        os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
         # one build of this folder at a time, from writing the sources to loading the library
-        with _locked(os.path.abspath(folder) + '.lock'):
+        lock = _locked(os.path.abspath(folder) + '.lock')
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
+            lock.acquire()
+        except OSError as exc:  # a read-only cache: its complete builds are loaded as they are
+            if not buildcache.is_read_only_error(exc):
+                raise
+            return buildcache.load_read_only(self, folder, f'its lock file cannot be created: {exc}', *args, **kwargs)
+        try:
+            if not buildcache.writable(folder):
+                return buildcache.load_read_only(self, folder, 'the folder is not writable', *args, **kwargs)
             self._build_folder = folder  # computed once for this build
             try:
-                result = orig_compile(self, *args, **kwargs)
+                result = buildcache.build(os.path.abspath(folder), lambda: orig_compile(self, *args, **kwargs))
             finally:
                 del self._build_folder
             try:  # last use, for ``sdfgsparse cache`` (runtime/buildcache.py)
@@ -263,10 +313,33 @@ def _patch_build_folder():
             except OSError:
                 pass
             return result
+        finally:
+            lock.release()
 
     compile._sdfgsparse = True
     compile.__doc__ = orig_compile.__doc__
     dace.SDFG.compile = compile
+    _patch_program_handle()
+
+
+def _patch_program_handle():
+    """Patch 8: a library that DaCe's loader refuses raises ``buildcache.LibraryLoadError``
+    (its path and DaCe's error), which the compile wrapper answers by building it again."""
+    from dace.codegen import compiler
+    orig = compiler.get_program_handle
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def get_program_handle(library_path, sdfg):
+        try:
+            return orig(library_path, sdfg)
+        except (OSError, RuntimeError, KeyError) as exc:  # ctypes, ReloadableDLL.load, get_symbol
+            from sdfgsparse.runtime.buildcache import LibraryLoadError
+            raise LibraryLoadError(library_path, exc) from exc
+
+    get_program_handle._sdfgsparse = True
+    get_program_handle.__doc__ = orig.__doc__
+    compiler.get_program_handle = get_program_handle
 
 
 #: Configuration sections whose settings change the generated code or the build.
@@ -547,6 +620,93 @@ def _patch_fileheader_order():
     cls.generate_fileheader = generate_fileheader
 
 
+# ---------------------------------------------------------------------- patch 11
+#: What replaces ``-ffast-math``: none of these links ``crtfastmath.o`` or assumes finite values.
+FP_FLAGS = ('-fno-math-errno', '-fno-trapping-math', '-fno-signed-zeros', '-fassociative-math')
+
+
+def without_fast_math(args: str) -> str:
+    """``args`` (compiler flags) with ``-ffast-math`` / ``-Ofast`` replaced (patch 11)."""
+    out = []
+    for flag in args.split():
+        if flag == '-Ofast':
+            out.append('-O3')
+        if flag in ('-ffast-math', '-Ofast'):
+            out += [f for f in FP_FLAGS if f not in out and f not in args.split()]
+        else:
+            out.append(flag)
+    return ' '.join(out)
+
+
+# ---------------------------------------------------------------------- patch 12
+def _patch_compile_types():
+    orig = dace.SDFG.compile
+    if getattr(orig, '_sdfgsparse_types', False):
+        return
+
+    def compile(self, *args, **kwargs):
+        from sdfgsparse.formats.format import widen_size_symbols
+        widen_size_symbols(self)
+        return orig(self, *args, **kwargs)
+
+    compile._sdfgsparse_types = True
+    compile.__doc__ = orig.__doc__
+    dace.SDFG.compile = compile
+
+    from dace.sdfg.state import SDFGState
+    from dace.codegen.tools.type_inference import infer_expr_type
+    orig_nest = SDFGState.add_nested_sdfg
+
+    def add_nested_sdfg(self, sdfg, *args, **kwargs):
+        node = orig_nest(self, sdfg, *args, **kwargs)
+        inner = node.sdfg
+        for sym, value in node.symbol_mapping.items():
+            have = inner.symbols.get(str(sym))
+            if have is None or have == dace.int64 or have not in (dace.int8, dace.int16, dace.int32):
+                continue
+            if infer_expr_type(value, self.sdfg.symbols) == dace.int64:
+                inner.symbols[str(sym)] = dace.int64
+        return node
+
+    add_nested_sdfg.__doc__ = orig_nest.__doc__
+    SDFGState.add_nested_sdfg = add_nested_sdfg
+
+
+# ---------------------------------------------------------------------- patch 13
+def _patch_compiled_call():
+    import threading
+    cls = compiled_sdfg.CompiledSDFG
+    orig = cls.__call__
+    if getattr(orig, '_sdfgsparse', False):
+        return
+    made = threading.Lock()
+
+    def __call__(self, *args, **kwargs):
+        lock = self.__dict__.get('_ss_call_lock')
+        if lock is None:
+            with made:
+                lock = self.__dict__.setdefault('_ss_call_lock', threading.RLock())
+        rules = self.__dict__.get('_ss_shape_rules')
+        if rules is None:
+            from sdfgsparse.ops.shape_checks import rules as shape_rules
+            rules = self._ss_shape_rules = shape_rules(self.sdfg)
+        if rules:
+            from sdfgsparse.ops.shape_checks import violation
+            names = self.argnames or []
+            values = {**dict(zip(names, args)), **kwargs}
+            broken = violation(rules, {k: v for k, v in values.items() if isinstance(v, (int, np.integer))})
+            if broken is not None:
+                from sdfgsparse import errors
+                raise errors.ShapeError(broken)
+        with lock:
+            self.clear_return_values()
+            return orig(self, *args, **kwargs)
+
+    __call__._sdfgsparse = True
+    __call__.__doc__ = orig.__doc__
+    cls.__call__ = __call__
+
+
 def apply():
     if _applied['done']:
         return
@@ -554,6 +714,8 @@ def apply():
         dace.Config.set('cache', value='hash')
     if 'DACE_compiler_build_type' not in os.environ:
         dace.Config.set('compiler', 'build_type', value='Release')
+    if 'DACE_compiler_cpu_args' not in os.environ:
+        dace.Config.set('compiler', 'cpu', 'args', value=without_fast_math(dace.Config.get('compiler', 'cpu', 'args')))
     _patch_call()
     _patch_returns()
     _patch_replace_dict()
@@ -562,4 +724,6 @@ def apply():
     _patch_build_folder()
     _patch_cmake_seed()
     _patch_fileheader_order()
+    _patch_compile_types()  # after patch 8: the types are set before the folder is named
+    _patch_compiled_call()
     _applied['done'] = True

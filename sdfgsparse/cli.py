@@ -48,20 +48,29 @@ def cache(args) -> int:
         return 2
     folders = buildcache.scan(folder)
     mib = lambda n: n / 2**20
+    broken = [f for f in folders if f.status == 'broken']
     if not args.prune:
-        print(f'{folder}: {len(folders)} build folders, {mib(sum(f.size for f in folders)):.1f} MiB')
+        print(f'{folder}: {len(folders)} build folders, {mib(sum(f.size for f in folders)):.1f} MiB'
+              + (f'; {len(broken)} broken (sdfgsparse cache --prune removes them)' if broken else ''))
         if folders:
-            print(f'{"program":<48} {"MiB":>8} {"last used, days":>16}  built by')
+            print(f'{"program":<48} {"MiB":>8} {"last used, days":>16}  {"built by":<27} state')
         for f in folders:
             who = 'this sdfgsparse' if f.current else 'another sdfgsparse (stale)' if f.ours else 'not sdfgsparse'
-            print(f'{f.program or os.path.basename(f.path):<48} {mib(f.size):8.1f} {f.age_days:16.1f}  {who}')
+            state = f'broken: {f.reason}' if f.status == 'broken' else f.status
+            name = f.program or os.path.basename(f.path)
+            print(f'{name:<48} {mib(f.size):8.1f} {f.age_days:16.1f}  {who:<27} {state}')
         return 0
     in_use = []
-    gone = buildcache.prune(folder, older_than_days=args.older_than, dry_run=args.dry_run, in_use=in_use,
-                            found=folders)
+    try:
+        gone = buildcache.prune(folder, older_than_days=args.older_than, dry_run=args.dry_run, in_use=in_use,
+                                found=folders)
+    except buildcache.BuildCacheError as exc:
+        print(f'sdfgsparse cache: {exc}', file=sys.stderr)
+        return 1
     verb = 'would remove' if args.dry_run else 'removed'
     for f in gone:
-        print(f'{verb} {os.path.basename(f.path)} ({mib(f.size):.1f} MiB)')
+        why = f', broken: {f.reason}' if f.status == 'broken' else ''
+        print(f'{verb} {os.path.basename(f.path)} ({mib(f.size):.1f} MiB{why})')
     print(f'{folder}: {verb} {len(gone)} of {len(folders)} build folders, {mib(sum(f.size for f in gone)):.1f} MiB'
           + (f'; {len(in_use)} in use by another process, left' if in_use else ''))
     return 0
@@ -74,12 +83,13 @@ def main(argv=None) -> int:
     p.add_argument('--matrices', default=None, help='folder of .mtx / .mtx.gz files (default: tests/data)')
     p.set_defaults(func=demo)
     p = sub.add_parser('cache', help='list or prune the folder of compiled programs (DaCe\'s build folder)',
-                       description='List the build folders of compiled programs, or remove those built by '
-                       'another sdfgsparse source (and, with --older-than, those unused for that many days). '
-                       'Folders sdfgsparse did not name are never removed.')
+                       description='List the build folders of compiled programs and their state (ok, broken: '
+                       'an unfinished or damaged build, in use: another process holds its lock), or remove the '
+                       'broken ones and those built by another sdfgsparse source (and, with --older-than, those '
+                       'unused for that many days). Folders sdfgsparse did not name are never removed.')
     p.add_argument('--folder', default=None, help="DaCe's build folder (default: DACE_default_build_folder, "
                    '.dacecache under the working directory)')
-    p.add_argument('--prune', action='store_true', help='remove stale build folders')
+    p.add_argument('--prune', action='store_true', help='remove broken and stale build folders')
     p.add_argument('--older-than', type=float, default=None, metavar='DAYS',
                    help='with --prune: also remove current builds unused for DAYS days')
     p.add_argument('--dry-run', action='store_true', help='with --prune: only say what would be removed')

@@ -22,7 +22,7 @@ __all__ = ['MapValues', 'FUNCTIONS']
 FUNCTIONS = {
     'scale': ('alpha * v', True),
     'neg': ('-v', True),
-    'relu': ('max(v, 0)', True),
+    'relu': ('max(0, v)', True),  # (DaCe's max(a, b) is a > b ? a : b: this order keeps NaN, as NumPy and torch)
     'abs': ('abs(v)', True),
     'sqrt': ('math.sqrt(v)', True),
     'sin': ('math.sin(v)', True),

@@ -1,4 +1,5 @@
-"""The folder of compiled programs: what is in it, and pruning it (``sdfgsparse cache``).
+"""The folder of compiled programs: building into it safely, what is in it, and pruning it
+(``sdfgsparse cache``).
 
 Once sdfgsparse is imported, DaCe's ``hash`` cache names a program's build folder
 ``<program>_<content hash>_ss<source fingerprint>`` (``_dace_compat`` patch 8): a change
@@ -7,28 +8,82 @@ folder, and DaCe never removes the old ones (one checkout had 1,173 folders, 2 G
 process that compiles or loads a folder's program marks the folder as used (patch 8's
 compile wrapper sets its modification time), so its age says when it was last used.
 
-:func:`scan` lists the folders; :func:`prune` removes those built by another sdfgsparse
-source (``stale``) and, with ``older_than_days``, those of the current source unused for
-that long. A folder is removed only while its lock is held (the lock a build holds from
-writing the sources to loading the library), so a program being built or loaded by
-another process at that moment is skipped, not broken. Folders that sdfgsparse did not
-name (no ``_ss<fingerprint>`` suffix: DaCe's own, or another cache setting) are listed
-and never removed.
+**Complete builds.** ``make`` trusts file times, so a build killed while linking left a
+library (0 bytes, or half written) that every later process loaded: "Could not load
+library" with an empty reason, or SIGBUS/SIGSEGV. Patch 8 builds through :func:`build`,
+under the folder's lock:
+
+* before DaCe builds, each ``lib*.so`` of ``<folder>/build`` is checked against the
+  folder's build record (``build/.ss-complete``: size and SHA-256 of every library, written
+  after a build that succeeded); a library that does not match (or has no record) is
+  removed, so ``make`` links it again. While a build runs, ``build/.ss-building`` marks it:
+  found at the start of a build (the last one was cut short, possibly inside the
+  compiler), or with no record at all, the object files are removed too, so ``make``
+  compiles them again;
+* after the build (and the load) succeeded, the record is written and the marker removed;
+* a library that still fails to load is removed with the object files and built once more;
+  if it fails again, :class:`BuildCacheError` names the folder and the reason.
+
+**Read-only caches.** Where the lock file cannot be created (a read-only file system or
+folder: no lock is taken then), or the folder (or its ``build``) is not writable, a folder
+that holds a complete build of the program is used without writing anything there: the
+library and its loader stub are copied to a private temporary folder (removed at exit),
+the copies checked against the record, and the library loaded from there (DaCe's loader
+copies a library already loaded beside itself, which a read-only folder refuses). CMake
+does not run; code is still generated, in memory, because DaCe hands the loader the SDFG
+as code generation left it (its source maps go to the private folder). A folder without a
+complete build raises :class:`BuildCacheError` naming it. Nothing checks that the
+generated code still matches the folder's sources: the folder's name (the content hash)
+stands for it.
+
+**Listing and pruning.** :func:`scan` lists the folders with their state: ``ok``,
+``broken`` (with the reason: ``no library``, ``libX.so is 0 bytes``, ``libX.so does not
+match its build record`` …), ``in use`` (another process holds the lock: it may be
+building) or ``unchecked`` (not named by sdfgsparse). :func:`prune` removes broken folders,
+those built by another sdfgsparse source (``stale``) and, with ``older_than_days``, those of
+the current source unused for that long. A folder is removed only while its lock is held
+(the lock a build holds from writing the sources to loading the library), so a program
+being built or loaded by another process at that moment is skipped, not broken; a broken
+folder is checked again under the lock (another process may have rebuilt it meanwhile).
+Folders that sdfgsparse did not name (no ``_ss<fingerprint>`` suffix: DaCe's own, or
+another cache setting) are listed and never removed.
 """
+import atexit
+import copy
+import errno
+import hashlib
+import json
 import os
 import re
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import dace
 
 from sdfgsparse import _dace_compat
 
-__all__ = ['BuildFolder', 'scan', 'prune', 'default_folder']
+__all__ = ['BuildFolder', 'BuildCacheError', 'LibraryLoadError', 'scan', 'prune', 'default_folder', 'problem']
 
 _OURS = re.compile(r'^(?P<program>.+)_(?P<hash>[0-9a-f]{32})_ss(?P<source>[0-9a-f]{12})$')
+RECORD = '.ss-complete'    # in <folder>/build: {"libraries": {file: {"size": bytes, "sha256": hex}}}
+BUILDING = '.ss-building'  # in <folder>/build while a build runs
+_OBJECTS = ('.o', '.obj')
+
+
+class BuildCacheError(RuntimeError):
+    """A build folder that cannot be used; the message names it and says why."""
+
+
+class LibraryLoadError(BuildCacheError):
+    """A built library that DaCe could not load (``library``: its path; ``reason``: DaCe's
+    error)."""
+
+    def __init__(self, library: str, reason: BaseException):
+        self.library, self.reason = library, reason
+        super().__init__(f'{library}: the library cannot be loaded: {type(reason).__name__}: {reason}')
 
 
 @dataclass
@@ -39,6 +94,8 @@ class BuildFolder:
     current: bool         # built from this sdfgsparse source
     size: int             # bytes
     last_used: float      # seconds since the epoch
+    status: str = 'ok'    # 'ok', 'broken', 'in use' (another process holds its lock), 'unchecked' (not ours)
+    reason: str = ''      # why broken
 
     @property
     def age_days(self) -> float:
@@ -49,6 +106,234 @@ def default_folder() -> str:
     """DaCe's build folder (``default_build_folder``, ``.dacecache`` under the working
     directory unless configured)."""
     return os.path.abspath(dace.Config.get('default_build_folder'))
+
+
+# ---------------------------------------------------------------- the build record
+def _libraries(build: str) -> List[str]:
+    """The libraries in ``build`` (``lib*.so``; not the ``lib*.so_`` copies DaCe's loader makes)."""
+    ext = '.' + dace.Config.get('compiler', 'library_extension')
+    try:
+        names = os.listdir(build)
+    except OSError:
+        return []
+    found = [n for n in names if n.startswith('lib') and n.endswith(ext) and os.path.isfile(os.path.join(build, n))]
+    return sorted(found, key=lambda n: (n.startswith('libdacestub_'), n))  # the program's first
+
+
+def _digest(path: str) -> Tuple[int, str]:
+    h, size = hashlib.sha256(), 0
+    with open(path, 'rb') as f:
+        for block in iter(lambda: f.read(1 << 20), b''):
+            h.update(block)
+            size += len(block)
+    return size, h.hexdigest()
+
+
+def _read_record(build: str) -> Optional[Dict[str, dict]]:
+    try:
+        with open(os.path.join(build, RECORD)) as f:
+            libraries = json.load(f)['libraries']
+        if all(isinstance(e['size'], int) and isinstance(e['sha256'], str) for e in libraries.values()):
+            return libraries
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return None
+
+
+def _library_problem(build: str, name: str, record: Optional[Dict[str, dict]]) -> str:
+    """Why ``build/name`` is not a complete library by ``record`` ('' when it is)."""
+    path = os.path.join(build, name)
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return f'{name} is missing'
+    if size == 0:
+        return f'{name} is 0 bytes'
+    entry = (record or {}).get(name)
+    if entry is None:
+        return f'{name} has no build record (its build did not finish)'
+    if size != entry['size'] or _digest(path) != (entry['size'], entry['sha256']):
+        return f'{name} does not match its build record'
+    return ''
+
+
+def problem(folder: str, names: Optional[List[str]] = None) -> str:
+    """Why ``folder`` does not hold a complete build ('' when it does): of the libraries
+    ``names`` (file names in ``<folder>/build``), or of every library there and in its
+    record."""
+    build = os.path.join(folder, 'build')
+    present = _libraries(build)
+    if names is None and not present:
+        return 'no library'
+    record = _read_record(build)
+    for name in names if names is not None else present + sorted(set(record or ()) - set(present)):
+        why = _library_problem(build, name, record)
+        if why:
+            return why
+    return ''
+
+
+def _remove(path: str, folder: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise BuildCacheError(f'{folder}: cannot remove {os.path.relpath(path, folder)} of an unfinished or '
+                              f'damaged build ({exc}); remove the folder') from exc
+
+
+def _remove_objects(build: str, folder: str) -> None:
+    for root, _, files in os.walk(os.path.join(build, 'CMakeFiles')):
+        for f in files:
+            if f.endswith(_OBJECTS):
+                _remove(os.path.join(root, f), folder)
+
+
+def _prepare(folder: str) -> None:
+    """Before a build, under the lock: remove what a cut-short or damaged build left, and
+    mark the build as running."""
+    build = os.path.join(folder, 'build')
+    if not os.path.isdir(build):  # a first build: one cut short leaves no record
+        return
+    record = _read_record(build)
+    cut_short = record is None or os.path.exists(os.path.join(build, BUILDING))
+    for name in _libraries(build):
+        if _library_problem(build, name, record):
+            _remove(os.path.join(build, name), folder)
+    if cut_short:
+        _remove_objects(build, folder)
+    with open(os.path.join(build, BUILDING), 'w'):
+        pass
+
+
+def _discard(folder: str) -> None:
+    """Every library and object file of ``folder``: the next build compiles and links anew."""
+    build = os.path.join(folder, 'build')
+    for name in _libraries(build):
+        _remove(os.path.join(build, name), folder)
+    _remove_objects(build, folder)
+
+
+def _record(folder: str) -> None:
+    """After a build that succeeded, under the lock: record its libraries, drop the marker."""
+    build = os.path.join(folder, 'build')
+    libraries = {}
+    for name in _libraries(build):
+        size, sha = _digest(os.path.join(build, name))
+        libraries[name] = {'size': size, 'sha256': sha}
+    tmp = os.path.join(build, RECORD + '.tmp')
+    with open(tmp, 'w') as f:
+        json.dump({'libraries': libraries}, f, indent=1, sort_keys=True)
+    os.replace(tmp, os.path.join(build, RECORD))
+    _remove(os.path.join(build, BUILDING), folder)
+
+
+def build(folder: str, compile_once: Callable[[], object]):
+    """Run ``compile_once`` (DaCe's ``SDFG.compile`` for ``folder``) while the caller holds
+    the folder's lock: remove what a cut-short or damaged build left first, rebuild once a
+    library that fails to load, record the build when it succeeded (see the module)."""
+    _prepare(folder)
+    try:
+        result = compile_once()
+    except LibraryLoadError:
+        _discard(folder)
+        try:
+            result = compile_once()
+        except LibraryLoadError as again:
+            raise BuildCacheError(f'{folder}: {os.path.basename(again.library)} was built again and still cannot '
+                                  f'be loaded ({type(again.reason).__name__}: {again.reason})') from again
+    _record(folder)
+    return result
+
+
+# ---------------------------------------------------------------- read-only folders
+def is_read_only_error(exc: OSError) -> bool:
+    """Whether ``exc`` says a path cannot be written (permissions, read-only file system)."""
+    return isinstance(exc, PermissionError) or exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def writable(folder: str) -> bool:
+    """Whether a build may write ``folder`` (and its ``build``) — or create it."""
+    if not os.path.isdir(folder):
+        return os.access(os.path.dirname(os.path.abspath(folder)), os.W_OK)
+    build = os.path.join(folder, 'build')
+    return os.access(folder, os.W_OK) and (not os.path.isdir(build) or os.access(build, os.W_OK))
+
+
+_PRIVATE: List[str] = []  # temporary folders of read-only loads, removed at exit
+
+
+def _remove_private():
+    for d in _PRIVATE:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _private_copy(folder: str, names: List[str]) -> str:
+    """A temporary folder with a copy of each library in ``names``, checked against the
+    record (the copy, not the original, is what gets loaded)."""
+    build = os.path.join(folder, 'build')
+    record = _read_record(build) or {}
+    if not _PRIVATE:
+        atexit.register(_remove_private)
+    private = tempfile.mkdtemp(prefix='sdfgsparse-lib-')
+    _PRIVATE.append(private)
+    for name in names:
+        shutil.copyfile(os.path.join(build, name), os.path.join(private, name))
+        entry = record.get(name) or {}
+        if _digest(os.path.join(private, name)) != (entry.get('size'), entry.get('sha256')):
+            raise BuildCacheError(f'{folder}: {name} changed while it was read (it no longer matches its build '
+                                  'record); try again')
+    return private
+
+
+def load_read_only(sdfg, folder: str, why: str, output_file=None, validate=True, return_program_handle=True):
+    """``SDFG.compile`` for a folder that cannot be written (``why``): load its complete
+    build without writing there, or raise :class:`BuildCacheError` (see the module)."""
+    from dace.codegen import codegen, compiled_sdfg, compiler
+    folder = os.path.abspath(folder)
+    library = compiler.get_binary_name(folder, sdfg.name)
+    stub = os.path.join(os.path.dirname(library),
+                        f'libdacestub_{sdfg.name}.{dace.Config.get("compiler", "library_extension")}')
+    names = [os.path.basename(library), os.path.basename(stub)]
+    missing = problem(folder, names)
+    if missing:
+        raise BuildCacheError(f'{folder}: cannot build {sdfg.name} there ({why}), and the folder holds no complete '
+                              f'build of it ({missing}); make the folder writable, or set '
+                              'DACE_default_build_folder to a writable folder')
+    private = _private_copy(folder, names)
+    if output_file is not None:
+        if os.path.isdir(output_file):
+            output_file = os.path.join(output_file, names[0])
+        shutil.copyfile(os.path.join(private, names[0]), output_file)
+    if not return_program_handle:
+        return None
+    program = copy.deepcopy(sdfg)  # what DaCe's compile hands to the loader: its copy after code generation,
+    program.build_folder = private  # which writes source maps into the build folder
+    program.fill_scope_connectors()
+    codegen.generate_code(program, validate=validate)
+    try:
+        return compiled_sdfg.CompiledSDFG(program, compiled_sdfg.ReloadableDLL(os.path.join(private, names[0]),
+                                                                                program.name), program.arg_names)
+    except (OSError, RuntimeError, KeyError) as exc:
+        raise BuildCacheError(f'{folder}: {names[0]} (a read-only build, {why}) cannot be loaded '
+                              f'({type(exc).__name__}: {exc}); make the folder writable to rebuild it') from exc
+
+
+# ---------------------------------------------------------------- listing and pruning
+def _lock_held_elsewhere(path: str) -> bool:
+    """Whether another open file holds the lock ``path`` now (never creates the file)."""
+    try:
+        import fcntl
+        handle = open(path, 'rb')
+    except (ImportError, OSError):
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)  # released by the close
+        except BlockingIOError:
+            return True
+        return False
 
 
 def _size(path: str) -> int:
@@ -63,7 +348,8 @@ def _size(path: str) -> int:
 
 
 def scan(folder: Optional[str] = None) -> List[BuildFolder]:
-    """The build folders in ``folder`` (default: :func:`default_folder`), oldest use first."""
+    """The build folders in ``folder`` (default: :func:`default_folder`), oldest use first,
+    each with its state (see the module)."""
     folder = folder or default_folder()
     if not os.path.isdir(folder):
         return []
@@ -74,35 +360,53 @@ def scan(folder: Optional[str] = None) -> List[BuildFolder]:
         if not os.path.isdir(path) or os.path.islink(path):
             continue
         m = _OURS.match(name)
+        if not m:
+            status, reason = 'unchecked', ''
+        elif _lock_held_elsewhere(path + '.lock'):
+            status, reason = 'in use', ''
+        else:
+            reason = problem(path)
+            status = 'broken' if reason else 'ok'
         found.append(BuildFolder(path, m.group('program') if m else '', bool(m),
-                                 bool(m) and m.group('source') == source, _size(path), os.stat(path).st_mtime))
+                                 bool(m) and m.group('source') == source, _size(path), os.stat(path).st_mtime,
+                                 status, reason))
     return sorted(found, key=lambda f: (f.last_used, f.path))
 
 
 def prune(folder: Optional[str] = None, older_than_days: Optional[float] = None, dry_run: bool = False,
           in_use: Optional[List[BuildFolder]] = None, found: Optional[List[BuildFolder]] = None) -> List[BuildFolder]:
-    """Remove the stale build folders of ``folder`` (see the module); returns those removed
-    (with ``dry_run``: those that would be). A folder whose lock another process holds is
-    skipped and reported in ``in_use`` (when a list is given). ``found``: the
-    :func:`scan` of ``folder`` when the caller has made it already."""
+    """Remove the broken and stale build folders of ``folder`` (see the module); returns
+    those removed (with ``dry_run``: those that would be). A folder whose lock another
+    process holds is skipped and reported in ``in_use`` (when a list is given). ``found``:
+    the :func:`scan` of ``folder`` when the caller has made it already. Raises
+    :class:`BuildCacheError` for a folder that cannot be removed (a read-only cache)."""
     if older_than_days is not None and older_than_days < 0:
         raise ValueError(f'older_than_days: must be at least 0, got {older_than_days}')
     removed = []
     for f in scan(folder) if found is None else found:
         if not f.ours:
             continue
-        if f.current and (older_than_days is None or f.age_days < older_than_days):
+        keep_if_whole = f.current and (older_than_days is None or f.age_days < older_than_days)
+        if keep_if_whole and f.status != 'broken':
             continue
         if dry_run:
             removed.append(f)
             continue
         lock = _dace_compat._locked(f.path + '.lock')
-        if not lock.acquire(blocking=False):
-            if in_use is not None:
-                in_use.append(f)
-            continue
         try:
-            shutil.rmtree(f.path)
+            if not lock.acquire(blocking=False):
+                if in_use is not None:
+                    in_use.append(f)
+                continue
+        except OSError as exc:
+            raise BuildCacheError(f'{f.path}: cannot be removed, its lock file cannot be opened ({exc})') from exc
+        try:
+            if keep_if_whole and not problem(f.path):
+                continue  # built again since the scan
+            try:
+                shutil.rmtree(f.path)
+            except OSError as exc:
+                raise BuildCacheError(f'{f.path}: cannot be removed ({exc})') from exc
             removed.append(f)
             os.remove(f.path + '.lock')  # while held: a waiter for it opens the path anew
         finally:

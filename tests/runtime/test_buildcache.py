@@ -1,7 +1,9 @@
 """``sdfgsparse cache`` (runtime/buildcache.py): listing DaCe's build folder, pruning the
 builds of another sdfgsparse source and unused ones, never a folder that sdfgsparse did
 not name or whose build lock another holder has; the build lock survives the removal of
-its file; a compile marks its folder as used."""
+its file; a compile marks its folder as used and records its complete build. Damaged and
+unfinished builds, and read-only folders: test_cache_faults.py."""
+import json
 import os
 import threading
 import time
@@ -66,6 +68,7 @@ def test_scan_and_prune(build):
     assert (cur.ours, cur.current, cur.program) == (True, True, 'test_buildcache_cached_spmv')
     assert (old.ours, old.current, old.program) == (True, False, 'test_buildcache_cached_spmv')
     assert (foreign.ours, foreign.current, foreign.size) == (False, False, 100)
+    assert (cur.status, old.status, foreign.status) == ('ok', 'ok', 'unchecked')
     assert cur.size > 10_000 and old.size > 10_000
 
     assert [f.path for f in buildcache.prune(str(build), dry_run=True)] == [stale]
@@ -128,6 +131,12 @@ def test_the_build_lock_survives_the_removal_of_its_file(tmp_path):
 def test_a_compile_marks_its_folder_used(build):
     _run(_program())
     (folder, ) = buildcache.scan(str(build))
+    lib = os.path.join(folder.path, 'build', 'libtest_buildcache_cached_spmv.so')
+    with open(os.path.join(folder.path, 'build', buildcache.RECORD)) as f:
+        record = json.load(f)['libraries']
+    assert record[os.path.basename(lib)]['size'] == os.path.getsize(lib)
+    assert set(record) == {os.path.basename(lib), 'libdacestub_test_buildcache_cached_spmv.so'}
+    assert not os.path.exists(os.path.join(folder.path, 'build', buildcache.BUILDING))
     old_time = time.time() - 30 * 86400
     os.utime(folder.path, (old_time, old_time))
     _run(_program())  # a new program object: compiles, finds the build
@@ -141,7 +150,7 @@ def test_cli(build, capsys):
     assert main(['cache', '--folder', str(build)]) == 0
     out = capsys.readouterr().out
     assert '3 build folders' in out and 'another sdfgsparse (stale)' in out and 'not sdfgsparse' in out
-    assert 'this sdfgsparse' in out
+    assert 'this sdfgsparse' in out and ' ok\n' in out and 'broken' not in out
     assert main(['cache', '--folder', str(build), '--prune', '--dry-run']) == 0
     assert 'would remove 1 of 3' in capsys.readouterr().out and os.path.isdir(stale)
     assert main(['cache', '--folder', str(build), '--older-than', '3']) == 2
