@@ -197,6 +197,9 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
     :param st: the annotation's type, or None to take the value's own format
                (int32 indices unless the value has int64 ones).
     """
+    problem = layout_problem(value)
+    if problem is not None:
+        raise errors.ShapeError(f'{argname}: {problem}')
     fmt = format_of_value(value)
     if st is None:  # the value's own index width (torch's default int64 passes zero-copy)
         it = dace.int64 if _index_dtype_of(value) == np.int64 else dace.int32
@@ -207,9 +210,6 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
         raise errors.FormatMismatchError(
             f'{argname}: the program expects {st.fmt.name} but got {given} ({type(value).__name__}); '
             f'convert explicitly with ss.convert({argname}, ss.{st.fmt.name.rstrip("T")})')
-    problem = layout_problem(value)
-    if problem is not None:
-        raise errors.ShapeError(f'{argname}: {problem}')
     arg = SparseArg(argname, value, st)
     if isinstance(value, SparseMatrix):
         arrays, shape = dict(value.arrays), value.shape
