@@ -1,6 +1,7 @@
 # The two commands of the README:
 #   make demo   creates .venv (pinned packages) and runs the main job on bundled data
 #   make test   creates .venv (pinned packages) and runs the test suite
+#   make fuzz   (optional) fuzzes the argument checks for FUZZ_SECONDS seconds
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +11,9 @@ export OMP_NUM_THREADS ?= 2
 # the test suite runs two workers on two cores: one OpenMP thread each
 test: export OMP_NUM_THREADS = 1
 
-.PHONY: venv demo test clean
+FUZZ_SECONDS ?= 300
+
+.PHONY: venv demo test fuzz clean
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +28,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+# coverage-guided fuzzing of the argument checks (atheris); not part of `make test`
+fuzz: $(STAMP)
+	$(PY) -m pip install -q -c constraints.txt atheris
+	cd tests/fuzz && ../../$(PY) fuzz_arguments.py -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096
 
 clean:
 	rm -rf $(VENV) .dacecache tests/.dacecache _dacegraphs
