@@ -366,6 +366,8 @@ def _matches(sdfg: dace.SDFG, out: Dict[str, Any]) -> bool:
         elif isinstance(v, np.ndarray):
             if desc.dtype.as_numpy_dtype() != v.dtype or len(desc.shape) != v.ndim:
                 return False
+            if any(not dace.symbolic.issymbolic(d) and int(d) != s for d, s in zip(desc.shape, v.shape)):
+                return False  # compiled for another length (an unannotated array)
     return True
 
 

@@ -82,8 +82,6 @@ def one_input(buf: bytes):
     fdp = atheris.FuzzedDataProvider(buf)
     m, n = fdp.ConsumeIntInRange(0, 6), fdp.ConsumeIntInRange(0, 6)
     way = fdp.ConsumeIntInRange(0, 3)
-    if way == 1 and n == 1:
-        return  # known: an unannotated vector of one element does not compile (README, "What does not work")
     vdt = VALUE_DTYPES[fdp.ConsumeIntInRange(0, len(VALUE_DTYPES) - 1)]
     idt = INDEX_DTYPES[fdp.ConsumeIntInRange(0, len(INDEX_DTYPES) - 1)]
     nnz = fdp.ConsumeIntInRange(0, 10)
@@ -96,6 +94,8 @@ def one_input(buf: bytes):
     else:
         base = np.arange(2 * (n + 1), dtype=np.float64) - 3
         x = [base[:n], base[:2 * n:2], base[:n + 1]][xkind - len(JUNK)]
+        if way == 1 and x.size == 1:
+            return  # known: an unannotated vector of one element does not compile (README, "What does not work")
     A = sp.csr_array((m, n))
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', DeprecationWarning)  # -2 as uint32 wraps, as intended
@@ -120,11 +120,21 @@ def one_input(buf: bytes):
         warnings.simplefilter('ignore')
         try:
             got = call()
-        except errors.SparseError:
+        except errors.SparseError as ex:
             if ok:
                 raise AssertionError(f'a valid call was refused: way {way}, {m}x{n} {vdt.__name__}/'
-                                     f'{idt.__name__} indptr={indptr} indices={indices} x={x!r}')
+                                     f'{idt.__name__} indptr={indptr} indices={indices} x={x!r}: '
+                                     f'{type(ex).__name__}: {ex}') from ex
         else:
+            if not ok and os.environ.get('FUZZ_DEBUG') and prog is fz_any:
+                from sdfgsparse.runtime.plan import MISS
+                for key, plans in fz_any._ss_plans.items():
+                    for p in plans:
+                        r = p.run((A, x))
+                        print('PLAN', key, [d.dims for d in p.dense_slots], len(p.shape_rules),
+                              'HIT' if r is not MISS else 'miss', file=sys.stderr)
+                for key, (c, _) in fz_any._ss_fast.items():
+                    print('FAST', key, c.sdfg.arrays['x'].shape, c.__dict__.get('_ss_shape_rules'), file=sys.stderr)
             if not ok:
                 raise AssertionError(f'an invalid call was accepted: way {way}, {m}x{n} {vdt.__name__}/'
                                      f'{idt.__name__} indptr={indptr} indices={indices} x={x!r}')
