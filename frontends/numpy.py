@@ -113,6 +113,17 @@ for _other in ('NumConstant', 'symbol', 'Scalar'):
         return _map_values(sdfg, state, a, 'scale', 1.0 / alpha if isinstance(alpha, (int, float)) else 1 / alpha)
 
 
+    @oprepo.replaces_operator('Structure', 'MatMult', otherclass=_other)
+    def _sparse_matmult_scalar(pv, sdfg, state, a, alpha):
+        raise errors.UnsupportedOperationError(f"{_shown(a)} @ {alpha}: the right operand is a scalar; use '*' "
+                                               "to scale a sparse matrix (as NumPy and scipy do)")
+
+    @oprepo.replaces_operator(_other, 'MatMult', otherclass='Structure')
+    def _scalar_matmult_sparse(pv, sdfg, state, alpha, a):
+        raise errors.UnsupportedOperationError(f"{alpha} @ {_shown(a)}: the left operand is a scalar; use '*' "
+                                               "to scale a sparse matrix (as NumPy and scipy do)")
+
+
 @oprepo.replaces_operator('Structure', 'USub')
 def _sparse_neg(pv, sdfg, state, a, _none=None):
     return _map_values(sdfg, state, a, 'neg')
@@ -285,7 +296,7 @@ def _convert(sdfg, state, a: str, target: str = 'CSR') -> str:
 
 
 def _sparse_binary(sdfg, state, a, b, kind, sign=1):
-    from sdfgsparse.ops.add import SparseAdd
+    from sdfgsparse.ops.add import SparseAdd, result_format
     from sdfgsparse.ops.mul import SparseMul
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
     op = '*' if kind == 'mul' else '+' if sign > 0 else '-'
@@ -301,7 +312,7 @@ def _sparse_binary(sdfg, state, a, b, kind, sign=1):
     dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
     node = SparseAdd(sign_B=sign) if kind == 'add' else SparseMul()
     cap = _vals_count(sta) + _vals_count(stb)
-    out_type = _csr_type(dtype, sta.rows, sta.cols, _index_type(sta, stb), cap)
+    out_type = result_format(sta).type(dtype, sta.rows, sta.cols, _index_type(sta, stb), n1=cap)
     return base.insert_node(state, node, {'A': a, 'B': b}, sparse_out=('out', out_type, kind))
 
 

@@ -4,14 +4,14 @@ from dace import properties
 from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
-from sdfgsparse.formats import CSC, sparse_type_of
+from sdfgsparse.formats import CSC, CSR, sparse_type_of
 from sdfgsparse.ops.add import SparseAdd
 from sdfgsparse.ops.base import SparseLibraryNode, retype_sparse, sparse_consumers
 from sdfgsparse.ops.mul import SparseMul
 
 __all__ = ['SparseFormatInference', 'PRODUCERS']
 
-#: nodes whose result format the frontend fixes to CSR and this transformation may change
+#: nodes whose result format (CSR or CSC) this transformation may change
 PRODUCERS = (SparseAdd, SparseMul)
 
 
@@ -27,8 +27,9 @@ class SparseFormatInference(xf.SingleStateTransformation):
     """Chooses CSR or CSC for the result of an element-wise sparse operation (``A + B``,
     ``A - B``, ``A * B``) from Scorch's rules.
 
-    The frontend stores these results as CSR. The result's outer level is compressed along
-    the index variable its uses iterate first:
+    The frontend stores these results as scipy does: CSC when the left operand is CSC (as
+    the operation sees it), CSR otherwise. The rules compress the result's outer level
+    along the index variable its uses iterate first:
 
     - a *consumer* that iterates the result row by row (SpMV, SpMM, SDDMM, … on ``C``)
       wants ``C`` row-major; one that takes the transposed view (``C.T @ x``) iterates
@@ -41,10 +42,13 @@ class SparseFormatInference(xf.SingleStateTransformation):
     Consumers decide when there are any (the expand–sort–compress producer costs the same
     for either order); ties keep CSR.
 
-    Matched pattern: a ``SparseAdd`` or ``SparseMul`` node whose result is CSR. Applicable
-    when the rules prefer CSC and every reader of the result is a sparse library node (or
-    the result is only returned). The rewrite changes the result's type (and its member
-    views); the producer compresses by columns, consumers iterate the new format.
+    Matched pattern: a ``SparseAdd`` or ``SparseMul`` node whose result is CSR or CSC.
+    Applicable when the rules prefer the other of the two and every reader of the result
+    is a sparse library node (or the result is only returned). The rewrite changes the
+    result's type (and its member views); the producer compresses along the other
+    dimension, consumers iterate the new format. Examples: ``(A - B).T @ x`` with CSR
+    operands gets a CSC intermediate; ``(A + B) @ x`` with CSC operands a CSR one (the
+    SpMV then walks owned rows in parallel instead of scattering).
     """
     CATEGORY = 'Sparse'
 
@@ -71,16 +75,17 @@ class SparseFormatInference(xf.SingleStateTransformation):
         if not isinstance(node, PRODUCERS):
             return False
         name = _out_name(state, node)
-        if name is None or sparse_type_of(sdfg.arrays[name]).fmt.name != 'CSR':
+        if name is None or sparse_type_of(sdfg.arrays[name]).fmt.name not in ('CSR', 'CSC'):
             return False
         readers = sparse_consumers(state, name)
         if any(p is None for _, p in readers):
             return False  # read by something that is not a sparse node
         if any(n.data == name for s in sdfg.states() if s is not state for n in s.data_nodes()):
             return False  # used in another state
-        return self.preferred(state, sdfg) == 'CSC'
+        return self.preferred(state, sdfg) != sparse_type_of(sdfg.arrays[name]).fmt.name
 
     def apply(self, state, sdfg):
         name = _out_name(state, self.producer)
         st = sparse_type_of(sdfg.arrays[name])
-        retype_sparse(sdfg, name, CSC.type(st.dtype, st.rows, st.cols, st.index_dtype, **st.sizes))
+        fmt = CSC if self.preferred(state, sdfg) == 'CSC' else CSR
+        retype_sparse(sdfg, name, fmt.type(st.dtype, st.rows, st.cols, st.index_dtype, **st.sizes))

@@ -6,7 +6,8 @@ each row (a C++ tasklet writing through ``_oc`` / ``_ov`` at ``pos[i]``). Both t
 get the row as ``_ti``; the fill tasklet also gets the result's capacity as ``_tcap``
 (unused in the code: it makes the kernel use the capacity's symbols, which DaCe 1.0.2
 otherwise does not pass to the enclosing program, where an intermediate result is
-allocated from them).
+allocated from them). Per-thread workspaces of a call (``workspaces``) are data both
+tasklets write through a pointer; writing them orders a later step that frees them.
 """
 from typing import Sequence, Tuple
 
@@ -17,7 +18,8 @@ __all__ = ['emit_count_fill']
 
 
 def emit_count_fill(kb: KernelBuilder, tag: str, rows, cap, count_inputs: Sequence[Tuple[str, str]],
-                    fill_inputs: Sequence[Tuple[str, str]], out: dict, count_code: str, fill_code: str):
+                    fill_inputs: Sequence[Tuple[str, str]], out: dict, count_code: str, fill_code: str,
+                    workspaces: Sequence[Tuple[str, str]] = ()):
     """Emit count, positions and fill into ``kb``.
 
     :param tag: a prefix for the kernel's own names (loop variables must not occur in the
@@ -25,6 +27,8 @@ def emit_count_fill(kb: KernelBuilder, tag: str, rows, cap, count_inputs: Sequen
     :param count_inputs, fill_inputs: ``(connector, data)`` pairs of each tasklet's inputs
                                       besides ``_ti`` (and ``_tcap``).
     :param out: names of the result's ``pos1`` / ``crd1`` / ``vals``.
+    :param workspaces: ``(connector, data)`` pairs that both tasklets get as outputs (whole
+                       arrays, e.g. a table of per-thread workspaces).
     """
     kb.globals['np'] = __import__('numpy')
     kb.symbols_of(rows, cap)
@@ -39,6 +43,8 @@ def emit_count_fill(kb: KernelBuilder, tag: str, rows, cap, count_inputs: Sequen
         L(f'        _ti << _{tag}{step}')
         for conn, arr in inputs:
             L(f'        {conn} << {arr}')
+        for conn, arr in workspaces:
+            L(f'        {conn} >> {arr}')
         if step == 'count':
             L(f'        _tcnt >> {tag}cnt[i]')
             L(f'        """{code}"""')

@@ -1,31 +1,54 @@
-"""``A + B`` and ``A - B`` for sparse A and B (any formats): a CSR result on the union of
-the patterns. CSR / CSC operands (as the operation sees them) are merged row by row in
-parallel (:mod:`sdfgsparse.lowering.row_union`); other formats, and CSC results, by
-expand–sort–compress."""
+"""``A + B`` and ``A - B`` for sparse A and B (any formats): a CSR or CSC result on the
+union of the patterns, in the format :func:`result_format` gives (scipy's rule). CSR / CSC
+operands (as the operation sees them) are merged in parallel, row by row for a CSR result
+and column by column for a CSC one (:mod:`sdfgsparse.lowering.row_union`); other formats
+by expand–sort–compress."""
 import dace
 import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfgsparse.formats import CSC, CSR, SparseFormat, SparseType
 from sdfgsparse.lowering.compress import compress_kernel, emit_append
 from sdfgsparse.lowering.entries import Entries, kernel_for_node
 from sdfgsparse.lowering.row_union import emit_row_union, emit_rows_of_columns
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
-__all__ = ['SparseAdd']
+__all__ = ['SparseAdd', 'result_format']
+
+
+def result_format(a: SparseType) -> SparseFormat:
+    """The format of ``A + B``, ``A - B`` and ``A * B`` (both operands sparse), from ``a``,
+    the type of ``A`` as the operation sees it: CSC when ``A`` is CSC (a CSC matrix, or the
+    ``.T`` of a CSR one), else CSR.
+
+    This is scipy's rule where our result formats allow: scipy returns the left operand's
+    format for CSR and CSC (``csc + csr`` is CSC, ``csr * csc`` is CSR) and CSR for COO,
+    LIL and DOK (``coo + coo`` is CSR). It keeps BSR (``bsr + x``), DIA (``dia ± dia``, and
+    ``dia + csc`` gives CSC) and DOK (``dok + x``) where these give CSR.
+
+    >>> import dace, sdfgsparse as ss
+    >>> from sdfgsparse.formats import sparse_type_of
+    >>> st = sparse_type_of(ss.CSR[dace.float64, 4, 5])
+    >>> result_format(st).name, result_format(st.T).name
+    ('CSR', 'CSC')
+    """
+    return CSC if a.fmt.name == 'CSC' else CSR
 
 
 @dace.library.expansion
 class ExpandSparseAddPure(ExpandTransformation):
-    """Row-parallel merge for CSR / CSC operands and a CSR result; otherwise append A's
+    """Parallel merge for CSR / CSC operands and a CSR or CSC result; otherwise append A's
     entries, then B's (times ``sign_B``), sort, sum equal coordinates."""
     environments = []
 
     @staticmethod
     def expansion(node: 'SparseAdd', state, sdfg):
         seen = {p: node.operand_type(state, p) for p in ('A', 'B')}
-        if node.sparse_type(state, 'out').fmt.name == 'CSR' and all(t.fmt.name in ('CSR', 'CSC')
-                                                                     for t in seen.values()):
+        out_fmt = node.sparse_type(state, 'out').fmt.name
+        if out_fmt in ('CSR', 'CSC') and all(t.fmt.name in ('CSR', 'CSC') for t in seen.values()):
+            if out_fmt == 'CSC':  # the CSR storage of C.T = A.T + B.T
+                seen = {p: t.T for p, t in seen.items()}
             return _row_union_kernel(node, state, sdfg, seen)
 
         def expand(kb, vt):
@@ -39,12 +62,14 @@ class ExpandSparseAddPure(ExpandTransformation):
 
 
 def _row_union_kernel(node, state, sdfg, seen):
+    """The row-parallel merge of ``seen`` (prefix -> the operand's type as merged: row by
+    row, CSR or CSC) into the result's members."""
     kb = kernel_for_node(node, state, sdfg)
     vt = node.member_arrays(state, 'out')['vals'].dtype
     rows = {}
     for p, st in seen.items():
         conns = {m: member_conn(p, m) for m in ('pos1', 'crd1', 'vals')}
-        if st.fmt.name == 'CSC':  # column-major as seen: store it by rows first
+        if st.fmt.name == 'CSC':  # column-major as merged: store it by rows first
             arrs = node.member_arrays(state, p)
             conns = emit_rows_of_columns(kb, f'rows{p}', st.rows, st.cols, conns, arrs['crd1'].shape[0],
                                          kb.dtype(arrs['crd1'].dtype), kb.dtype(arrs['vals'].dtype))
@@ -57,7 +82,12 @@ def _row_union_kernel(node, state, sdfg, seen):
 
 @dace.library.node
 class SparseAdd(SparseLibraryNode):
-    """Members of ``A`` and ``B`` -> CSR members of ``out`` = A + sign_B * B."""
+    """Members of ``A`` and ``B`` -> members of ``out`` = A + sign_B * B, on the union of
+    the patterns, explicit zeros from cancellation kept.
+
+    ``out`` is CSR or CSC; the frontend chooses :func:`result_format` (scipy's rule: CSC
+    when A is CSC, else CSR), ``SparseFormatInference`` may change it.
+    """
     implementations = {'pure': ExpandSparseAddPure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', 'B')

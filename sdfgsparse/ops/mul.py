@@ -1,6 +1,7 @@
-"""``A * B`` element-wise for sparse A and B: a CSR result on the intersection of the
-patterns. Both operands must store each coordinate once (the frontend converts a COO
-operand first)."""
+"""``A * B`` element-wise for sparse A and B: a CSR or CSC result on the intersection of
+the patterns, in the format :func:`~sdfgsparse.ops.add.result_format` gives (scipy's rule:
+CSC when A is CSC, else CSR). Both operands must store each coordinate once (the frontend
+converts a COO operand to CSR first, so ``coo * coo`` is CSR, as in scipy)."""
 import dace
 import dace.library
 from dace import properties
@@ -16,8 +17,9 @@ __all__ = ['SparseMul']
 
 @dace.library.expansion
 class ExpandSparseMulPure(ExpandTransformation):
-    """Append A's and B's entries; after sorting, a coordinate stored by both appears as two
-    adjacent entries, whose product is written (``mode='intersect'``)."""
+    """Append A's and B's entries; after sorting (by rows, or by columns for a CSC result),
+    a coordinate stored by both appears as two adjacent entries, whose product is written
+    (``mode='intersect'``)."""
     environments = []
 
     @staticmethod
@@ -38,7 +40,9 @@ class ExpandSparseMulPure(ExpandTransformation):
 
 @dace.library.node
 class SparseMul(SparseLibraryNode):
-    """Members of ``A`` and ``B`` -> CSR members of ``out`` = A ∘ B."""
+    """Members of ``A`` and ``B`` -> members of ``out`` = A ∘ B (CSR or CSC; the frontend
+    chooses :func:`~sdfgsparse.ops.add.result_format`, ``SparseFormatInference`` may
+    change it)."""
     implementations = {'pure': ExpandSparseMulPure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', 'B')

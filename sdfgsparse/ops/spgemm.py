@@ -1,12 +1,13 @@
 """SpGEMM: ``C = A @ B`` with sparse A (any format) and sparse B in CSR; a CSR result.
 
 When A iterates as CSR (a CSR A, or the transposed view of a CSC one), the rows of C are
-computed in parallel by Gustavson's algorithm with per-thread workspaces
-(:mod:`sdfgsparse.lowering.gustavson`). Otherwise, Gustavson's row-wise product in
-expand–sort–compress form: each stored ``A[i, k]`` appends ``A[i, k] * B[k, j]`` for every
-stored ``B[k, j]``; sorting and summing equal coordinates gives C. The result arrays have
-``flops`` entries of capacity, which the runtime computes from the arguments before the
-call (see :mod:`sdfgsparse.runtime.capacity`).
+computed in parallel by Gustavson's algorithm with a workspace per thread of each call,
+freed when the call ends (:mod:`sdfgsparse.lowering.gustavson`). Otherwise, Gustavson's
+row-wise product in expand–sort–compress form: each stored ``A[i, k]`` appends
+``A[i, k] * B[k, j]`` for every stored ``B[k, j]``; sorting and summing equal coordinates
+gives C. Either way C's columns are sorted within each row (scipy's canonical format). The
+result arrays have ``flops`` entries of capacity, which the runtime computes from the
+arguments before the call (see :mod:`sdfgsparse.runtime.capacity`).
 """
 import dace
 import dace.library
@@ -16,7 +17,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse import errors
 from sdfgsparse.lowering.compress import compress_kernel, emit_append
 from sdfgsparse.lowering.entries import Entries, kernel_for_node
-from sdfgsparse.lowering.gustavson import emit_gustavson, guided_rows
+from sdfgsparse.lowering.gustavson import build_gustavson, emit_gustavson
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SpGEMM']
@@ -40,10 +41,8 @@ class ExpandSpGEMMPure(ExpandTransformation):
             conns = {p: {m: member_conn(p, m) for m in ('pos1', 'crd1', 'vals')} for p in ('A', 'B', 'out')}
             outs = node.member_arrays(state, 'out')
             emit_gustavson(kb, sta.rows, stb.cols, outs['crd1'].shape[0], conns['A'], conns['B'], conns['out'],
-                           outs['vals'].dtype)
-            kernel = kb.build()
-            guided_rows(kernel)
-            return kernel
+                           outs['vals'].dtype, outs['crd1'].dtype)
+            return build_gustavson(kb)
         ent = Entries(sta, {m: member_conn('A', m) for m in sta.fmt.member_names})
         bp, bc, bv = (member_conn('B', m) for m in ('pos1', 'crd1', 'vals'))
 

@@ -1,6 +1,7 @@
 """Row-parallel A ± B (lowering/row_union.py): CSR and CSC operands in every orientation
 (a column-major operand is stored by rows first), cancellation kept, empty rows, against
-scipy; selected only for CSR / CSC operands with a CSR result."""
+scipy; selected only for CSR / CSC operands, with a CSR result or a CSC one (merged column
+by column: the CSR of A.T ± B.T)."""
 import dace
 import numpy as np
 import scipy.sparse as sp
@@ -32,13 +33,23 @@ def sub_ct(A: ss.CSC[dace.float32, M, N, dace.int64], B: ss.CSR[dace.float32, N,
 
 
 @dace.program
+def add_cc(A: ss.CSC[dace.float64, M, N], B: ss.CSC[dace.float64, M, N]):
+    return A + B
+
+
+@dace.program
+def sub_cr(A: ss.CSC[dace.float32, M, N, dace.int64], B: ss.CSR[dace.float32, M, N, dace.int64]):
+    return A - B
+
+
+@dace.program
 def add_then_spmv(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
     return (A + B) @ x
 
 
-def _check(got, want, rtol=1e-12):
-    want = sp.csr_array(want)
-    assert got.format == 'csr' and got.shape == want.shape and got.has_canonical_format
+def _check(got, want, rtol=1e-12, fmt='csr'):
+    want = sp.csr_array(want).asformat(fmt)
+    assert got.format == fmt and got.shape == want.shape and got.has_canonical_format
     np.testing.assert_allclose(got.toarray(), want.toarray(), rtol=rtol, atol=rtol)
 
 
@@ -60,7 +71,7 @@ def test_every_orientation(rng):
         Bt = sp.csr_array(B.T.astype(np.float32))
         Ac.indices, Ac.indptr = Ac.indices.astype(np.int64), Ac.indptr.astype(np.int64)
         Bt.indices, Bt.indptr = Bt.indices.astype(np.int64), Bt.indptr.astype(np.int64)
-        _check(sub_ct(Ac, Bt), A.astype(np.float32) - B.astype(np.float32), rtol=1e-5)
+        _check(sub_ct(Ac, Bt), A.astype(np.float32) - B.astype(np.float32), rtol=1e-5, fmt='csc')
 
 
 def test_cancellation_is_kept():
@@ -82,9 +93,9 @@ def test_intermediate_sum(rng):
 
 
 def test_parallel_transposition(rng):
-    """Column-major operands above the size where their rows are stored in parallel chunks
+    """Operands stored the other way round above the size where that runs in parallel chunks
     (32768 entries per chunk): power-law and banded patterns, empty rows and columns,
-    int32 and int64, against scipy."""
+    int32 (CSR result) and int64 (CSC result), against scipy."""
     n = 3000
     deg = np.minimum(rng.zipf(1.6, n), n // 2)
     rows = np.repeat(np.arange(n), deg)
@@ -99,10 +110,26 @@ def test_parallel_transposition(rng):
     for S in (P, band):
         assert S.nnz > 2 * 32768
         _check(add_t(S), S + S.T)
+    # a CSC result (A is CSC): the CSR operand is the one stored by columns first
     A = _with_empty_rows(rng, 900, 700, 0.12, dtype=np.float32)
-    B = _with_empty_rows(rng, 700, 900, 0.12, dtype=np.float32)
-    Ac, Bt = sp.csc_array(A), sp.csr_array(B)
+    B = _with_empty_rows(rng, 900, 700, 0.12, dtype=np.float32)
+    Ac, Br = sp.csc_array(A), sp.csr_array(B)
     Ac.indices, Ac.indptr = Ac.indices.astype(np.int64), Ac.indptr.astype(np.int64)
-    Bt.indices, Bt.indptr = Bt.indices.astype(np.int64), Bt.indptr.astype(np.int64)
-    assert Bt.nnz > 2 * 32768
-    _check(sub_ct(Ac, Bt), A - B.T, rtol=1e-5)
+    Br.indices, Br.indptr = Br.indices.astype(np.int64), Br.indptr.astype(np.int64)
+    assert Br.nnz > 2 * 32768
+    _check(sub_cr(Ac, Br), A - B, rtol=1e-5, fmt='csc')
+
+
+def test_column_major_results(rng):
+    """A CSC left operand gives a CSC result (scipy's rule), merged column by column: CSC
+    operands directly, a CSR one stored by columns first; empty rows and columns,
+    cancellation kept, int64, against scipy."""
+    for m, n, d in ((1, 1, 0.5), (7, 5, 0.3), (64, 200, 0.2), (5, 1, 0.5), (40, 30, 0.3)):
+        A, B = _with_empty_rows(rng, m, n, d, 'csc'), _with_empty_rows(rng, m, n, d, 'csc')
+        _check(add_cc(A, B), A + B, fmt='csc')
+        A32, B32 = sp.csc_array(A, dtype=np.float32), sp.csr_array(B, dtype=np.float32)
+        A32.indices, A32.indptr = A32.indices.astype(np.int64), A32.indptr.astype(np.int64)
+        B32.indices, B32.indptr = B32.indices.astype(np.int64), B32.indptr.astype(np.int64)
+        _check(sub_cr(A32, B32), A32 - B32, rtol=1e-5, fmt='csc')
+    C = sub_cr(A32, sp.csr_array(A32))
+    assert C.nnz == A32.nnz and not C.data.any()  # cancellation kept

@@ -193,6 +193,12 @@ def test_shapes_only_a_call_can_compare(A, rng):
     for n in (3, 5):  # shorter: a read past the end before; longer: a silently wrong product
         with pytest.raises(errors.ShapeError, match=f'A @ x: inner dimensions differ \\(A_cols = 4 vs {n}\\)'):
             _twice(gb_any, A, np.ones(n))
+    # a signature compiled, refused by the call, then asked again after another one (the
+    # fuzzer found the program of the other length answering)
+    gb_any(A[:, :3], np.ones(3))
+    for _ in range(2):
+        with pytest.raises(errors.ShapeError, match=r'A_cols = 4 vs 3'):
+            gb_any(A, np.ones(3))
     B = sp.random_array((6, 3), density=0.5, format='csr', rng=rng)
     with pytest.raises(errors.ShapeError, match=r'A \+ B: columns differ \(A_cols = 4 vs B_cols = 3\)'):
         _twice(gb_add_any, A, B)
@@ -215,3 +221,10 @@ def test_host_functions_check_their_arguments(A):
         ss.sddmm(A, 'abc', np.ones((3, 4)))
     with pytest.raises(errors.ArgumentError, match='S: expected a sparse matrix'):
         ss.sddmm(np.ones((6, 4)), np.ones((6, 2)), np.ones((2, 4)))
+
+
+def test_matmul_with_a_number(A):
+    """``A @ 3.5`` (an unannotated argument that is a number): a typed error as in scipy,
+    not DaCe's syntax error (found by the fuzzer)."""
+    with pytest.raises(errors.UnsupportedOperationError, match=r"A @ x: the right operand is a scalar; use '\*'"):
+        gb_any(A, 3.5)
