@@ -251,7 +251,9 @@ def call_program(prog, orig_call, args, kwargs):
         if result is not MISS:
             return result
     names = list(prog.argnames)
-    values = _bind(prog, names, args, kwargs)
+    params = prog.signature.parameters
+    values = _bind(f'{prog.name}()', names, args, kwargs,
+                   optional={n for n, p in params.items() if p.default is not p.empty})
     descs = _program_descs(prog)
     if not any(is_sparse_value(v) for v in values.values()) and \
             not any(d is not None and is_sparse_desc(d) for d in descs.values()):
@@ -264,24 +266,24 @@ def call_program(prog, orig_call, args, kwargs):
         return _full_call(prog, orig_call, names, values, descs, args, kwargs)
 
 
-def _bind(prog, names, args, kwargs) -> Dict[str, Any]:
-    """``{parameter: value}`` of a call, or :class:`~sdfgsparse.errors.ArgumentError` for
-    too many positional arguments, a parameter given twice, or one missing. Keyword
-    arguments that name no parameter are left to DaCe (symbol values)."""
+def _bind(what: str, names, args, kwargs, optional=(), keep_others=False) -> Dict[str, Any]:
+    """``{parameter: value}`` of a call of ``what`` (a name for errors), or
+    :class:`~sdfgsparse.errors.ArgumentError` for too many positional arguments, a
+    parameter given twice, or one missing that is not ``optional`` (has a default).
+    Keyword arguments that name no parameter are symbol values: kept with
+    ``keep_others``, else left to DaCe."""
     if len(args) > len(names):
-        raise errors.ArgumentError(f'{prog.name}() takes {len(names)} arguments ({", ".join(names)}), '
+        raise errors.ArgumentError(f'{what} takes {len(names)} arguments ({", ".join(names)}), '
                                    f'{len(args)} were given')
     values = dict(zip(names, args))
     for k, v in kwargs.items():
         if k in values:
-            raise errors.ArgumentError(f'{prog.name}(): argument {k} given by position and by name')
-        if k in names:
+            raise errors.ArgumentError(f'{what}: argument {k} given by position and by name')
+        if keep_others or k in names:
             values[k] = v
-    params = prog.signature.parameters
-    missing = [n for n in names if n not in values and (n not in params or params[n].default is params[n].empty)]
+    missing = [n for n in names if n not in values and n not in optional]
     if missing:
-        raise errors.ArgumentError(f'{prog.name}(): missing argument{"s" if len(missing) > 1 else ""} '
-                                   f'{", ".join(missing)}')
+        raise errors.ArgumentError(f'{what}: missing argument{"s" if len(missing) > 1 else ""} {", ".join(missing)}')
     return values
 
 
@@ -436,18 +438,7 @@ class CompiledProgram:
             result = _run_plans(plans, names, args, kwargs)
             if result is not MISS:
                 return result
-        if len(args) > len(names):
-            raise errors.ArgumentError(f'{self.sdfg.name}: takes {len(names)} arguments ({", ".join(names)}), '
-                                       f'{len(args)} were given')
-        values = dict(zip(names, args))
-        for k, v in kwargs.items():
-            if k in values:
-                raise errors.ArgumentError(f'{self.sdfg.name}: argument {k} given by position and by name')
-            values[k] = v
-        missing = [n for n in names if n not in values]
-        if missing:
-            raise errors.ArgumentError(f'{self.sdfg.name}: missing argument{"s" if len(missing) > 1 else ""} '
-                                       f'{", ".join(missing)}')
+        values = _bind(self.sdfg.name, names, args, kwargs, keep_others=True)
         with lock_of(self):  # the compiled program keeps a call's arguments and results
             return self._full_call(names, values)
 
