@@ -16,9 +16,25 @@ SOAP analysis (``analysis/sdfg_extract.py``) treats them as such.
 from typing import List
 
 __all__ = [
-    'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows', 'gemm_row_block',
+    'INPUT_POINTER', 'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows', 'gemm_row_block',
     'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP', 'spmv_row', 'spmv_row_chunks'
 ]
+
+
+#: Global code of every kernel (:class:`~sdfgsparse.lowering.kernel.KernelBuilder`): the
+#: tasklets here read whole input arrays through ``ss_in(_tx)`` (and SpMM writes its row
+#: through ``ss_out(_ty)``). DaCe passes an array of one element by value (its memlet has
+#: volume 1), so ``A @ x`` with an unannotated ``x`` of length 1 did not compile; these
+#: give a pointer either way (to the tasklet's copy of the one value).
+INPUT_POINTER = """
+#ifndef SDFGSPARSE_SS_IN
+#define SDFGSPARSE_SS_IN
+template <typename T> static inline T* ss_in(T* p) { return p; }
+template <typename T> static inline const T* ss_in(const T& v) { return &v; }
+template <typename T> static inline T* ss_out(T* p) { return p; }
+template <typename T> static inline T* ss_out(T& v) { return &v; }  // (written whole, then stored by DaCe)
+#endif
+"""
 
 
 def contiguous_rows(*descs) -> bool:
@@ -35,7 +51,7 @@ def axpy_row(y: str, i: str, b: str, j: str, a: str, k: str, b_stride: str, ctyp
                  rows of ``b``; ``ctype``: the C type of the values.
     """
     code = (f'{ctype}* __restrict__ yr = _ty; '
-            f'const {ctype}* __restrict__ br = _tb + _tj * ({b_stride}); '
+            f'const {ctype}* __restrict__ br = ss_in(_tb) + _tj * ({b_stride}); '
             f'const long kk = {k}; '
             '_Pragma("omp simd") '
             'for (long c = 0; c < kk; ++c) yr[c] += _ta * br[c];')
@@ -58,7 +74,7 @@ def axpy_tile(y: str, i: str, b: str, j: str, a: str, c0: str, c1: str, y_stride
     data-dependent (a scatter): ``y`` is passed whole and addressed by pointer, so the
     caller must guarantee that concurrent tasklets touch disjoint columns (tiles)."""
     code = (f'{ctype}* __restrict__ yr = _ty + _ti * ({y_stride}); '
-            f'const {ctype}* __restrict__ br = _tb + _tj * ({b_stride}); '
+            f'const {ctype}* __restrict__ br = ss_in(_tb) + _tj * ({b_stride}); '
             'const long lo = _tc0, hi = _tc1; '
             '_Pragma("omp simd") '
             'for (long c = lo; c < hi; ++c) yr[c] += _ta * br[c];')
@@ -96,7 +112,7 @@ def dot_rows(out: str,
     ``y_pointer``: ``y`` names an int64 scalar holding the address of the rows (from
     :func:`transposed_rows`) instead of an array."""
     ybase = f'((const {ctype}*)(uintptr_t)_ty)' if y_pointer else '_ty'
-    code = (f'const {ctype}* __restrict__ xr = _tx + _ti * ({x_stride}); '
+    code = (f'const {ctype}* __restrict__ xr = ss_in(_tx) + _ti * ({x_stride}); '
             f'const {ctype}* __restrict__ yr = {ybase} + _tj * ({y_stride}); '
             f'{ctype} s = 0; const long kk = {k}; '
             '_Pragma("omp simd reduction(+:s)") '
@@ -132,7 +148,7 @@ static thread_local std::vector<yt_V> yt_buf;
 const long long yt_R = {rows}, yt_C = {cols}, yt_ld = {src_stride};
 if ((long long)yt_buf.size() < yt_R * yt_C) yt_buf.resize(yt_R * yt_C);
 yt_V* __restrict__ yt_out = yt_buf.data();
-const yt_V* __restrict__ yt_src = _ts;
+const yt_V* __restrict__ yt_src = ss_in(_ts);
 _Pragma("omp parallel for schedule(static) if(yt_R * yt_C > 65536)")
 for (long long yt_c = 0; yt_c < yt_C; ++yt_c)
     for (long long yt_r = 0; yt_r < yt_R; ++yt_r) yt_out[yt_c * yt_R + yt_r] = yt_src[yt_r * yt_ld + yt_c];
@@ -181,10 +197,10 @@ def spmm_row(y: str, i: str, b: str, crd: str, vals: str, lo: str, hi: str, k: s
 {_vector_types('s', ctype)}
 const long s_K = {k}, s_ldb = {b_stride};
 const long long s_lo = _tlo, s_hi = _thi;
-const s_V* __restrict__ s_b = _tb;
+const s_V* __restrict__ s_b = ss_in(_tb);
 const s_V* __restrict__ s_v = _tv;
 const auto* __restrict__ s_c = _tc;
-s_V* __restrict__ s_y = _ty;
+s_V* __restrict__ s_y = ss_out(_ty);
 // NV vectors of the row in registers; narrow panels keep two sets (even and odd entries)
 // so that consecutive entries' FMAs do not wait on each other
 auto s_panel = [&](long s_c0, auto s_nv) {{
@@ -249,7 +265,7 @@ typedef {ctype} v_V;
 long long v_lo = _tlo, v_hi = _thi;
 const auto* __restrict__ v_c = _tc;
 const {vals_ctype}* __restrict__ v_v = _tv;
-const {x_ctype}* __restrict__ v_x = _tx;
+const {x_ctype}* __restrict__ v_x = ss_in(_tx);
 v_V v_acc = 0;
 {body}
 _ty = v_acc;
@@ -293,7 +309,7 @@ typedef {mask} r_msk __attribute__((vector_size({width * itemsize})));
 const long long r_lo = _tlo, r_hi = _thi, r_end = _tend;
 const auto* __restrict__ r_c = _tc;
 const r_V* __restrict__ r_v = _tv;
-const r_V* __restrict__ r_x = _tx;
+const r_V* __restrict__ r_x = ss_in(_tx);
 const r_msk r_iota = {{{iota}}};
 r_vec r_a = {{{zeros}}};
 long long r_p = r_lo;
@@ -347,7 +363,7 @@ def sddmm_row(out: str, out_crd: str, i: str, x: str, y: str, crd: str, vals: st
 const long d_K = {k}, d_NV = d_K / d_L, d_T = d_NV * d_L;
 const long long d_ys = {y_stride};
 const long long d_lo = _tlo, d_hi = _thi;
-const d_V* __restrict__ d_x = _tx + _ti * ({x_stride});
+const d_V* __restrict__ d_x = ss_in(_tx) + _ti * ({x_stride});
 const d_V* __restrict__ d_y = {ybase};
 const auto* __restrict__ d_c = _tc;
 const d_V* __restrict__ d_sv = _tv;
@@ -414,8 +430,8 @@ def gemm_row_block(c: str, a: str, b: str, ib: str, m: str, k: str, n: str, lda:
 typedef {ctype} _T;
 const long _V = 64 / sizeof(_T);
 const long _M = {m}, _K = {k}, _N = {n}, _lda = {lda}, _ldb = {ldb}, _ldc = {ldc};
-const _T* __restrict__ _pa = _ta;
-const _T* __restrict__ _pb = _tb;
+const _T* __restrict__ _pa = ss_in(_ta);
+const _T* __restrict__ _pb = ss_in(_tb);
 _T* __restrict__ _pc = _tc;
 auto _panel = [&](long r0, long c0, auto rows, auto width, auto masked, long rem) {{
     constexpr long R = decltype(rows)::value;

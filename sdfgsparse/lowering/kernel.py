@@ -94,6 +94,8 @@ class KernelBuilder:
         except Exception as ex:  # pragma: no cover - shows the generated source for debugging
             raise RuntimeError(f'sdfgsparse: could not parse generated kernel:\n{src}') from ex
         sdfg.name = self.name
+        from sdfgsparse.lowering.dense_loops import INPUT_POINTER
+        sdfg.append_global_code(INPUT_POINTER)
         for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
             storage_check.add_to(sdfg, d)
         return sdfg
