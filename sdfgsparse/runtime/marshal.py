@@ -78,7 +78,7 @@ def _torch_attr(name: str):
 def _torch_members(obj) -> Tuple[Dict[str, np.ndarray], tuple]:
     lay = _torch_layout(obj)
     if obj.device.type != 'cpu':
-        raise errors.SparseError('torch sparse tensors must be on the CPU for the CPU target')
+        raise errors.SparseError(f'the tensor is on {obj.device}; the CPU program needs .cpu()')
 
     def n(t):
         return t.detach().numpy()
@@ -200,7 +200,10 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
     problem = layout_problem(value)
     if problem is not None:
         raise errors.ShapeError(f'{argname}: {problem}')
-    fmt = format_of_value(value)
+    try:
+        fmt = format_of_value(value)
+    except errors.SparseError as ex:
+        raise type(ex)(f'{argname}: {ex}') from None
     if st is None:  # the value's own index width (torch's default int64 passes zero-copy)
         it = dace.int64 if _index_dtype_of(value) == np.int64 else dace.int32
         st = SparseType(fmt, _value_dtype(value, argname), f'{argname}_rows', f'{argname}_cols', it,
@@ -216,7 +219,10 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
     elif sp.issparse(value):
         arrays, shape = dict(scipy_members(value, fmt)), value.shape
     else:
-        arrays, shape = _torch_members(value)
+        try:
+            arrays, shape = _torch_members(value)
+        except errors.SparseError as ex:
+            raise type(ex)(f'{argname}: {ex}') from None
     arg.shape = (int(shape[0]), int(shape[1]))
 
     # Shape against the annotation
@@ -306,10 +312,15 @@ def _value_dtype(value, argname):
         dt = value.dtype if sp.issparse(value) else value.dtype
     else:
         dt = _torch_members(value)[0]['vals'].dtype
+    from sdfgsparse.formats.format import VALUE_DTYPES
     try:
-        return dace.dtype_to_typeclass(np.dtype(dt).type)
+        t = dace.dtype_to_typeclass(np.dtype(dt).type)
     except Exception:
-        raise errors.DTypeError(f'{argname}: value dtype {dt} is not supported')
+        t = None
+    if t not in VALUE_DTYPES:
+        raise errors.DTypeError(f'{argname}: value dtype {dt} is not supported; use one of '
+                                f'{", ".join(str(np.dtype(v.type)) for v in VALUE_DTYPES)} ({argname}.astype(...))')
+    return t
 
 
 def _sizes(fmt: SparseFormat, arrays, shape) -> Dict[str, int]:

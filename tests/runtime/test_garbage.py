@@ -228,3 +228,14 @@ def test_matmul_with_a_number(A):
     not DaCe's syntax error (found by the fuzzer)."""
     with pytest.raises(errors.UnsupportedOperationError, match=r"A @ x: the right operand is a scalar; use '\*'"):
         gb_any(A, 3.5)
+
+
+def test_unannotated_messages_name_the_argument(A):
+    """Unannotated parameters take the value's own format and dtypes; what is refused
+    then is refused under the argument's name (it said 'CSR: value dtype ...')."""
+    with pytest.raises(errors.DTypeError, match=r'^A: value dtype complex128 is not supported'):
+        gb_any(A.astype(np.complex128), np.ones(4))
+    with pytest.raises(errors.DTypeError, match=r'^A: value dtype bool is not supported'):
+        gb_any(A.astype(bool), np.ones(4))
+    with pytest.raises(errors.FormatMismatchError, match=r"^A: scipy format 'lil' is not supported"):
+        gb_any(A.tolil(), np.ones(4))
