@@ -4,7 +4,6 @@ Registers replacements in DaCe's operator repository so that, for a sparse argum
 (a ``Structure`` made by :mod:`sdfgsparse.formats`), expressions such as ``A @ x``,
 ``A.T``, ``A * B``, ``A.sum(axis=1)`` or ``ss.relu(A)`` become sparse library nodes.
 """
-from typing import Optional
 
 import dace
 from dace.frontend.common import op_repository as oprepo

@@ -13,7 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sdfgsparse import errors
-from sdfgsparse.formats import SparseFormat, SparseType, get_format, sparse_type_of
+from sdfgsparse.formats import SparseFormat, SparseType, get_format
 from sdfgsparse.formats.levels import Compressed, Offset
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members

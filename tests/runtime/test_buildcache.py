@@ -32,14 +32,6 @@ def _program():
     return dace.program(cached_spmv)
 
 
-@pytest.fixture
-def build(tmp_path, monkeypatch):
-    monkeypatch.setenv('SDFGSPARSE_CMAKE_SEEDS', str(tmp_path / 'seeds'))
-    folder = tmp_path / 'build'
-    with dace.config.set_temporary('default_build_folder', value=str(folder)):
-        yield folder
-
-
 def _run(prog):
     A = sp.random(30, 20, density=0.2, format='csr', random_state=3)
     x = np.random.default_rng(3).random(20)

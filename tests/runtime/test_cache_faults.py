@@ -254,14 +254,6 @@ _A = sp.random(30, 20, density=0.2, format='csr', random_state=3)
 _X = np.random.default_rng(3).random(20)
 
 
-@pytest.fixture
-def build(tmp_path, monkeypatch):
-    monkeypatch.setenv('SDFGSPARSE_CMAKE_SEEDS', str(tmp_path / 'seeds'))
-    folder = tmp_path / 'build'
-    with dace.config.set_temporary('default_build_folder', value=str(folder)):
-        yield folder
-
-
 def test_a_library_that_never_loads_raises_a_clear_error(build, monkeypatch):
     from dace.codegen import compiled_sdfg
     tries = []
