@@ -29,8 +29,11 @@ class ExpandDenseSpMMPure(ExpandTransformation):
         c = node.connected(state, C)
         zero_fill(kb, C, c.shape)
         strat = ent.strategy(1, node.schedule_hint)
+        b = node.connected(state, B)
         if len(c.shape) == 1:
-            ent.emit(kb, [update(f'{C}[{ent.j}]', f'{B}[{ent.i}] * {ent.val}')], parallel=strat != 'sequential')
+            # (a vector of one element reaches the kernel as a scalar, which takes no variable index)
+            bi = '0' if not dace.symbolic.issymbolic(b.total_size) and int(b.total_size) == 1 else ent.i
+            ent.emit(kb, [update(f'{C}[{ent.j}]', f'{B}[{bi}] * {ent.val}')], parallel=strat != 'sequential')
         elif strat != 'sequential':
             ent.emit(kb, [
                 f'for k in range(0, {pyexpr(c.shape[0])}):',

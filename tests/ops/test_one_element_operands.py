@@ -1,8 +1,8 @@
 """Dense operands of exactly one element in unannotated programs (DaCe compiles their
 shape in and passes a one-element array by value): the ops compile and agree with scipy.
 Found by ``make fuzz``: ``A @ x`` with ``A`` of one column and ``x`` unannotated did not
-compile (the row kernels read ``x`` by pointer). ``x @ A`` with such an ``x`` still fails
-(README, "What does not work yet")."""
+compile (the row kernels read ``x`` by pointer), nor did ``x @ A`` (the kernel indexed
+the one-element ``x``, which reaches it as a scalar)."""
 import dace
 import numpy as np
 import pytest
@@ -22,6 +22,11 @@ def one_spmm(A, B):
 
 
 @dace.program
+def one_vecmat(x, S):
+    return x @ S
+
+
+@dace.program
 def one_elementwise(S, D, X, Y, B):
     return S * D, S + D, ss.sddmm(S, X, Y), B @ S
 
@@ -33,6 +38,7 @@ def test_one_element_dense_operands(rng):
     for _ in range(2):  # first call and warm
         np.testing.assert_allclose(one_spmv(A, x), A @ x, rtol=1e-12)
         np.testing.assert_allclose(one_spmm(A, B), A @ B, rtol=1e-12)
+        np.testing.assert_allclose(one_vecmat(x, S), x @ S.toarray(), rtol=1e-12)
         Sd = S.toarray()
         got = one_elementwise(S, D, X, Y, B)
         for g, w in zip(got, [Sd * D, Sd + D, Sd * (X @ Y), B @ Sd]):
