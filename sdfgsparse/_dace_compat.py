@@ -661,9 +661,8 @@ def _patch_compile_types():
         node = orig_nest(self, sdfg, *args, **kwargs)
         inner = node.sdfg
         for sym, value in node.symbol_mapping.items():
-            have = inner.symbols.get(str(sym))
-            if have is None or have == dace.int64 or have not in (dace.int8, dace.int16, dace.int32):
-                continue
+            if inner.symbols.get(str(sym)) not in (dace.int8, dace.int16, dace.int32):
+                continue  # (absent, or int64 already, or not an integer)
             if infer_expr_type(value, self.sdfg.symbols) == dace.int64:
                 inner.symbols[str(sym)] = dace.int64
         return node
@@ -674,31 +673,26 @@ def _patch_compile_types():
 
 # ---------------------------------------------------------------------- patch 13
 def _patch_compiled_call():
-    import threading
     cls = compiled_sdfg.CompiledSDFG
     orig = cls.__call__
     if getattr(orig, '_sdfgsparse', False):
         return
-    made = threading.Lock()
 
     def __call__(self, *args, **kwargs):
-        lock = self.__dict__.get('_ss_call_lock')
-        if lock is None:
-            with made:
-                lock = self.__dict__.setdefault('_ss_call_lock', threading.RLock())
+        from sdfgsparse.runtime.call import lock_of
         rules = self.__dict__.get('_ss_shape_rules')
         if rules is None:
             from sdfgsparse.ops.shape_checks import rules as shape_rules
-            rules = self._ss_shape_rules = shape_rules(self.sdfg)
+            from sdfgsparse.runtime.symexpr import compile_rules
+            rules = self._ss_shape_rules = compile_rules(shape_rules(self.sdfg))
         if rules:
             from sdfgsparse.ops.shape_checks import violation
-            names = self.argnames or []
-            values = {**dict(zip(names, args)), **kwargs}
+            values = {**dict(zip(self.argnames or [], args)), **kwargs}
             broken = violation(rules, {k: v for k, v in values.items() if isinstance(v, (int, np.integer))})
             if broken is not None:
                 from sdfgsparse import errors
                 raise errors.ShapeError(broken)
-        with lock:
+        with lock_of(self):
             self.clear_return_values()
             return orig(self, *args, **kwargs)
 

@@ -16,16 +16,17 @@ SOAP analysis (``analysis/sdfg_extract.py``) treats them as such.
 from typing import List
 
 __all__ = [
-    'INPUT_POINTER', 'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows', 'gemm_row_block',
-    'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP', 'spmv_row', 'spmv_row_chunks'
+    'INPUT_POINTER', 'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows',
+    'gemm_row_block', 'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP', 'spmv_row', 'spmv_row_chunks'
 ]
 
 
-#: Global code of every kernel (:class:`~sdfgsparse.lowering.kernel.KernelBuilder`): the
-#: tasklets here read whole input arrays through ``ss_in(_tx)`` (and SpMM writes its row
-#: through ``ss_out(_ty)``). DaCe passes an array of one element by value (its memlet has
-#: volume 1), so ``A @ x`` with an unannotated ``x`` of length 1 did not compile; these
-#: give a pointer either way (to the tasklet's copy of the one value).
+#: Global code of the kernels that use the tasklets here (added by
+#: :class:`~sdfgsparse.lowering.kernel.KernelBuilder`): they read whole input arrays
+#: through ``ss_in(_tx)`` (and SpMM writes its row through ``ss_out(_ty)``). DaCe passes an
+#: array of one element by value (its memlet has volume 1), so ``A @ x`` with an
+#: unannotated ``x`` of length 1 did not compile; these give a pointer either way (to the
+#: tasklet's copy of the one value).
 INPUT_POINTER = """
 #ifndef SDFGSPARSE_SS_IN
 #define SDFGSPARSE_SS_IN

@@ -24,7 +24,7 @@ _KEY = '_ss_shape_rules'
 def require_equal(sdfg: dace.SDFG, a, b, what: str) -> None:
     """``a`` and ``b`` (sizes of operands, integers or symbolic) must be equal.
 
-    :param what: both sides, for the error (``"A @ x: A's columns and x's length"``).
+    :param what: the rule, for the error (``'A @ x: inner dimensions'``).
     :raises ShapeError: when they are definitely different.
     """
     diff = a - b
@@ -50,20 +50,15 @@ def rules(sdfg: dace.SDFG) -> List[Tuple[str, str, str]]:
     return found
 
 
-def _value(expr: str, symbols: Dict[str, int]) -> Optional[int]:
-    e = dace.symbolic.pystr_to_symbolic(expr)
-    free = {str(s) for s in getattr(e, 'free_symbols', ())}
-    if not free <= set(symbols):
-        return None
-    return int(dace.symbolic.evaluate(e, {s: symbols[s] for s in free})) if free else int(e)
-
-
-def violation(found: List[Tuple[str, str, str]], symbols: Dict[str, int]) -> Optional[str]:
-    """The message of the first rule in ``found`` that the symbol values break (None:
-    every rule whose symbols are all known holds)."""
-    for a, b, what in found:
-        va, vb = _value(a, symbols), _value(b, symbols)
-        if va is not None and vb is not None and va != vb:
+def violation(compiled, symbols: Dict[str, int]) -> Optional[str]:
+    """The message of the first rule that the symbol values of a call break (None: every
+    rule whose symbols are all known holds). ``compiled``: the rules as
+    :func:`sdfgsparse.runtime.symexpr.compile_rules` gives them."""
+    for fa, fb, free, (a, b, what) in compiled:
+        if not free <= symbols.keys():
+            continue
+        va, vb = fa(symbols), fb(symbols)
+        if va != vb:
             sides = [str(v) if e == str(v) else f'{e} = {v}' for e, v in ((a, va), (b, vb))]
             return f'{what} differ ({sides[0]} vs {sides[1]})'
     return None

@@ -397,7 +397,8 @@ _LOCKS_LOCK = threading.Lock()
 
 
 def lock_of(obj) -> threading.RLock:
-    """The lock of a program or compiled program, made on first use (see :func:`call_program`)."""
+    """The lock of a program, an ``ss.compile`` program or a DaCe compiled program, made on
+    first use (see :func:`call_program` and ``_dace_compat`` patch 13)."""
     lock = obj.__dict__.get('_ss_lock')
     if lock is None:
         with _LOCKS_LOCK:

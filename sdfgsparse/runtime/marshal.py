@@ -202,27 +202,24 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
         raise errors.ShapeError(f'{argname}: {problem}')
     try:
         fmt = format_of_value(value)
+        if isinstance(value, SparseMatrix):
+            arrays, shape = dict(value.arrays), value.shape
+        elif sp.issparse(value):
+            arrays, shape = dict(scipy_members(value, fmt)), value.shape
+        else:
+            arrays, shape = _torch_members(value)
     except errors.SparseError as ex:
         raise type(ex)(f'{argname}: {ex}') from None
     if st is None:  # the value's own index width (torch's default int64 passes zero-copy)
-        it = dace.int64 if _index_dtype_of(value) == np.int64 else dace.int32
-        st = SparseType(fmt, _value_dtype(value, argname), f'{argname}_rows', f'{argname}_cols', it,
-                        {k: f'{argname}_{k}' for k in fmt.size_keys})
+        it = dace.int64 if _index_dtype_of(value, arrays) == np.int64 else dace.int32
+        st = SparseType(fmt, _value_dtype(arrays['vals'].dtype, argname), f'{argname}_rows', f'{argname}_cols',
+                        it, {k: f'{argname}_{k}' for k in fmt.size_keys})
     if fmt.name != st.fmt.name:
         given = fmt.name
         raise errors.FormatMismatchError(
             f'{argname}: the program expects {st.fmt.name} but got {given} ({type(value).__name__}); '
             f'convert explicitly with ss.convert({argname}, ss.{st.fmt.name.rstrip("T")})')
     arg = SparseArg(argname, value, st)
-    if isinstance(value, SparseMatrix):
-        arrays, shape = dict(value.arrays), value.shape
-    elif sp.issparse(value):
-        arrays, shape = dict(scipy_members(value, fmt)), value.shape
-    else:
-        try:
-            arrays, shape = _torch_members(value)
-        except errors.SparseError as ex:
-            raise type(ex)(f'{argname}: {ex}') from None
     arg.shape = (int(shape[0]), int(shape[1]))
 
     # Shape against the annotation
@@ -286,32 +283,20 @@ def check_value(argname: str, value) -> None:
     marshal_sparse(argname, value, None)
 
 
-def _index_dtype_of(value):
-    """The dtype of a sparse object's index arrays (int32 where it has none or several)."""
+def _index_dtype_of(value, arrays) -> np.dtype:
+    """The index dtype of a sparse object whose member arrays are ``arrays``: its (outer)
+    coordinates', all index arrays' for a ``SparseMatrix`` (int32 where they differ), int32
+    for a scipy DIA matrix (offsets are not indices)."""
     if isinstance(value, SparseMatrix):
-        arrays = value.arrays
-    elif sp.issparse(value):
-        if value.format not in ('csr', 'csc', 'bsr', 'coo'):
-            return np.dtype(np.int32)
-        arrays = {'i': value.indices if value.format != 'coo' else value.row}
-    else:
-        lay = _torch_layout(value)
-        if lay in TORCH_COMPRESSED:
-            return np.dtype(str(getattr(value, TORCH_COMPRESSED[lay][1])().dtype).replace('torch.', ''))
-        if lay == 'sparse_bsr':
-            return np.dtype(str(value.col_indices().dtype).replace('torch.', ''))
-        if lay == 'sparse_coo':
-            return np.dtype(str(value._indices().dtype).replace('torch.', ''))
+        dts = {np.dtype(a.dtype) for m, a in arrays.items() if m != 'vals'}
+        return dts.pop() if len(dts) == 1 else np.dtype(np.int32)
+    if sp.issparse(value) and value.format == 'dia':
         return np.dtype(np.int32)
-    dts = {np.dtype(a.dtype) for m, a in arrays.items() if m != 'vals'}
-    return dts.pop() if len(dts) == 1 else np.dtype(np.int32)
+    return np.dtype(arrays['crd0' if 'crd0' in arrays else 'crd1'].dtype)
 
 
-def _value_dtype(value, argname):
-    if isinstance(value, SparseMatrix) or sp.issparse(value):
-        dt = value.dtype if sp.issparse(value) else value.dtype
-    else:
-        dt = _torch_members(value)[0]['vals'].dtype
+def _value_dtype(dt, argname):
+    """The value typeclass of an unannotated argument whose values have dtype ``dt``."""
     from sdfgsparse.formats.format import VALUE_DTYPES
     try:
         t = dace.dtype_to_typeclass(np.dtype(dt).type)

@@ -37,7 +37,7 @@ from sdfgsparse.runtime.fastcheck import StorageCheck
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.results import return_allocator, struct_to_python
 from sdfgsparse.runtime.specialise import specialise
-from sdfgsparse.runtime.symexpr import compile_int
+from sdfgsparse.runtime.symexpr import compile_int, compile_rules
 
 __all__ = ['CallPlan', 'build_plan', 'MISS']
 
@@ -324,12 +324,10 @@ class CallPlan:
         # Shape rules only a call can decide (ops.shape_checks): a call that breaks one
         # takes the full path, which raises
         self.shape_rules = []
-        for a, b, _ in shape_checks.rules(sdfg):
-            ea, eb = dace.symbolic.pystr_to_symbolic(a), dace.symbolic.pystr_to_symbolic(b)
-            free = {str(x) for e in (ea, eb) for x in getattr(e, 'free_symbols', ())}
+        for fa, fb, free, _ in compile_rules(shape_checks.rules(sdfg)):
             if not free <= defined:
                 raise NoPlan(f'shape rule over {sorted(free - defined)}')
-            self.shape_rules.append((compile_int(ea), compile_int(eb)))
+            self.shape_rules.append((fa, fb))
 
         # Returns in DaCe's order (sorted by name), results in the caller's order.
         returns = [(n, d) for n, d in sorted(sdfg.arrays.items()) if n.startswith('__return') and not d.transient]

@@ -11,7 +11,7 @@ import sympy
 
 from sdfgsparse._symbolic import _PyPrinter
 
-__all__ = ['compile_int']
+__all__ = ['compile_int', 'compile_rules']
 
 
 class _TablePrinter(_PyPrinter):
@@ -38,3 +38,14 @@ def compile_int(expr) -> Callable[[Dict[str, int]], int]:
         src = _TablePrinter().doprint(sympy.sympify(expr))
         fn = _CACHE[expr] = eval(f'lambda s: int({src})', {})  # noqa: S307 (our own printed expression)
     return fn
+
+
+def compile_rules(found) -> list:
+    """Shape rules (:func:`sdfgsparse.ops.shape_checks.rules`: ``(a, b, what)`` with ``a``
+    and ``b`` as strings) compiled once: ``(f_a, f_b, free symbols, rule)`` each."""
+    out = []
+    for rule in found:
+        ea, eb = (dace.symbolic.pystr_to_symbolic(x) for x in rule[:2])
+        free = frozenset(str(x) for e in (ea, eb) for x in getattr(e, 'free_symbols', ()))
+        out.append((compile_int(ea), compile_int(eb), free, rule))
+    return out

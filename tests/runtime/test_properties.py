@@ -92,7 +92,8 @@ def test_every_format_and_layout_against_scipy(data, fmt, how, k):
     if fmt == 'DIA':
         assume(m > 0 and n > 0)  # (scipy's dia_array of an empty shape has no diagonals array)
     rng = np.random.default_rng(m * 100 + n)
-    x, B, D, yt = rng.standard_normal(n), rng.standard_normal((n, k)), rng.standard_normal((m, n)), rng.standard_normal(m)
+    x, B = rng.standard_normal(n), rng.standard_normal((n, k))
+    D, yt = rng.standard_normal((m, n)), rng.standard_normal(m)
     ops = {name: _layout(v, how) for name, v in dict(x=x, B=B, D=D, yt=yt).items()}
     kept = {name: v.copy() for name, v in ops.items()}
     got = program(fmt)(as_format(A, fmt, np.int32, rng), **ops)
