@@ -21,6 +21,8 @@ from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
 import sdfgsparse.frontends.numpy  # registers the sparse operators with DaCe's frontend
 import sdfgsparse.ops.dense_matmul  # dense products of sparse programs: sdfgsparse's expansions
 from sdfgsparse import analysis
+from sdfgsparse import targets
+from sdfgsparse import ops
 
 __version__ = '0.1.0'
 
@@ -51,5 +53,5 @@ def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None):
 __all__ = [
     'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
     'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
-    'sigmoid', 'sddmm', 'softmax', 'optimize'
+    'sigmoid', 'sddmm', 'softmax', 'optimize', 'targets', 'ops'
 ]

@@ -7,7 +7,28 @@ __all__ = ['pyexpr', 'free_symbol_names', 'evaluate']
 
 
 class _PyPrinter(StrPrinter):
-    """Prints symbolic sizes as Python expressions the DaCe frontend understands."""
+    """Prints symbolic sizes as Python expressions the DaCe frontend understands; reads of
+    storage arrays (:func:`sdfgsparse.formats.levels.member`) named in ``members`` print as
+    subscripts of the array's variable (``crd1(p1)`` -> ``A_crd1[p1]``)."""
+
+    def __init__(self, members=None):
+        super().__init__()
+        self.members = members or {}
+
+    def _print_Function(self, expr):
+        name = expr.func.__name__
+        if name in self.members:
+            return f'{self.members[name]}[{", ".join(self._print(a) for a in expr.args)}]'
+        return super()._print_Function(expr)
+
+    def _print_And(self, expr):
+        return ' and '.join(f'({self._print(a)})' for a in expr.args)
+
+    def _print_Or(self, expr):
+        return ' or '.join(f'({self._print(a)})' for a in expr.args)
+
+    def _print_Not(self, expr):
+        return f'not ({self._print(expr.args[0])})'
 
     def _print_int_floor(self, expr):
         a, b = expr.args
@@ -18,13 +39,14 @@ class _PyPrinter(StrPrinter):
         return f'(({self._print(a)} + {self._print(b)} - 1) // ({self._print(b)}))'
 
 
-def pyexpr(e) -> str:
-    """A symbolic expression (or int / string) as Python source."""
+def pyexpr(e, members=None) -> str:
+    """A symbolic expression (or int / string) as Python source; ``members`` maps storage
+    array names to the variables that hold them."""
     if isinstance(e, str):
         e = dace.symbolic.pystr_to_symbolic(e)
     if isinstance(e, int):
         return str(e)
-    return _PyPrinter().doprint(sympy.sympify(e))
+    return _PyPrinter(members).doprint(sympy.sympify(e))
 
 
 def free_symbol_names(*exprs) -> set:

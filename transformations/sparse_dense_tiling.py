@@ -6,7 +6,7 @@ from dace.transformation import transformation as xf
 
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse.analysis.tiling import machine_cache_bytes, machine_threads, spmm_dense_tile
-from sdfgsparse.lowering.entries import Entries
+from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.ops.spmm import SpMM
 

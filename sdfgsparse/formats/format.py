@@ -23,11 +23,11 @@ import sympy
 
 from sdfgsparse import errors
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.formats.levels import Compressed, Dense, IterContext, Level, LevelPiece, Offset, Singleton
+from sdfgsparse.formats.levels import Compressed, Dense, Level, LevelLoop, LoopContext, Offset, Singleton
 
 __all__ = [
     'SparseFormat', 'SparseType', 'sparse_type_of', 'is_sparse_desc', 'register_format', 'get_format',
-    'widen_size_symbols'
+    'widen_size_symbols', 'LoopNest'
 ]
 
 _FORMATS: Dict[str, 'SparseFormat'] = {}
@@ -156,22 +156,22 @@ class SparseFormat:
         return shapes
 
     # ------------------------------------------------------------------ iteration
-    def iteration(self, member: Dict[str, str], rows, cols, sizes: Dict[str, object]) -> List[LevelPiece]:
-        """The level pieces of a full iteration over stored entries (outermost first).
+    def loops(self, rows, cols, sizes: Dict[str, object]) -> 'LoopNest':
+        """The iteration over stored entries as symbolic objects (see :class:`LoopNest`).
 
-        :param member: member name -> variable name in the generated kernel.
         :param rows, cols, sizes: symbolic shape and sizes of the operand.
         """
-        ext = [None if e is None else pyexpr(e) for e in self.extents(rows, cols)]
-        ctx = IterContext(member=member, extent=dict(enumerate(ext)), sizes={k: pyexpr(v) for k, v in sizes.items()})
-        pieces = []
-        parent_pos = None
+        ctx = LoopContext(extent=dict(enumerate(self.extents(rows, cols))), sizes=dict(sizes))
+        levels = []
+        parent = None
         for k, lvl in enumerate(self.levels):
-            piece = lvl.iterate(ctx, k, parent_pos, k == 0)
-            ctx.coords[k] = piece.coord
-            pieces.append(piece)
-            parent_pos = piece.pos
-        return pieces
+            parent = lvl.loop(k, parent, ctx)
+            ctx.coords[k] = parent.coord
+            levels.append(parent)
+        coords = {f'c{k}': l.coord for k, l in enumerate(levels)}
+        row, col = (sympy.sympify(d, locals={n: sympy.Symbol(n) for n in coords}).xreplace(
+            {sympy.Symbol(n): e for n, e in coords.items()}) for d in self.dims)
+        return LoopNest(levels, row, col, self.member_names)
 
     # ------------------------------------------------------------------ views
     @property
@@ -213,6 +213,29 @@ class SparseFormat:
 
     def __repr__(self):
         return f'ss.{self.name}'
+
+
+class LoopNest:
+    """A full iteration over the stored entries of a format: its levels' loops, outermost
+    first (:class:`~sdfgsparse.formats.levels.LevelLoop`), the matrix ``row`` and ``col``
+    of an entry and the position ``value_pos`` of its value, all symbolic; storage reads
+    are :func:`~sdfgsparse.formats.levels.member` applications named by ``members``."""
+
+    def __init__(self, levels: List[LevelLoop], row, col, members: Sequence[str]):
+        self.levels = levels
+        self.row = row
+        self.col = col
+        self.value_pos = levels[-1].pos
+        self.members = list(members)
+
+    @property
+    def guards(self) -> list:
+        return [l.guard for l in self.levels if l.guard is not None]
+
+    @property
+    def loops(self) -> List[LevelLoop]:
+        """The levels that open a loop."""
+        return [l for l in self.levels if l.has_loop]
 
 
 def widen_size_symbols(sdfg) -> None:

@@ -4,11 +4,14 @@ A sparse format is a stack of *levels*; level ``k`` stores the coordinates of on
 storage dimension given a position ``p{k-1}`` in its parent level. Each level has
 named properties (``ordered``, ``unique``, ``full``, ``branchless``) and capabilities:
 
-``iterate(ctx, k)``
-    position iteration: the loop (or straight-line code) that enumerates, for a parent
-    position ``p{k-1}``, the positions ``p{k}`` and coordinates ``c{k}`` of this level.
-    Returns a :class:`LevelPiece` (small pieces of Python source that the lowering
-    composes into a loop nest which DaCe's frontend turns into maps and loops).
+``loop(k, parent, ctx)``
+    position iteration: the loop (or straight-line step) that enumerates, for a parent
+    position, the positions and coordinates of this level. Returns a :class:`LevelLoop`:
+    symbolic objects (a loop variable, bounds, the coordinate and position expressions, a
+    guard, the loop kind), in which a read of a storage array is the application of a
+    :func:`member` function (``crd1(p1)``). The lowerings compose them: the portable one
+    into maps with data-dependent ranges and tasklets (:mod:`sdfgsparse.lowering.graph`),
+    the CPU target's into its generated source.
 ``members(k, ...)``
     the storage arrays the level owns, with their symbolic sizes.
 ``validate(k, arrays, ...)``
@@ -21,53 +24,80 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import numpy as np
+import sympy
 
 from sdfgsparse import errors
 
-__all__ = ['Level', 'Dense', 'Compressed', 'Singleton', 'Offset', 'LevelPiece', 'IterContext']
+__all__ = ['Level', 'Dense', 'Compressed', 'Singleton', 'Offset', 'LevelLoop', 'LoopContext', 'member', 'member_reads',
+           'COUNTED', 'SEGMENT', 'NONE']
+
+
+def member(name: str, index) -> sympy.Expr:
+    """A read of storage array ``name`` at ``index``: ``member('crd1', p1)`` is ``crd1[p1]``.
+
+    It is an application of an undefined sympy function named after the member, so
+    iteration expressions stay symbolic (printable, substitutable) while they read data;
+    :func:`member_reads` finds them again."""
+    return sympy.Function(name)(sympy.sympify(index))
+
+
+def member_reads(expr, members) -> List[sympy.Expr]:
+    """The reads of storage arrays in ``members`` that occur in ``expr`` (outermost first)."""
+    if expr is None or not isinstance(expr, sympy.Basic):
+        return []
+    found = []
+    for a in sympy.preorder_traversal(expr):
+        if isinstance(a, sympy.core.function.AppliedUndef) and a.func.__name__ in members and a not in found:
+            found.append(a)
+    return found
 
 
 @dataclass
-class IterContext:
-    """What a level needs to emit its iteration code.
+class LoopContext:
+    """What a level needs to describe its iteration.
 
-    :param member: maps a member name (``pos1``) to the variable that holds it in the
-                   generated kernel (``A_pos1``).
-    :param extent: maps a level index to the Python expression of its coordinate extent.
-    :param sizes: maps size keys (``n1``, ``K``, ``L``) to Python expressions.
-    :param loop: the loop construct for the level, ``range`` or ``dace.map``.
-    :param coords: coordinates already defined by outer levels (``c0`` → expression).
+    :param extent: level index -> symbolic coordinate extent (None: no extent of its own).
+    :param sizes: size key (``n1``, ``K``, ``L``, ``nd``) -> symbolic size.
+    :param coords: coordinates already defined by outer levels (level index -> expression).
     """
-    member: Dict[str, str]
-    extent: Dict[int, str]
-    sizes: Dict[str, str]
-    coords: Dict[int, str] = field(default_factory=dict)
-    prefix: str = ''
+    extent: Dict[int, object]
+    sizes: Dict[str, object]
+    coords: Dict[int, object] = field(default_factory=dict)
+
+
+#: loop kinds: a counted loop with symbolic bounds, a segment whose bounds are read from
+#: the parent's positions (``pos[p]:pos[p+1]``), and no loop (one position per parent)
+COUNTED, SEGMENT, NONE = 'counted', 'segment', 'none'
 
 
 @dataclass
-class LevelPiece:
-    """Python source emitted for one level.
+class LevelLoop:
+    """The iteration of one level, as symbolic objects.
 
-    ``var`` and ``bounds`` describe the loop the level opens (``var`` in ``[begin, end)``;
-    ``var is None`` for a loop-free level such as a singleton); ``pre`` lines run before
-    the loop (in the parent's body); ``body`` lines run inside it
-    before inner levels; ``coord`` and ``pos`` are the expressions of this level's
-    coordinate and position (inlined expressions, not scalar variables: DaCe 1.0.2
-    mistypes scalars assigned inside loops when they reach a condition); ``guard`` is a condition stored entries must satisfy
-    (padding, out-of-range diagonals), or ``None``.
+    ``var`` runs over ``[begin, end)`` (``var is None`` for a loop-free level such as a
+    singleton); ``coord`` and ``pos`` are this level's coordinate and position; ``base`` is
+    the part of ``pos`` fixed by the parent (a dense level's ``parent * extent``; ``pos =
+    base + var``), or None; ``guard`` is a condition stored positions must satisfy (padding,
+    out-of-range diagonals), or None. Reads of storage arrays are :func:`member` applications.
     """
-    body: List[str]
-    coord: str
-    pos: str
-    guard: Optional[str] = None
-    bounds: Optional[tuple] = None
-    var: Optional[str] = None
-    pre: List[str] = field(default_factory=list)
+    kind: str
+    coord: sympy.Expr
+    pos: sympy.Expr
+    var: Optional[sympy.Symbol] = None
+    begin: Optional[sympy.Expr] = None
+    end: Optional[sympy.Expr] = None
+    guard: Optional[sympy.Basic] = None
+    base: Optional[sympy.Expr] = None
 
     @property
     def has_loop(self) -> bool:
         return self.var is not None
+
+    @property
+    def data_dependent(self) -> bool:
+        """Whether the bounds read storage arrays."""
+        return any(isinstance(a, sympy.core.function.AppliedUndef)
+                   for e in (self.begin, self.end) if e is not None for a in sympy.preorder_traversal(e))
 
 
 class Level:
@@ -90,7 +120,8 @@ class Level:
         """Number of positions of this level, as a symbolic expression."""
         raise NotImplementedError(f'{type(self).__name__} does not define count()')
 
-    def iterate(self, ctx: IterContext, k: int, parent_pos: Optional[str], root: bool) -> LevelPiece:
+    def loop(self, k: int, parent: Optional[LevelLoop], ctx: LoopContext) -> LevelLoop:
+        """Position iteration of level ``k`` under the ``parent`` level's loop (None at the root)."""
         raise NotImplementedError(f'{type(self).__name__} does not support position iteration')
 
     def validate(self, k: int, arrays: Dict[str, np.ndarray], parent_count: int, extent: int, argname: str,
@@ -134,19 +165,13 @@ class Dense(Level):
     def count(self, parent_count, sizes, k, extent=None):
         return parent_count * (sizes[self.size_key] if self.size_key else extent)
 
-    def iterate(self, ctx, k, parent_pos, root):
-        ext = ctx.sizes[self.size_key] if self.size_key else ctx.extent[k]
-        c = f'c{k}'
-        if parent_pos is None:
-            return LevelPiece(body=[], coord=c, pos=c, bounds=('0', ext), var=c)
-        # The base position goes through a data scalar: DaCe 1.0.2 mis-offsets nested-SDFG
-        # arguments indexed by ``map_var * symbol + loop_var``.
-        return LevelPiece(body=[],
-                          coord=c,
-                          pos=f'b{k} + {c}',
-                          bounds=('0', ext),
-                          var=c,
-                          pre=[f'b{k} = dace.int64(({parent_pos}) * ({ext}))'])
+    def loop(self, k, parent, ctx):
+        ext = sympy.sympify(ctx.sizes[self.size_key] if self.size_key else ctx.extent[k])
+        c = sympy.Symbol(f'c{k}', integer=True, nonnegative=True)
+        if parent is None:
+            return LevelLoop(COUNTED, coord=c, pos=c, var=c, begin=sympy.Integer(0), end=ext)
+        base = parent.pos * ext
+        return LevelLoop(COUNTED, coord=c, pos=base + c, var=c, begin=sympy.Integer(0), end=ext, base=base)
 
 
 class Compressed(Level):
@@ -173,19 +198,13 @@ class Compressed(Level):
     def count(self, parent_count, sizes, k, extent=None):
         return sizes[f'n{k}']
 
-    def iterate(self, ctx, k, parent_pos, root):
-        p = f'p{k}'
-        crd = ctx.member[f'crd{k}']
+    def loop(self, k, parent, ctx):
+        p = sympy.Symbol(f'p{k}', integer=True, nonnegative=True)
         if k == 0:
-            begin, end = '0', ctx.sizes[f'n{k}']
-        else:
-            pos = ctx.member[f'pos{k}']
-            begin, end = f'{pos}[{parent_pos}]', f'{pos}[{parent_pos} + 1]'
-        return LevelPiece(body=[],
-                          coord=f'{crd}[{p}]',
-                          pos=p,
-                          bounds=(begin, end),
-                          var=p)
+            return LevelLoop(COUNTED, coord=member(f'crd{k}', p), pos=p, var=p, begin=sympy.Integer(0),
+                             end=sympy.sympify(ctx.sizes[f'n{k}']))
+        return LevelLoop(SEGMENT, coord=member(f'crd{k}', p), pos=p, var=p, begin=member(f'pos{k}', parent.pos),
+                         end=member(f'pos{k}', parent.pos + 1))
 
     def validate(self, k, arrays, parent_count, extent, argname, sizes):
         crd = arrays[f'crd{k}']
@@ -250,9 +269,9 @@ class Singleton(Level):
     def count(self, parent_count, sizes, k, extent=None):
         return parent_count
 
-    def iterate(self, ctx, k, parent_pos, root):
-        c = f"{ctx.member[f'crd{k}']}[{parent_pos}]"
-        return LevelPiece(body=[], coord=c, pos=parent_pos, guard=f'{c} >= 0' if self.padded else None)
+    def loop(self, k, parent, ctx):
+        c = member(f'crd{k}', parent.pos)
+        return LevelLoop(NONE, coord=c, pos=parent.pos, guard=sympy.Ge(c, 0) if self.padded else None)
 
     def validate(self, k, arrays, parent_count, extent, argname, sizes):
         crd = arrays[f'crd{k}']
@@ -280,17 +299,17 @@ class Offset(Level):
     def count(self, parent_count, sizes, k, extent=None):
         return sizes['nd'] * sizes['L']
 
-    def iterate(self, ctx, k, parent_pos, root):
-        d = f'd{k}'
-        off = ctx.member[f'off{k}']
-        c = f'({ctx.coords[k - 1]} + {off}[{d}])'
-        L = ctx.sizes['L']
-        return LevelPiece(body=[],
-                          coord=c,
-                          pos=f'{d} * ({L}) + {c}',
-                          guard=f'{c} >= 0 and {c} < {ctx.extent[k]} and {c} < {L}',
-                          bounds=('0', ctx.sizes['nd']),
-                          var=d)
+    def loop(self, k, parent, ctx):
+        d = sympy.Symbol(f'd{k}', integer=True, nonnegative=True)
+        c = ctx.coords[k - 1] + member(f'off{k}', d)
+        L = sympy.sympify(ctx.sizes['L'])
+        return LevelLoop(COUNTED,
+                         coord=c,
+                         pos=d * L + c,
+                         var=d,
+                         begin=sympy.Integer(0),
+                         end=sympy.sympify(ctx.sizes['nd']),
+                         guard=sympy.And(sympy.Ge(c, 0), sympy.Lt(c, ctx.extent[k]), sympy.Lt(c, L)))
 
     def validate(self, k, arrays, parent_count, extent, argname, sizes):
         off = arrays[f'off{k}']

@@ -1,7 +1,7 @@
 """``A + B`` and ``A - B`` for sparse A and B (any formats): a CSR or CSC result on the
 union of the patterns, in the format :func:`result_format` gives (scipy's rule). CSR / CSC
 operands (as the operation sees them) are merged in parallel, row by row for a CSR result
-and column by column for a CSC one (:mod:`sdfgsparse.lowering.row_union`); other formats
+and column by column for a CSC one (:mod:`sdfgsparse.targets.cpu.row_union`); other formats
 by expand–sort–compress."""
 import dace
 import dace.library
@@ -9,9 +9,9 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse.formats import CSC, CSR, SparseFormat, SparseType
-from sdfgsparse.lowering.compress import compress_kernel, emit_append
-from sdfgsparse.lowering.entries import Entries, kernel_for_node
-from sdfgsparse.lowering.row_union import emit_row_union, emit_rows_of_columns
+from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
+from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node
+from sdfgsparse.targets.cpu.row_union import emit_row_union, emit_rows_of_columns
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseAdd', 'result_format']
@@ -37,7 +37,7 @@ def result_format(a: SparseType) -> SparseFormat:
 
 
 @dace.library.expansion
-class ExpandSparseAddPure(ExpandTransformation):
+class ExpandSparseAddCPU(ExpandTransformation):
     """Parallel merge for CSR / CSC operands and a CSR or CSC result; otherwise append A's
     entries, then B's (times ``sign_B``), sort, sum equal coordinates."""
     environments = []
@@ -88,8 +88,8 @@ class SparseAdd(SparseLibraryNode):
     ``out`` is CSR or CSC; the frontend chooses :func:`result_format` (scipy's rule: CSC
     when A is CSC, else CSR), ``SparseFormatInference`` may change it.
     """
-    implementations = {'pure': ExpandSparseAddPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSparseAddCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', 'B')
     SPARSE_OUTPUTS = ('out', )
 

@@ -6,7 +6,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.entries import Entries, kernel_for_node, update
+from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseAddDense']
@@ -15,7 +15,7 @@ D, OUT = '_D', '_out'
 
 
 @dace.library.expansion
-class ExpandSparseAddDensePure(ExpandTransformation):
+class ExpandSparseAddDenseCPU(ExpandTransformation):
     """``out = dense_sign * D``, then every stored entry adds ``sparse_sign * A[i, j]``
     (parallel when A's outer level owns rows or columns, sequential otherwise)."""
     environments = []
@@ -41,8 +41,8 @@ class ExpandSparseAddDensePure(ExpandTransformation):
 @dace.library.node
 class SparseAddDense(SparseLibraryNode):
     """``_out = dense_sign * _D + sparse_sign * A`` (dense M x N result)."""
-    implementations = {'pure': ExpandSparseAddDensePure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSparseAddDenseCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 
     sparse_sign = properties.Property(dtype=int, default=1, desc='+1 or -1: sign of the sparse operand')

@@ -21,8 +21,8 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.dense_loops import axpy_row, contiguous_rows, dot_rows
-from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.targets.cpu.dense_loops import axpy_row, contiguous_rows, dot_rows
+from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.ops.softmax import ENTRY, ROW, emit_row_phases, lowest_value, owns_single_rows
 
@@ -38,7 +38,7 @@ KEY_LAYOUTS = ('K', 'KT')
 
 
 @dace.library.expansion
-class ExpandSparseAttentionPure(ExpandTransformation):
+class ExpandSparseAttentionCPU(ExpandTransformation):
     """When each outer iteration of S is one row (CSR, ELL, DIA, DCSR) the rows run in
     parallel with the row maximum and sum as scalars: a pass computing the scores (kept in
     a scratch slot per entry) and their maximum, a pass adding ``exp(s - max) * V[j, :]`` to the output row, and a scaling of the
@@ -76,7 +76,7 @@ class ExpandSparseAttentionPure(ExpandTransformation):
             simd = '[' not in i and contiguous_rows(qd, vd, out) and \
                 (node.key_layout != 'K' or contiguous_rows(kd))
             weigh = [f'for h in range(0, {dv}):', '    ' + update(f'{OUT}[{i}, h]', f'e * {V}[{j}, h]')]
-            if simd:  # SIMD tasklets for the dense row work (lowering.dense_loops)
+            if simd:  # SIMD tasklets for the dense row work (targets/cpu/dense_loops)
                 if node.key_layout == 'K':
                     score = [f'acc = {Ts}(0)'] + dot_rows('acc', Q, i, K, j, d, pyexpr(qd.strides[0]),
                                                          pyexpr(kd.strides[0]), T.ctype) + \
@@ -114,8 +114,8 @@ class SparseAttention(SparseLibraryNode):
     (N x d, or d x N with ``key_layout='KT'``), ``_V`` (N x dv) -> ``_out`` (M x dv, dense):
     ``softmax(S ∘ (Q @ K.T), axis=1) @ V`` over S's stored entries.
     ``transpose_S`` iterates S's storage as ``S.T`` (no copy)."""
-    implementations = {'pure': ExpandSparseAttentionPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSparseAttentionCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('S', )
 
     transpose_S = properties.Property(dtype=bool, default=False, desc='Use the transposed view of S (no copy)')

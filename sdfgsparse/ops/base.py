@@ -65,6 +65,13 @@ class SparseLibraryNode(nodes.LibraryNode):
                                         desc='How the expansion runs the outer loop: auto (parallel when the '
                                         'outer level owns the written dimension), parallel or sequential')
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from sdfgsparse.targets import implementation_override
+        forced = implementation_override()
+        if forced is not None and forced in self.implementations and self.implementation is None:
+            self.implementation = forced
+
     def sparse_type(self, state: SDFGState, prefix: str) -> SparseType:
         """The operand's type as stored (before any transposition on the node)."""
         sdfg = state.parent

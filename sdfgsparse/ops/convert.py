@@ -8,8 +8,8 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.compress import compress_kernel, emit_append
-from sdfgsparse.lowering.entries import Entries
+from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
+from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['Convert', 'TARGETS']
@@ -18,8 +18,8 @@ TARGETS = ('CSR', 'CSC')
 
 
 @dace.library.expansion
-class ExpandConvertPure(ExpandTransformation):
-    """Expand the entries of A (any format), sort, compress (see :mod:`..lowering.compress`);
+class ExpandConvertCPU(ExpandTransformation):
+    """Expand the entries of A (any format), sort, compress (see :mod:`..targets/cpu/compress`);
     the result's type (CSR or CSC) decides the compressed dimension."""
     environments = []
 
@@ -38,8 +38,8 @@ class ExpandConvertPure(ExpandTransformation):
 @dace.library.node
 class Convert(SparseLibraryNode):
     """Members of ``A`` -> members of ``out`` in format ``target`` (CSR or CSC)."""
-    implementations = {'pure': ExpandConvertPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandConvertCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )
 

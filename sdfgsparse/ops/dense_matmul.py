@@ -29,8 +29,8 @@ from dace.libraries.blas import Dot, MatMul
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.dense_loops import GEMM_ROWS, contiguous_rows, gemm_row_block
-from sdfgsparse.lowering.entries import kernel_for_node
+from sdfgsparse.targets.cpu.dense_loops import GEMM_ROWS, contiguous_rows, gemm_row_block
+from sdfgsparse.targets.cpu.entries import kernel_for_node
 
 __all__ = ['ExpandMatMulRows', 'ExpandDotReduce', 'IMPLEMENTATION', 'rows_applicable', 'dot_applicable',
            'DOT_PARALLEL', 'select_dense_products', 'sparse_program_defaults']

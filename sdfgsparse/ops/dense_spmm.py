@@ -5,7 +5,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['DenseSpMM']
@@ -14,7 +14,7 @@ B, C = '_B', '_C'
 
 
 @dace.library.expansion
-class ExpandDenseSpMMPure(ExpandTransformation):
+class ExpandDenseSpMMCPU(ExpandTransformation):
     """Each stored ``A[i, j]`` adds ``B[:, i] * A[i, j]`` to column ``j`` of C: parallel over
     A's outer level when it owns columns (CSC); otherwise parallel over the rows of B, each
     walking the flat coordinate arrays of A's slots. A vector ``x @ A`` with scattered
@@ -52,8 +52,8 @@ class ExpandDenseSpMMPure(ExpandTransformation):
 @dace.library.node
 class DenseSpMM(SparseLibraryNode):
     """Dense (``_B``: P x M, or M) times sparse A (M x N) -> ``_C`` (P x N, or N)."""
-    implementations = {'pure': ExpandDenseSpMMPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandDenseSpMMCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')

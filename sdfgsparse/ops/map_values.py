@@ -12,7 +12,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.lowering.entries import copy_index_members, kernel_for_node
+from sdfgsparse.targets.cpu.entries import copy_index_members, kernel_for_node
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse._symbolic import pyexpr
 
@@ -36,7 +36,7 @@ ALPHA = '_alpha'
 
 
 @dace.library.expansion
-class ExpandMapValuesPure(ExpandTransformation):
+class ExpandMapValuesCPU(ExpandTransformation):
     """A parallel map over stored values; index arrays copied by parallel maps."""
     environments = []
 
@@ -63,8 +63,8 @@ class MapValues(SparseLibraryNode):
 
     Inputs: members of A (``_A_*``) and, for ``scale`` by a data value, ``_alpha``;
     outputs: members of the result (``_out_*``)."""
-    implementations = {'pure': ExpandMapValuesPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandMapValuesCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )
 

@@ -8,15 +8,15 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.lowering.compress import compress_kernel, emit_append
-from sdfgsparse.lowering.entries import Entries
+from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
+from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseMul']
 
 
 @dace.library.expansion
-class ExpandSparseMulPure(ExpandTransformation):
+class ExpandSparseMulCPU(ExpandTransformation):
     """Append A's and B's entries; after sorting (by rows, or by columns for a CSC result),
     a coordinate stored by both appears as two adjacent entries, whose product is written
     (``mode='intersect'``)."""
@@ -43,8 +43,8 @@ class SparseMul(SparseLibraryNode):
     """Members of ``A`` and ``B`` -> members of ``out`` = A ∘ B (CSR or CSC; the frontend
     chooses :func:`~sdfgsparse.ops.add.result_format`, ``SparseFormatInference`` may
     change it)."""
-    implementations = {'pure': ExpandSparseMulPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSparseMulCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', 'B')
     SPARSE_OUTPUTS = ('out', )
 

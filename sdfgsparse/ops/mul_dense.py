@@ -5,7 +5,7 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.entries import Entries, copy_index_members, kernel_for_node, zero_fill
+from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseMulDense']
@@ -14,7 +14,7 @@ D = '_D'
 
 
 @dace.library.expansion
-class ExpandSparseMulDensePure(ExpandTransformation):
+class ExpandSparseMulDenseCPU(ExpandTransformation):
     """Each stored entry reads ``D[i, j]`` (locate into the dense operand); value slots are
     distinct, so the outer level runs in parallel."""
     environments = []
@@ -34,8 +34,8 @@ class ExpandSparseMulDensePure(ExpandTransformation):
 @dace.library.node
 class SparseMulDense(SparseLibraryNode):
     """Element-wise product of sparse A and dense ``_D`` -> members of ``out`` (A's pattern)."""
-    implementations = {'pure': ExpandSparseMulDensePure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSparseMulDenseCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )
 

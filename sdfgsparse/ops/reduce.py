@@ -4,7 +4,7 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.entries import Entries, emit_accumulate, kernel_for_node
+from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseSum']
@@ -13,7 +13,7 @@ OUT = '_out'
 
 
 @dace.library.expansion
-class ExpandSparseSumPure(ExpandTransformation):
+class ExpandSparseSumCPU(ExpandTransformation):
     """Row sums run like SpMV with x = 1; column sums like a transposed SpMV; the total
     walks all entries sequentially with one accumulator."""
     environments = []
@@ -41,8 +41,8 @@ class ExpandSparseSumPure(ExpandTransformation):
 class SparseSum(SparseLibraryNode):
     """Sum of A's stored values: ``axis=-1`` (all, output of length 1), ``0`` (per column)
     or ``1`` (per row)."""
-    implementations = {'pure': ExpandSparseSumPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSparseSumCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 
     axis = properties.Property(dtype=int, default=-1, desc='-1: total, 0: per column, 1: per row')

@@ -5,8 +5,8 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.dense_loops import contiguous_rows, dot_rows, sddmm_row, transposed_rows
-from sdfgsparse.lowering.entries import Entries, copy_index_members, kernel_for_node, zero_fill
+from sdfgsparse.targets.cpu.dense_loops import contiguous_rows, dot_rows, sddmm_row, transposed_rows
+from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SDDMM']
@@ -15,14 +15,14 @@ X, Y = '_X', '_Y'
 
 
 @dace.library.expansion
-class ExpandSDDMMPure(ExpandTransformation):
+class ExpandSDDMMCPU(ExpandTransformation):
     """One dot product of length K per stored entry; entries own distinct value slots, so
     the outer level always runs in parallel. Index arrays of S are copied to the result
     (for a plain row walk, within the walk, whose rows are then one tasklet each computing
     several dot products at a time).
     Both operands are read by contiguous rows in a SIMD tasklet: with ``y_layout='NK'``
     directly, with ``'KN'`` from ``Y.T`` stored by rows once per call (in a buffer that
-    the calling thread keeps: :func:`~sdfgsparse.lowering.dense_loops.transposed_rows`).
+    the calling thread keeps: :func:`~sdfgsparse.targets.cpu.dense_loops.transposed_rows`).
     Every stored slot is written, so only formats with padding slots zero the result's
     values first."""
     environments = []
@@ -64,7 +64,7 @@ class ExpandSDDMMPure(ExpandTransformation):
         rows_in_simd = y_pointer or (node.y_layout == 'NK' and contiguous_rows(x, y))
         if rows_in_simd and copy_in_walk:
             # a plain row walk: one tasklet per row, dot products of several entries at a
-            # time (lowering.dense_loops.sddmm_row); it also copies the row's indices
+            # time (targets/cpu/dense_loops.sddmm_row); it also copies the row's indices
             _, inner, crd, _ = row
             ent.emit_row_map(kb)
             for l in pro:
@@ -75,7 +75,7 @@ class ExpandSDDMMPure(ExpandTransformation):
                 kb.line(l, 1)
             return kb.build()
         if rows_in_simd:
-            # one SIMD dot product of two contiguous rows per stored entry (lowering.dense_loops)
+            # one SIMD dot product of two contiguous rows per stored entry (targets/cpu/dense_loops)
             body = [f'_dd = {T}(0)'] + dot_rows('_dd', X, ent.i, rows_of_y, ent.j, Kd, pyexpr(x.strides[0]),
                                                  y_stride, out['vals'].dtype.ctype, y_pointer)
             body.append(f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * _dd')
@@ -91,8 +91,8 @@ class ExpandSDDMMPure(ExpandTransformation):
 class SDDMM(SparseLibraryNode):
     """Sampled dense-dense product: members of ``S``, ``_X`` (M x K), ``_Y`` (K x N) ->
     members of ``out`` (S's pattern and format)."""
-    implementations = {'pure': ExpandSDDMMPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSDDMMCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('S', )
     SPARSE_OUTPUTS = ('out', )
 

@@ -22,8 +22,8 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse import errors
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats import SparseType
-from sdfgsparse.lowering.entries import Entries, copy_index_members, kernel_for_node, zero_fill
-from sdfgsparse.lowering.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
+from sdfgsparse.targets.cpu.kernel import KernelBuilder
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseSoftmax', 'normalise_axis', 'owns_single_rows', 'emit_row_phases', 'lowest_value']
@@ -96,7 +96,7 @@ def emit_row_phases(kb: KernelBuilder, ent: Entries, phases: Sequence[Tuple[str,
 
 
 @dace.library.expansion
-class ExpandSparseSoftmaxPure(ExpandTransformation):
+class ExpandSparseSoftmaxCPU(ExpandTransformation):
     """Three passes over each row's entries: maximum, ``exp(v - max)`` with their sum,
     division by the sum.
 
@@ -155,8 +155,8 @@ class SparseSoftmax(SparseLibraryNode):
     """Softmax over the stored entries of each row (``axis=1``) or column (``axis=0``):
     members of ``A`` -> members of ``out`` (A's pattern and format, float values).
     ``transpose_A`` reads A's storage as ``A.T`` (no copy)."""
-    implementations = {'pure': ExpandSparseSoftmaxPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSparseSoftmaxCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )
 

@@ -2,7 +2,7 @@
 
 When A iterates as CSR (a CSR A, or the transposed view of a CSC one), the rows of C are
 computed in parallel by Gustavson's algorithm with a workspace per thread of each call,
-freed when the call ends (:mod:`sdfgsparse.lowering.gustavson`). Otherwise, Gustavson's
+freed when the call ends (:mod:`sdfgsparse.targets.cpu.gustavson`). Otherwise, Gustavson's
 row-wise product in expand–sort–compress form: each stored ``A[i, k]`` appends
 ``A[i, k] * B[k, j]`` for every stored ``B[k, j]``; sorting and summing equal coordinates
 gives C. Either way C's columns are sorted within each row (scipy's canonical format). The
@@ -15,16 +15,16 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.lowering.compress import compress_kernel, emit_append
-from sdfgsparse.lowering.entries import Entries, kernel_for_node
-from sdfgsparse.lowering.gustavson import build_gustavson, emit_gustavson
+from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
+from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node
+from sdfgsparse.targets.cpu.gustavson import build_gustavson, emit_gustavson
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SpGEMM']
 
 
 @dace.library.expansion
-class ExpandSpGEMMPure(ExpandTransformation):
+class ExpandSpGEMMCPU(ExpandTransformation):
     """Row-parallel Gustavson when A iterates as CSR; else expand (sequential walk over A's
     entries and the matching rows of B), sort, sum."""
     environments = []
@@ -58,8 +58,8 @@ class ExpandSpGEMMPure(ExpandTransformation):
 @dace.library.node
 class SpGEMM(SparseLibraryNode):
     """Members of ``A`` and of CSR ``B`` -> CSR members of ``out`` = A @ B."""
-    implementations = {'pure': ExpandSpGEMMPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSpGEMMCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', 'B')
     SPARSE_OUTPUTS = ('out', )
 

@@ -5,8 +5,8 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.dense_loops import axpy_row, axpy_tile, contiguous_rows, spmm_row
-from sdfgsparse.lowering.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.targets.cpu.dense_loops import axpy_row, axpy_tile, contiguous_rows, spmm_row
+from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.lowering.epilogue import emit_epilogue_pass, node_epilogue
 from sdfgsparse.ops.base import FusableSparseNode, member_conn
 
@@ -21,7 +21,7 @@ SCATTER_TILE = 16
 
 
 @dace.library.expansion
-class ExpandSpMMPure(ExpandTransformation):
+class ExpandSpMMCPU(ExpandTransformation):
     """Rows of A in parallel when the outer level owns them (each row updates its own row of
     Y over the K columns; for a plain row walk such as CSR, one tasklet per row that keeps
     panels of the row in registers and writes it once, so Y needs no zero fill);
@@ -52,7 +52,7 @@ class ExpandSpMMPure(ExpandTransformation):
         row = ent.row_walk() if not T and ent.strategy(0, node.schedule_hint) == 'acc' and contiguous_rows(
             bdesc, y) else None
         if row is not None:
-            # one tasklet per row of Y, written whole (no zero fill; lowering.dense_loops.spmm_row)
+            # one tasklet per row of Y, written whole (no zero fill; targets/cpu/dense_loops.spmm_row)
             _, inner, crd, _ = row
             ent.emit_row_map(kb)
             for l in spmm_row(Y, ent.i, B, crd, ent.vals, inner.bounds[0], inner.bounds[1], K,
@@ -66,7 +66,7 @@ class ExpandSpMMPure(ExpandTransformation):
                 update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')
             inner = [f'for k in {krange}:', '    ' + acc]
             if not T and '[' not in ent.i and contiguous_rows(bdesc, y):
-                # one SIMD loop over the K columns per stored entry (see lowering.dense_loops)
+                # one SIMD loop over the K columns per stored entry (see targets/cpu/dense_loops)
                 inner = axpy_row(Y, ent.i, B, ent.j, ent.val, K, pyexpr(bdesc.strides[0]), y.dtype.ctype)
             if T:  # the tile loop hoisted outside the parallel row loop: B[:, tile] stays in cache
                 kb.line(f'for kt in range(0, {K}, {T}):')
@@ -102,8 +102,8 @@ class ExpandSpMMPure(ExpandTransformation):
 class SpMM(FusableSparseNode):
     """Sparse matrix times dense matrix: members of ``A``, ``_B`` (N x K) -> ``_Y`` (M x K).
     ``transpose_A`` iterates A's storage as ``A.T`` (no copy)."""
-    implementations = {'pure': ExpandSpMMPure}
-    default_implementation = 'pure'
+    implementations = {'cpu': ExpandSpMMCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')

@@ -6,10 +6,11 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense
-from sdfgsparse.lowering import kernel_checks
-from sdfgsparse.lowering.dense_loops import spmv_row, spmv_row_chunks
-from sdfgsparse.lowering.entries import Entries, emit_accumulate, kernel_for_node
+from sdfgsparse.targets.cpu import kernel_checks
+from sdfgsparse.targets.cpu.dense_loops import spmv_row, spmv_row_chunks
+from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
 from sdfgsparse.lowering.epilogue import node_epilogue
+from sdfgsparse.lowering.graph import SUM, Kernel, epilogue_pass, read
 from sdfgsparse.ops.base import FusableSparseNode, member_conn
 
 __all__ = ['SpMV']
@@ -19,15 +20,36 @@ X, Y = '_x', '_y'
 
 @dace.library.expansion
 class ExpandSpMVPure(ExpandTransformation):
+    """The portable SDFG: ``y = 0``, then maps over A's stored entries (their levels' loops)
+    with ``y[row] += A[row, col] * x[col]`` as a write-conflict resolution (a plain update
+    where the outer level owns the rows, an atomic one for a scatter), then the fused
+    epilogue, if any, as a pass over ``y``."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SpMV', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', node.operand_type(state, 'A'))
+        y = k.sdfg.arrays[Y]
+        k.fill(k.add_state('zero'), Y)
+        st = k.add_state('spmv')
+        sc = k.entries(st, A, parallel=node.schedule_hint != 'sequential')
+        k.compute(sc, (Y, [A.row]), A.value * read(X, A.col), wcr=SUM, guard=A.guard)
+        epilogue_pass(k, node, Y, y.shape)
+        return k.build()
+
+
+@dace.library.expansion
+class ExpandSpMVCPU(ExpandTransformation):
     """Co-iterates the levels of A: a scalar accumulator per row when the outer level owns
     the rows, otherwise in-place updates (sequential when rows are scattered). A plain row
     walk (CSR, or CSC seen as ``A.T``) with A, x and y of one dtype goes ``row_chunk``
-    entries at a time (:func:`~sdfgsparse.lowering.dense_loops.spmv_row_chunks`).
+    entries at a time (:func:`~sdfgsparse.targets.cpu.dense_loops.spmv_row_chunks`).
 
     When A is an argument that only such kernels read and its walk is a plain row walk
-    (CSR, or CSC seen as ``A.T``; :func:`sdfgsparse.lowering.kernel_checks.claims`), a
+    (CSR, or CSC seen as ``A.T``; :func:`sdfgsparse.targets.cpu.kernel_checks.claims`), a
     large A is walked by one tasklet per row that also checks A's storage as it reads it
-    (:func:`~sdfgsparse.lowering.dense_loops.spmv_row`), and the call skips its check
+    (:func:`~sdfgsparse.targets.cpu.dense_loops.spmv_row`), and the call skips its check
     before the kernel."""
     environments = []
 
@@ -90,8 +112,8 @@ class ExpandSpMVPure(ExpandTransformation):
 class SpMV(FusableSparseNode):
     """Sparse matrix times dense vector. Inputs: members of ``A`` (``_A_<member>``) and
     ``_x``; output ``_y``. ``transpose_A`` iterates A's storage as ``A.T`` (no copy)."""
-    implementations = {'pure': ExpandSpMVPure}
-    default_implementation = 'pure'
+    implementations = {'pure': ExpandSpMVPure, 'cpu': ExpandSpMVCPU}
+    default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
@@ -109,7 +131,7 @@ class SpMV(FusableSparseNode):
 
     def checks_in_kernel(self, state) -> bool:
         """Whether the expansion can check all of A's storage as it reads it (see
-        :mod:`sdfgsparse.lowering.kernel_checks`): a row walk over a dense and a
+        :mod:`sdfgsparse.targets.cpu.kernel_checks`): a row walk over a dense and a
         compressed level with int32 or int64 indices."""
         st = self.operand_type(state, 'A')
         fmt = self.sparse_type(state, 'A').fmt

@@ -1,4 +1,4 @@
-"""Row-parallel A ± B (lowering/row_union.py): CSR and CSC operands in every orientation
+"""Row-parallel A ± B (targets/cpu/row_union.py): CSR and CSC operands in every orientation
 (a column-major operand is stored by rows first), cancellation kept, empty rows, against
 scipy; selected only for CSR / CSC operands, with a CSR result or a CSC one (merged column
 by column: the CSR of A.T ± B.T)."""

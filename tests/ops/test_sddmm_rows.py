@@ -1,5 +1,5 @@
 """SDDMM with a K x N right operand: Y.T is stored by rows in a buffer the calling thread
-keeps between calls (lowering/dense_loops.transposed_rows). Calls of growing, shrinking
+keeps between calls (targets/cpu/dense_loops.transposed_rows). Calls of growing, shrinking
 and growing sizes, float32, two calling threads, against NumPy; the inputs are not modified."""
 import threading
 

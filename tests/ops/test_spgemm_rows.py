@@ -1,4 +1,4 @@
-"""Row-parallel Gustavson SpGEMM (lowering/gustavson.py): sparse rows (sorted columns),
+"""Row-parallel Gustavson SpGEMM (targets/cpu/gustavson.py): sparse rows (sorted columns),
 dense-ish rows (marker scan), cancellation, empty rows, repeated calls with more and fewer
 columns (per-thread workspaces reused across calls), against scipy; selected for CSR A."""
 import dace

@@ -1,4 +1,4 @@
-"""Row-parallel SpGEMM (lowering/gustavson.py) at sizes where its choices matter: a mid-size
+"""Row-parallel SpGEMM (targets/cpu/gustavson.py) at sizes where its choices matter: a mid-size
 random product in scipy's canonical format (every way of ordering a row: every word of the
 bitmap, its non-empty words only, the sort of a wide, sparse row), the workspaces freed
 after each call (the process keeps no buffer proportional to B's columns, per thread),

@@ -1,4 +1,4 @@
-"""SpMM over a plain row walk (lowering/dense_loops.spmm_row): register panels of the dense
+"""SpMM over a plain row walk (targets/cpu/dense_loops.spmm_row): register panels of the dense
 columns, single vectors and a scalar tail, for every split of K into them, float64 and
 float32, int32 and int64 indices, empty rows, CSR and a CSC operand seen as A.T, a fused
 epilogue; against scipy."""

@@ -1,4 +1,4 @@
-"""SpMV's row walk in vector chunks (``SpMV.row_chunk``, lowering/dense_loops.spmv_row_chunks):
+"""SpMV's row walk in vector chunks (``SpMV.row_chunk``, targets/cpu/dense_loops.spmv_row_chunks):
 the same program with chunks of 2, 4 and 8 and with the scalar loop (``row_chunk = 0``)
 against scipy, on rows of every length around the chunk sizes, rows at the very end of
 the arrays, empty and one-entry matrices, a real power-law matrix, both value dtypes and

@@ -1,4 +1,4 @@
-"""Storage checks inside the kernels (sdfgsparse.lowering.kernel_checks): which arguments a
+"""Storage checks inside the kernels (sdfgsparse.targets.cpu.kernel_checks): which arguments a
 program's kernels may check themselves, and, where they do, the same results and the same
 typed errors on warm calls as when the call checks first.
 
@@ -16,7 +16,7 @@ import scipy.sparse as sp
 import sdfgsparse as ss
 from sdfgsparse import errors
 from sdfgsparse.formats import CSR
-from sdfgsparse.lowering import kernel_checks
+from sdfgsparse.targets.cpu import kernel_checks
 from sdfgsparse.runtime import plan as plan_mod
 from sdfgsparse.runtime.marshal import validate_storage
 

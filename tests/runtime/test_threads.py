@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 import sdfgsparse as ss
 from sdfgsparse import errors
-from sdfgsparse.lowering import kernel_checks
+from sdfgsparse.targets.cpu import kernel_checks
 
 M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
 THREADS = 8

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sdfgsparse.lowering import kernel_checks
+from sdfgsparse.targets.cpu import kernel_checks
 
 M, N = dace.symbol('M'), dace.symbol('N')
 COLS = 2**32 + 1000

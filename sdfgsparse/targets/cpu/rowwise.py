@@ -1,5 +1,5 @@
 """The two-pass shape shared by row-parallel kernels whose result rows have data-dependent
-lengths (:mod:`~sdfgsparse.lowering.gustavson`, :mod:`~sdfgsparse.lowering.row_union`):
+lengths (:mod:`~sdfgsparse.targets.cpu.gustavson`, :mod:`~sdfgsparse.targets.cpu.row_union`):
 a parallel map counts each result row (a C++ tasklet writing ``_tcnt``), a sequential
 prefix sum turns the counts into the result's ``pos``, and a second parallel map fills
 each row (a C++ tasklet writing through ``_oc`` / ``_ov`` at ``pos[i]``). Both tasklets
@@ -12,7 +12,7 @@ tasklets write through a pointer; writing them orders a later step that frees th
 from typing import Sequence, Tuple
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.kernel import KernelBuilder
 
 __all__ = ['emit_count_fill']
 

@@ -1,6 +1,6 @@
 """Row-parallel Gustavson SpGEMM: ``C = A @ B`` with ``A`` and ``B`` walked as CSR, a CSR ``C``.
 
-The generic lowering (:mod:`sdfgsparse.lowering.compress`) appends every product to one
+The generic lowering (:mod:`sdfgsparse.targets.cpu.compress`) appends every product to one
 list, sorts it and compresses it — sequentially, through ``flops``-long buffers (A @ A on
 adder_dcop_05, 1.85M products: 191 ms against scipy's 15 ms). When both operands iterate
 row-major, the rows of ``C`` are independent, so this lowering computes them in parallel
@@ -39,8 +39,8 @@ the generic lowering.
 import dace
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.kernel import KernelBuilder
-from sdfgsparse.lowering.rowwise import emit_count_fill
+from sdfgsparse.targets.cpu.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.rowwise import emit_count_fill
 
 __all__ = ['emit_gustavson', 'build_gustavson', 'guided_rows', 'SLOTS', 'PREFETCH']
 
@@ -55,7 +55,7 @@ PREFETCH = 2
 GLOBAL_CODE = f'''
 #ifndef SDFGSPARSE_GUSTAVSON_WORKSPACE
 #define SDFGSPARSE_GUSTAVSON_WORKSPACE
-// sdfgsparse: per-call workspaces of the row-parallel SpGEMM (sdfgsparse/lowering/gustavson.py)
+// sdfgsparse: per-call workspaces of the row-parallel SpGEMM (targets/cpu/gustavson.py)
 #include <omp.h>
 #include <algorithm>
 #include <cstdint>
@@ -262,7 +262,7 @@ ss_gw_done(g_w);
 
 def emit_gustavson(kb: KernelBuilder, rows, cols, cap, a: dict, b: dict, out: dict, vt: dace.typeclass,
                    it: dace.typeclass):
-    """Emit the three steps into ``kb`` (:func:`~sdfgsparse.lowering.rowwise.emit_count_fill`),
+    """Emit the three steps into ``kb`` (:func:`~sdfgsparse.targets.cpu.rowwise.emit_count_fill`),
     with the call's workspace table before them and its release after them. Build the
     kernel with :func:`build_gustavson`.
 

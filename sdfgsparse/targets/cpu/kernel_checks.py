@@ -1,7 +1,7 @@
 """Storage checks done by the kernels themselves, as they read a sparse argument.
 
 A warm call checks each sparse argument before it runs the kernel
-(:mod:`sdfgsparse.lowering.storage_check`): one more pass over the index arrays. For
+(:mod:`sdfgsparse.targets.cpu.storage_check`): one more pass over the index arrays. For
 indices that no longer fit in cache that pass reads them from memory a second time
 (banded-2M, 18M entries, SpMV: ~7 of ~27 ms). A kernel that walks every stored entry of
 the argument anyway can check them on the way instead — an unsigned compare of each index
@@ -41,7 +41,7 @@ import numpy as np
 from dace.sdfg import nodes
 
 from sdfgsparse.formats import is_sparse_desc
-from sdfgsparse.lowering.storage_check import INDEX_CTYPES, library_function
+from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
 
 __all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN_KERNEL_FROM']
 
@@ -115,7 +115,7 @@ def global_code(argument: str) -> str:
     return f'''
 #ifndef SDFGSPARSE_KERNEL_CHECKS
 #define SDFGSPARSE_KERNEL_CHECKS
-// sdfgsparse: storage checks inside kernels (sdfgsparse/lowering/kernel_checks.py)
+// sdfgsparse: storage checks inside kernels (targets/cpu/kernel_checks.py)
 static unsigned long long __ss_kernel_check_failures = 0;
 static inline void __ss_kernel_check_failed() {{
     __atomic_fetch_add(&__ss_kernel_check_failures, 1ULL, __ATOMIC_RELAXED);

@@ -3,7 +3,7 @@ number of entries (conversion to CSR/CSC, sparse ± sparse, sparse ∘ sparse, S
 
 1. *Expand*: the operation appends its candidate entries ``(row, col, value)`` to a list
    (``T_r, T_c, T_v``, at most ``cap`` long; ``cur[0]`` counts them). Any format can feed
-   it through :class:`~sdfgsparse.lowering.entries.Entries`.
+   it through :class:`~sdfgsparse.targets.cpu.entries.Entries`.
 2. *Sort*: two stable counting sorts, by column then by row, give row-major order with
    sorted columns — O(n + rows + cols), no comparisons.
 3. *Compress*: per row (in parallel), equal columns are merged — summed (``mode='sum'``)
@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 import dace
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.entries import kernel_for_node
-from sdfgsparse.lowering.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.entries import kernel_for_node
+from sdfgsparse.targets.cpu.kernel import KernelBuilder
 
 __all__ = ['emit_buffers', 'emit_append', 'emit_sort_compress', 'compress_kernel']
 

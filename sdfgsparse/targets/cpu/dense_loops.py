@@ -22,7 +22,7 @@ __all__ = [
 
 
 #: Global code of the kernels that use the tasklets here (added by
-#: :class:`~sdfgsparse.lowering.kernel.KernelBuilder`): they read whole input arrays
+#: :class:`~sdfgsparse.targets.cpu.kernel.KernelBuilder`): they read whole input arrays
 #: through ``ss_in(_tx)`` (and SpMM writes its row through ``ss_out(_ty)``). DaCe passes an
 #: array of one element by value (its memlet has volume 1), so ``A @ x`` with an
 #: unannotated ``x`` of length 1 did not compile; these give a pointer either way (to the
@@ -255,7 +255,7 @@ def spmv_row(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: str, ctyp
     """Generated-source lines for ``y[i] = sum_p vals[p] * x[crd[p]]`` over the stored
     entries ``p`` in ``[lo, hi)`` of one row, as one tasklet that also checks its part of
     the storage as it reads it (``check``: a
-    :class:`sdfgsparse.lowering.kernel_checks.RowCheck`): the segment within ``[0, nnz]``,
+    :class:`sdfgsparse.targets.cpu.kernel_checks.RowCheck`): the segment within ``[0, nnz]``,
     the indices below their extent and, where the level is ordered, increasing; it reads
     only in range whatever it finds and reports a problem through the library's counter.
     ``ctype``: the result's (and sum's) C type; ``vals_ctype`` and ``x_ctype`` those of the

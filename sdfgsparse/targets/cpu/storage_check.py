@@ -53,7 +53,7 @@ def global_code(index_dtype) -> Optional[str]:
 #ifndef SDFGSPARSE_STORAGE_CHECK_{suffix}
 #define SDFGSPARSE_STORAGE_CHECK_{suffix}
 #include <omp.h>
-// sdfgsparse: storage checks of sparse arguments (sdfgsparse/lowering/storage_check.py)
+// sdfgsparse: storage checks of sparse arguments (targets/cpu/storage_check.py)
 DACE_EXPORTED int __ss_check_compressed_{suffix}(const {T}* pos, long long parent, const {T}* crd, long long n,
                                                  long long extent, int ordered, int unique) {{
     // per-thread counts are 32-bit (twice as fast in SIMD); larger levels answer "not checked"

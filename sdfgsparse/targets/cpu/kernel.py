@@ -15,7 +15,7 @@ import dace
 import sympy
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering import storage_check
+from sdfgsparse.targets.cpu import storage_check
 
 __all__ = ['KernelBuilder', 'pyexpr']
 
@@ -94,8 +94,8 @@ class KernelBuilder:
         except Exception as ex:  # pragma: no cover - shows the generated source for debugging
             raise RuntimeError(f'sdfgsparse: could not parse generated kernel:\n{src}') from ex
         sdfg.name = self.name
-        if 'ss_in(' in src or 'ss_out(' in src:  # C++ tasklets of lowering/dense_loops.py
-            from sdfgsparse.lowering.dense_loops import INPUT_POINTER
+        if 'ss_in(' in src or 'ss_out(' in src:  # C++ tasklets of targets/cpu/dense_loops.py
+            from sdfgsparse.targets.cpu.dense_loops import INPUT_POINTER
             sdfg.append_global_code(INPUT_POINTER)
         for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
             storage_check.add_to(sdfg, d)

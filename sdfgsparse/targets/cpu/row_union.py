@@ -1,7 +1,7 @@
 """Row-parallel ``A + B`` / ``A - B`` of two compressed operands, a CSR result (a CSC
 result is the CSR storage of ``A.T + B.T``: the caller passes the transposed views).
 
-The generic lowering (:mod:`sdfgsparse.lowering.compress`) appends both operands' entries
+The generic lowering (:mod:`sdfgsparse.targets.cpu.compress`) appends both operands' entries
 to one list, sorts and compresses it sequentially (``A + A.T`` on cora_A: 0.9 ms against
 scipy's 0.4 ms). When each operand, as the operation sees it, is CSR or CSC (a CSR
 matrix, a transposed CSC one, or the other way round), this lowering:
@@ -23,8 +23,8 @@ lowering. Each per-row step is one C++ tasklet inside a generated map.
 import dace
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.kernel import KernelBuilder
-from sdfgsparse.lowering.rowwise import emit_count_fill
+from sdfgsparse.targets.cpu.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.rowwise import emit_count_fill
 
 __all__ = ['emit_rows_of_columns', 'emit_row_union']
 
@@ -155,7 +155,7 @@ def emit_row_union(kb: KernelBuilder, rows, cap, a: dict, b: dict, out: dict, si
     """Emit count, positions and fill of ``out = a + sign * b`` over ``rows`` rows (``a``,
     ``b``, ``out``: names of ``pos1`` / ``crd1`` / ``vals``, all row-major; ``cap``: the
     result's capacity, ``nnz(A) + nnz(B)``), by
-    :func:`~sdfgsparse.lowering.rowwise.emit_count_fill`."""
+    :func:`~sdfgsparse.targets.cpu.rowwise.emit_count_fill`."""
     ins = [('_ap', a['pos1']), ('_ac', a['crd1']), ('_bp', b['pos1']), ('_bc', b['crd1'])]
     fill = ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]
     emit_count_fill(kb, 'un', rows, cap, ins, fill, out, _COUNT, _FILL.format(vt=vt.ctype, sign=int(sign)))

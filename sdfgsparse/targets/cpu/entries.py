@@ -13,16 +13,60 @@ expressions an operation's body needs: the row ``i``, the column ``j`` and the p
 ``sequential``
     anything else (scatter through a transposed view, COO): a sequential loop.
 """
-import re
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 import dace
+import sympy
 
 from sdfgsparse.formats import SparseType, is_sparse_desc
+from sdfgsparse.formats.levels import COUNTED, SEGMENT, member
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.kernel import KernelBuilder
 
 __all__ = ['Entries', 'kernel_for_node', 'zero_fill', 'copy_index_members', 'update', 'emit_accumulate']
+
+
+@dataclass
+class LevelPiece:
+    """The Python source of one level's loop in a generated kernel, rendered from its
+    :class:`~sdfgsparse.formats.levels.LevelLoop`: ``var`` in ``[bounds[0], bounds[1])``
+    (``var is None``: no loop); ``pre`` lines run before the loop (in the parent's body);
+    ``coord`` and ``pos`` are inlined expressions (DaCe 1.0.2 mistypes scalars assigned
+    inside loops when they reach a condition); ``guard`` a condition or None."""
+    coord: str
+    pos: str
+    guard: Optional[str] = None
+    bounds: Optional[tuple] = None
+    var: Optional[str] = None
+    pre: List[str] = field(default_factory=list)
+    body: List[str] = field(default_factory=list)
+
+    @property
+    def has_loop(self) -> bool:
+        return self.var is not None
+
+
+def render(nest, member_vars: Dict[str, str]) -> List[LevelPiece]:
+    """The loops of ``nest`` as Python source. A dense level's base position below the root
+    goes through a data scalar ``b{k}``: DaCe 1.0.2 mis-offsets nested-SDFG arguments
+    indexed by ``map_var * symbol + loop_var``."""
+    pieces, subs = [], {}
+
+    def py(e):
+        return pyexpr(e.xreplace(subs), member_vars) if isinstance(e, sympy.Basic) else pyexpr(e, member_vars)
+
+    for k, l in enumerate(nest.levels):
+        piece = LevelPiece(coord=py(l.coord), pos=py(l.pos), guard=py(l.guard) if l.guard is not None else None,
+                           bounds=(py(l.begin), py(l.end)) if l.has_loop else None,
+                           var=str(l.var) if l.has_loop else None)
+        if l.base is not None:
+            b = sympy.Symbol(f'b{k}')
+            piece.pre = [f'b{k} = dace.int64({py(l.base)})']
+            piece.pos = py(b + l.var)
+            subs[l.pos] = b + l.var
+        pieces.append(piece)
+    return pieces
 
 
 class Entries:
@@ -30,10 +74,12 @@ class Entries:
 
     def __init__(self, st: SparseType, member_vars: Dict[str, str]):
         self.type = st
-        self.pieces = st.fmt.iteration(member_vars, st.rows, st.cols, st.sizes)
-        coords = {f'c{k}': p.coord for k, p in enumerate(self.pieces)}
-        self.i, self.j = (re.sub(r'\bc\d+\b', lambda m: coords[m.group(0)], d) for d in st.fmt.dims)
-        self.v = self.pieces[-1].pos
+        self.member_vars = dict(member_vars)
+        self.nest = st.fmt.loops(st.rows, st.cols, st.sizes)
+        self.pieces = render(self.nest, member_vars)
+        subs = {l.pos: sympy.Symbol(f'b{k}') + l.var for k, l in enumerate(self.nest.levels) if l.base is not None}
+        self.i, self.j, self.v = (pyexpr(e.xreplace(subs), member_vars)
+                                  for e in (self.nest.row, self.nest.col, self.nest.value_pos))
         self.vals = member_vars['vals']
 
     @property
@@ -80,17 +126,17 @@ class Entries:
         compressed level whose entries ``[pos[row], pos[row + 1])`` are the row's (CSR, or
         CSC seen as ``A.T``): the two level pieces and the names of the index and position
         arrays; otherwise None. Kernels with a whole-row body (one tasklet per row) use it."""
-        if len(self.pieces) != 2:
+        nest = self.nest
+        if len(nest.levels) != 2:
             return None
-        outer, inner = self.pieces
-        if not (outer.has_loop and inner.has_loop) or outer.pre or outer.body or inner.pre or inner.body or \
-                outer.guard or inner.guard:
+        outer, inner = nest.levels
+        if outer.kind != COUNTED or inner.kind != SEGMENT or outer.guard is not None or inner.guard is not None:
             return None
-        suffix, row = f'[{inner.var}]', f'[{outer.var}]'
-        if self.i != outer.coord or self.j != inner.coord or self.v != inner.pos or \
-                not inner.coord.endswith(suffix) or not inner.bounds[0].endswith(row) or outer.bounds[0] != '0':
+        if outer.base is not None or outer.begin != 0 or inner.begin != member('pos1', outer.var) or \
+                nest.row != outer.var or nest.col != member('crd1', inner.var) or nest.value_pos != inner.var:
             return None
-        return outer, inner, inner.coord[:-len(suffix)], inner.bounds[0][:-len(row)]
+        p_outer, p_inner = self.pieces
+        return p_outer, p_inner, self.member_vars['crd1'], self.member_vars['pos1']
 
     def emit_row_map(self, kb: KernelBuilder, indent: int = 0):
         """Open the parallel map over the rows of a :meth:`row_walk` (its body goes at

@@ -1,0 +1,349 @@
+"""Portable kernels built with DaCe's SDFG API: the ``pure`` expansions.
+
+A :class:`Kernel` is the SDFG of one library node's expansion: one array per connector
+(typed like the data connected to it), states in sequence, maps and tasklets. Nothing
+in it is C++ text and nothing is re-parsed from generated source, so DaCe's
+transformations (``MapTiling``, ``Vectorization``, ``GPUTransformSDFG``,
+``FPGATransformSDFG``), the SOAP analysis and every code generator see the whole loop
+nest.
+
+Expressions are sympy expressions in which a read of an array is the application of a
+function named after it (:func:`read`, :func:`sdfgsparse.formats.levels.member`): the
+iteration of a format (:meth:`sdfgsparse.formats.SparseFormat.loops`) and an operation's
+body are written in the same language. :meth:`Kernel.compute` turns them into a tasklet:
+a read whose index is known from the enclosing maps becomes a scalar connector with an
+exact memlet (``crd1[p1]``); a read whose index is itself read from memory (``x[crd1[p1]]``)
+becomes a whole-array connector indexed in the tasklet (a dynamic memlet), as DaCe's own
+frontend does for indirection.
+
+Loops over stored entries are maps: a counted level is a map over its symbolic range, a
+compressed level below the root a map whose range is read from the parent's positions
+(a *dynamic map range*: the bounds enter the map entry as connectors), a singleton level
+no loop. Accumulations are write-conflict resolutions (``wcr``); DaCe emits them as plain
+updates where the enclosing maps make the written element private (the inner maps are
+sequential and the outer parameter is in the index) and as atomics elsewhere (a scatter
+through a transposed view). Sequential data-dependent steps (prefix sums, appends) are
+state-machine loops (:meth:`Kernel.loop`).
+"""
+import itertools
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import dace
+import sympy
+from dace import dtypes
+from dace.sdfg import nodes
+from dace.sdfg.state import SDFGState
+
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.formats import SparseType, is_sparse_desc
+from sdfgsparse.formats.levels import LevelLoop
+
+__all__ = ['Kernel', 'Operand', 'Scope', 'read', 'SUM', 'MAX', 'MIN']
+
+SUM = 'lambda a, b: a + b'
+MAX = 'lambda a, b: max(a, b)'
+MIN = 'lambda a, b: min(a, b)'
+
+
+def read(array: str, *index) -> sympy.Expr:
+    """A read of ``array[index]`` in a kernel expression."""
+    return sympy.Function(array)(*(sympy.sympify(i) for i in index))
+
+
+def _reads(expr) -> List[sympy.Expr]:
+    """Array reads in ``expr``, innermost first."""
+    if not isinstance(expr, sympy.Basic):
+        return []
+    return [a for a in sympy.postorder_traversal(expr) if isinstance(a, sympy.core.function.AppliedUndef)]
+
+
+def _has_read(expr) -> bool:
+    return bool(_reads(expr))
+
+
+def _s(e) -> str:
+    return pyexpr(e)
+
+
+class Operand:
+    """A sparse operand inside a kernel: its type and its loop nest, with storage reads
+    named by the kernel's connectors (``crd1`` -> ``_A_crd1``)."""
+
+    def __init__(self, st: SparseType, conns: Dict[str, str]):
+        self.type = st
+        self.conns = dict(conns)
+        nest = st.fmt.loops(st.rows, st.cols, st.sizes)
+        ren = {sympy.Function(m): sympy.Function(c) for m, c in conns.items()}
+
+        def rn(e):
+            if not isinstance(e, sympy.Basic):
+                return e
+            return e.replace(lambda a: isinstance(a, sympy.core.function.AppliedUndef) and a.func in ren,
+                             lambda a: ren[a.func](*a.args))
+
+        self.levels: List[LevelLoop] = [
+            LevelLoop(l.kind, rn(l.coord), rn(l.pos), l.var, rn(l.begin), rn(l.end), rn(l.guard), rn(l.base))
+            for l in nest.levels
+        ]
+        self.row, self.col, self.pos = rn(nest.row), rn(nest.col), rn(nest.value_pos)
+
+    @property
+    def vals(self) -> str:
+        return self.conns['vals']
+
+    @property
+    def value(self) -> sympy.Expr:
+        """The stored value of the current entry."""
+        return read(self.vals, self.pos)
+
+    @property
+    def guard(self) -> Optional[sympy.Basic]:
+        gs = [l.guard for l in self.levels if l.guard is not None]
+        return sympy.And(*gs) if gs else None
+
+    @property
+    def nvals(self):
+        st = self.type
+        return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
+
+
+class Scope:
+    """A nest of maps open in a state: ``entries``/``exits`` outermost first, and the map
+    parameters in scope."""
+
+    def __init__(self, state: SDFGState, entries, exits, params):
+        self.state = state
+        self.entries: List[nodes.MapEntry] = entries
+        self.exits: List[nodes.MapExit] = exits
+        self.params: List[str] = params
+
+
+class Kernel:
+    """The SDFG of a library node's portable expansion.
+
+    >>> k = Kernel(node, state, sdfg)                                    # doctest: +SKIP
+    >>> A = k.operand('A', node.operand_type(state, 'A'))                # doctest: +SKIP
+    >>> st = k.add_state('spmv')                                         # doctest: +SKIP
+    >>> sc = k.entries(st, A)                                            # doctest: +SKIP
+    >>> k.compute(sc, ('_y', [A.row]), A.value * read('_x', A.col), wcr=SUM, guard=A.guard)  # doctest: +SKIP
+    """
+
+    def __init__(self, node, state: SDFGState, sdfg: dace.SDFG, name: Optional[str] = None):
+        self.sdfg = dace.SDFG(name or node.label)
+        self.parent = sdfg
+        self._names = itertools.count()
+        self._last: Optional[SDFGState] = None
+        for e in list(state.in_edges(node)) + list(state.out_edges(node)):
+            conn = e.dst_conn if e.dst is node else e.src_conn
+            if conn and conn not in self.sdfg.arrays and e.data.data is not None:
+                self._param(conn, sdfg.arrays[e.data.data])
+        # sparse data reach the node member by member; the sizes of its structure name
+        # symbols the views may not (their index dtypes are those of the structures)
+        for d in sdfg.arrays.values():
+            if is_sparse_desc(d):
+                self._symbols(d)
+
+    # ------------------------------------------------------------------ data
+    def _symbols(self, desc):
+        for s in desc.free_symbols:
+            if str(s) not in self.sdfg.symbols:
+                self.sdfg.add_symbol(str(s), self.parent.symbols.get(str(s), getattr(s, 'dtype', dace.int64)))
+
+    def _param(self, name: str, desc: dace.data.Data):
+        d = desc.clone()
+        d.transient = False
+        if isinstance(d, dace.data.View):
+            d = dace.data.Array(d.dtype, d.shape)
+        elif isinstance(d, dace.data.Scalar):
+            d = dace.data.Array(d.dtype, [1])  # a one-element operand reaches the node as a scalar
+        self.sdfg.add_datadesc(name, d)
+        self._symbols(d)
+
+    def operand(self, prefix: str, st: SparseType) -> Operand:
+        """The sparse operand wired to the node's ``_<prefix>_<member>`` connectors, seen as ``st``."""
+        return Operand(st, {m: f'_{prefix}_{m}' for m in st.fmt.member_names})
+
+    def transient(self, name: str, shape, dtype) -> str:
+        name, _ = self.sdfg.add_array(name, [sympy.sympify(s) for s in shape], dtype, transient=True,
+                                      find_new_name=True)
+        return name
+
+    def add_state(self, label: str) -> SDFGState:
+        """A new state, run after the previous one."""
+        st = self.sdfg.add_state(label, is_start_block=self._last is None)
+        if self._last is not None:
+            self.sdfg.add_edge(self._last, st, dace.InterstateEdge())
+        self._last = st
+        return st
+
+    def loop(self, label: str, var: str, begin, end) -> SDFGState:
+        """A sequential loop ``for var in range(begin, end)`` after the previous state; returns
+        its body state (one state: the loop body). Later states run after the loop."""
+        before = self._last if self._last is not None else self.add_state(f'{label}_init')
+        body = self.sdfg.add_state(f'{label}_body')
+        after = self.sdfg.add_state(f'{label}_end')
+        if var not in self.sdfg.symbols:
+            self.sdfg.add_symbol(var, dace.int64)
+        self.sdfg.add_loop(before, body, after, var, _s(begin), f'{var} < {_s(end)}', f'{var} + 1')
+        self._last = after
+        return body
+
+    # ------------------------------------------------------------------ scopes
+    def _access(self, state: SDFGState, name: str, cache: Dict[str, nodes.AccessNode]) -> nodes.AccessNode:
+        if name not in cache:
+            cache[name] = state.add_read(name)
+        return cache[name]
+
+    def scope(self, state: SDFGState, ranges: Sequence[Tuple[str, object, object]],
+              schedules: Optional[Sequence] = None, outer: Optional[Scope] = None) -> Scope:
+        """Open maps over ``ranges`` (``(param, begin, end)``, end exclusive), one map per
+        range, inside ``outer`` if given. A bound that reads an array becomes a dynamic map
+        range input. The first map is ``Default`` (parallel where DaCe may), inner ones
+        ``Sequential`` unless ``schedules`` says otherwise."""
+        entries = list(outer.entries) if outer else []
+        exits = list(outer.exits) if outer else []
+        params = list(outer.params) if outer else []
+        reads: Dict[str, nodes.AccessNode] = {}
+        for n, (var, b, e) in enumerate(ranges):
+            sched = schedules[n] if schedules else (dtypes.ScheduleType.Default
+                                                    if not entries else dtypes.ScheduleType.Sequential)
+            dyn = {}
+            bounds = []
+            for tag, bound in (('b', b), ('e', e)):
+                bound = sympy.sympify(bound)
+                if _has_read(bound):
+                    conn = f'__{tag}_{var}'
+                    dyn[conn] = bound
+                    bounds.append(conn)
+                else:
+                    bounds.append(_s(bound))
+            me, mx = state.add_map(f'{self.sdfg.name}_{var}', {var: f'{bounds[0]}:{bounds[1]}'}, schedule=sched)
+            for conn, bound in dyn.items():
+                (r, ) = _reads(bound)
+                if r != bound or _has_read(sympy.Tuple(*r.args)):
+                    raise NotImplementedError(f'map bound {bound}: only a direct read is supported')
+                arr = r.func.__name__
+                me.add_in_connector(conn)
+                subset = ', '.join(_s(a) for a in r.args)
+                state.add_memlet_path(self._access(state, arr, reads), *entries, me, dst_conn=conn,
+                                      memlet=dace.Memlet(f'{arr}[{subset}]'))
+            entries.append(me)
+            exits.append(mx)
+            params.append(var)
+        return Scope(state, entries, exits, params)
+
+    def entries(self, state: SDFGState, A: Operand, inner: Sequence[Tuple[str, object, object]] = (),
+                parallel: bool = True, outer: Optional[Scope] = None) -> Scope:
+        """Maps over the stored entries of ``A`` (its levels' loops, outermost first), then
+        over ``inner`` dense ranges. ``parallel=False`` makes the outer map sequential."""
+        ranges = [(str(l.var), l.begin, l.end) for l in A.levels if l.has_loop] + list(inner)
+        scheds = [dtypes.ScheduleType.Default if parallel and not outer else dtypes.ScheduleType.Sequential
+                  ] + [dtypes.ScheduleType.Sequential] * (len(ranges) - 1)
+        return self.scope(state, ranges, scheds, outer)
+
+    def compute(self, scope: Scope, target: Tuple[str, Sequence], value, wcr: Optional[str] = None,
+                guard=None, label: str = 'body', more: Sequence[Tuple[Tuple[str, Sequence], object]] = ()):
+        """``target = value`` (or ``target wcr= value``) inside ``scope``, where ``guard``
+        holds; ``target`` is ``(array, index expressions)``; ``more`` adds further
+        ``(target, value)`` assignments to the same tasklet (same ``wcr``)."""
+        state = scope.state
+        assigns = [(target, sympy.sympify(value))] + [(t, sympy.sympify(v)) for t, v in more]
+        known = set(scope.params) | set(self.sdfg.symbols)
+        scalar_in: Dict[sympy.Expr, str] = {}
+        whole_in: Dict[str, str] = {}
+
+        def exact(idx) -> bool:
+            return all(not _has_read(i) and {str(s) for s in sympy.sympify(i).free_symbols} <= known for i in idx)
+
+        def lower(e):
+            """Replace reads with exact indices by scalar connectors; the rest index whole arrays."""
+            if not isinstance(e, sympy.Basic):
+                return e
+            for r in _reads(e):
+                if r in scalar_in or not exact(r.args):
+                    continue
+                scalar_in[r] = f'__in{len(scalar_in)}'
+            e = e.xreplace({r: sympy.Symbol(c) for r, c in scalar_in.items()})
+            for r in _reads(e):
+                whole_in.setdefault(r.func.__name__, f'__arr_{r.func.__name__}')
+            return e
+
+        code_assigns = []
+        outs = []
+        for n, ((arr, idx), val) in enumerate(assigns):
+            val = lower(val)
+            idx = [sympy.sympify(i) for i in idx]
+            if exact(idx):
+                conn = f'__out{n}'
+                outs.append((conn, arr, ', '.join(_s(i) for i in idx), False))
+                code_assigns.append(f'{conn} = {pyexpr(val, whole_in)}')
+            else:
+                conn = f'__outarr{n}'
+                outs.append((conn, arr, None, True))
+                lidx = ', '.join(pyexpr(lower(i), whole_in) for i in idx)
+                code_assigns.append(f'{conn}[{lidx}] = {pyexpr(val, whole_in)}')
+        g = lower(guard) if guard is not None else None
+        if g is not None and g is not sympy.true:
+            code = f'if {pyexpr(g, whole_in)}:\n' + '\n'.join('    ' + c for c in code_assigns)
+        else:
+            code = '\n'.join(code_assigns)
+        dynamic = g is not None and g is not sympy.true
+        t = state.add_tasklet(label, set(scalar_in.values()) | set(whole_in.values()), {o[0] for o in outs}, code)
+        reads: Dict[str, nodes.AccessNode] = {}
+        for r, conn in scalar_in.items():
+            arr = r.func.__name__
+            state.add_memlet_path(self._access(state, arr, reads), *scope.entries, t, dst_conn=conn,
+                                  memlet=dace.Memlet(f'{arr}[{", ".join(_s(a) for a in r.args)}]'))
+        for arr, conn in whole_in.items():
+            state.add_memlet_path(self._access(state, arr, reads), *scope.entries, t, dst_conn=conn,
+                                  memlet=dace.Memlet(data=arr,
+                                                     subset=dace.subsets.Range.from_array(self.sdfg.arrays[arr]),
+                                                     dynamic=True))
+        if not scalar_in and not whole_in and scope.entries:
+            state.add_nedge(scope.entries[-1], t, dace.Memlet())
+        writes: Dict[str, nodes.AccessNode] = {}
+        for conn, arr, subset, whole in outs:
+            if arr not in writes:
+                writes[arr] = state.add_write(arr)
+            if whole:
+                m = dace.Memlet(data=arr, subset=dace.subsets.Range.from_array(self.sdfg.arrays[arr]), dynamic=True,
+                                wcr=wcr)
+            else:
+                m = dace.Memlet(f'{arr}[{subset}]', wcr=wcr, dynamic=dynamic)
+            state.add_memlet_path(t, *reversed(scope.exits), writes[arr], src_conn=conn, memlet=m)
+        return t
+
+    def fill(self, state: SDFGState, arr: str, value=0, count=None):
+        """``arr[...] = value`` over the whole array (or its first ``count`` elements, 1-D)."""
+        desc = self.sdfg.arrays[arr]
+        shape = [count] if count is not None else list(desc.shape)
+        vars_ = [f'__f{next(self._names)}' for _ in shape]
+        sc = self.scope(state, [(v, 0, s) for v, s in zip(vars_, shape)],
+                        [dtypes.ScheduleType.Default] * len(shape))
+        return self.compute(sc, (arr, [sympy.Symbol(v) for v in vars_]), value, label=f'fill_{arr}')
+
+    def build(self) -> dace.SDFG:
+        if self._last is None:
+            self.add_state('empty')
+        return self.sdfg
+
+
+def epilogue_pass(k: Kernel, node, target: str, shape: Sequence, state: Optional[SDFGState] = None):
+    """A parallel pass applying ``node``'s fused epilogue (see :mod:`.epilogue`) to every
+    element of ``target`` (nothing when the node has none)."""
+    from sdfgsparse.lowering.epilogue import epilogue_expression
+    if not getattr(node, 'epilogue', ''):
+        return
+    state = state or k.add_state('epilogue')
+    idx = [f'__z{d}' for d in range(len(shape))]
+    sc = k.scope(state, [(v, 0, s) for v, s in zip(idx, shape)], [dtypes.ScheduleType.Default] * len(shape))
+    inputs = dict(node.epilogue_inputs)
+    expr = epilogue_expression(node.epilogue, '__v', {f'__arr{c}': t for c, t in inputs.items()}, idx)
+    t = state.add_tasklet('epilogue', {'__v'} | {f'__arr{c}' for c in inputs}, {'__o'}, f'__o = {expr}')
+    el = f'{target}[{", ".join(idx)}]'
+    state.add_memlet_path(state.add_read(target), *sc.entries, t, dst_conn='__v', memlet=dace.Memlet(el))
+    for c in inputs:
+        state.add_memlet_path(state.add_read(c), *sc.entries, t, dst_conn=f'__arr{c}',
+                              memlet=dace.Memlet(data=c, subset=dace.subsets.Range.from_array(k.sdfg.arrays[c]),
+                                                 dynamic=True))
+    state.add_memlet_path(t, *reversed(sc.exits), state.add_write(target), src_conn='__o', memlet=dace.Memlet(el))

@@ -1,0 +1,11 @@
+"""The ``cpu`` implementations of the sparse library nodes: today's tuned CPU kernels.
+
+An expansion writes its loop nest as short NumPy-style Python that DaCe's frontend parses
+(:mod:`.kernel`, :mod:`.entries`), with the hot row loops as C++ tasklets (GCC vector
+extensions, OpenMP pragmas, per-thread workspaces): :mod:`.dense_loops` (SpMV, SpMM,
+SDDMM rows), :mod:`.gustavson` (SpGEMM), :mod:`.row_union` (A ± B), :mod:`.rowwise` (the
+count / fill shape both share), :mod:`.compress` (expand-sort-compress), the storage
+checks compiled into every kernel (:mod:`.storage_check`) and inside row walks
+(:mod:`.kernel_checks`). Each is tested against the portable ``pure`` SDFG of the same
+node (:mod:`sdfgsparse.lowering.graph`).
+"""
