@@ -7,7 +7,7 @@ an index range), or with plain Python on lists for tiny matrices, where each Num
 costs more than the work. When it answers no, the caller takes the full path, which
 raises the precise error; so this check may be stricter than the specification, never
 looser. Given the compiled checks of the kernel's library
-(:mod:`sdfgsparse.lowering.storage_check`), index levels are checked by them instead: one
+(:mod:`sdfgsparse.targets.cpu.storage_check`), index levels are checked by them instead: one
 parallel pass instead of several NumPy passes (ca-AstroPh, 394k entries: ~0.2 ms ->
 tens of µs).
 """
@@ -106,7 +106,7 @@ class StorageCheck:
     def __call__(self, arrays: Dict[str, np.ndarray], rows: int, cols: int, sizes: Dict[str, int],
                  contents: bool = True) -> bool:
         """``contents=False``: the kernel checks the entries of its compressed levels as it
-        reads them (:mod:`sdfgsparse.lowering.kernel_checks`); only their sizes and the
+        reads them (:mod:`sdfgsparse.targets.cpu.kernel_checks`); only their sizes and the
         ends of their positions are checked here."""
         table = dict(sizes, _rows=rows, _cols=cols)
         counts = [f(table) for f in self._counts]

@@ -8,7 +8,7 @@ value from the symbols — is then worked out once into a :class:`CallPlan`. A w
 reads the arrays' pointers and sizes, runs the cheap storage check
 (:mod:`sdfgsparse.runtime.fastcheck`), fills the argument structs, calls the compiled
 function and builds the results. Arguments whose kernels check their storage as they read
-it (:mod:`sdfgsparse.lowering.kernel_checks`) are not checked before; when a kernel
+it (:mod:`sdfgsparse.targets.cpu.kernel_checks`) are not checked before; when a kernel
 reports a problem, the results are dropped and the call takes the full path, which
 raises the error.
 
@@ -28,7 +28,7 @@ from dace import hooks
 
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.formats.levels import Compressed
-from sdfgsparse.lowering import kernel_checks, storage_check
+from sdfgsparse.targets.cpu import kernel_checks, storage_check
 from sdfgsparse.ops import shape_checks
 from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.container import SparseMatrix
