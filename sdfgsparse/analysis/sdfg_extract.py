@@ -284,11 +284,63 @@ class _Extractor:
             dims.append(Dim(sym, p, inner.expr(b), inner.expr(e) + 1, s, sequential=False))
             subs[p] = sym
         dyn = [c for c in entry.in_connectors if not c.startswith('IN_')]
+        if dyn:
+            seg = self.segment(state, entry, dyn, ctx)
+            if seg is not None:
+                dims, subs = seg
+            else:
+                self.notes.append(f'map {entry.map.label}: data-dependent range ({", ".join(sorted(dyn))})')
         scope = Scope('map', dims, label=entry.map.label)
         ctx.scope.children.append(scope)
-        if dyn:
-            self.notes.append(f'map {entry.map.label}: data-dependent range ({", ".join(sorted(dyn))})')
         self.walk_scope(state, entry, children, topo, ctx.child(dims, subs, scope))
+
+    def segment(self, state, entry: nodes.MapEntry, dyn, ctx: _Ctx):
+        """A map over one segment of a compressed level, ``p in [pos[d], pos[d + 1])`` for an
+        enclosing dimension ``d`` of extent ``E`` (the range read through dynamic map
+        inputs): over all ``d`` it runs ``T`` times, ``T`` the length of the arrays it
+        indexes by ``p`` (the level's ``crd`` / ``vals``). Modelled as ``T / E`` iterations
+        per ``d``, ``p = d * T / E + t`` — the same total and the same elements of every array
+        indexed by ``p``, spread evenly. Returns ``(dims, subs)`` or None (another pattern)."""
+        if len(entry.map.params) != 1:
+            return None
+        (p, ) = entry.map.params
+        (b, e, st) = entry.map.range.ndrange()[0]
+        if st != 1:
+            return None
+        reads = {ed.dst_conn: ed.data for ed in state.in_edges(entry) if ed.dst_conn in dyn}
+        bounds = []
+        for bound, shift in ((b, 0), (e, -1)):  # DaCe's ranges are inclusive: e = pos[d + 1] - 1
+            bound = _sym(bound) - shift
+            conn = str(bound)
+            if conn not in reads or reads[conn].data is None or len(reads[conn].subset) != 1:
+                return None
+            (lo, hi, _), = reads[conn].subset.ndrange()
+            if lo != hi:
+                return None
+            bounds.append((reads[conn].data, ctx.expr(lo)))
+        (arr_b, f_b), (arr_e, f_e) = bounds
+        if arr_b != arr_e or sympy.expand(f_e - f_b) != 1:
+            return None
+        outer = [d for d in ctx.dims if d.sym == f_b]
+        if not outer:
+            return None
+        total = None
+        sdfg = state.parent
+        for ed in state.scope_subgraph(entry).edges():
+            m = ed.data
+            if m.data is None or m.is_empty() or len(m.subset) != 1 or m.data not in sdfg.arrays:
+                continue
+            (lo, hi, _), = m.subset.ndrange()
+            if lo == hi and str(lo) == p:
+                total = ctx.expr(sdfg.arrays[m.data].shape[0])
+                break
+        if total is None:
+            total = self.fresh(f'nnz_{arr_b}')
+        per = total / outer[0].extent
+        t = self.fresh(f'{p}_t')
+        self.notes.append(f'map {entry.map.label}: the segment {arr_b}[{f_b}]:{arr_b}[{f_b} + 1] is modelled as '
+                          f'{per} iterations per {f_b} ({total} in all)')
+        return [Dim(t, p, sympy.Integer(0), per, sympy.Integer(1), sequential=False)], {p: outer[0].sym * per + t}
 
     # ------------------------------------------------------------------ accesses
     def index_of(self, subset, ctx: _Ctx) -> Tuple[Tuple, bool]:
@@ -364,7 +416,9 @@ class _Extractor:
         st = self.emit_statement(name, ctx, accesses)
         # a dynamic read: the tasklet itself walks a data-dependent part of an array (a
         # whole-row tasklet of a lowered sparse kernel loops over [pos[i], pos[i + 1]))
-        if any(e.data.dynamic and not e.data.is_empty() for t in group for e in state.in_edges(t)):
+        # (a Python tasklet's dynamic input is an indirection: it reads one element)
+        if any(e.data.dynamic and not e.data.is_empty() and t.language != dace.Language.Python for t in group
+               for e in state.in_edges(t)):
             st.data_dependent = True
             st.notes.append(DATA_DEPENDENT_NOTE)
 
