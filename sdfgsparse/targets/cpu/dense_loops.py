@@ -15,6 +15,8 @@ SOAP analysis (``analysis/sdfg_extract.py``) treats them as such.
 """
 from typing import List
 
+from sdfgsparse.targets.cpu.kernel import cpp_tasklet
+
 __all__ = [
     'INPUT_POINTER', 'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows',
     'gemm_row_block', 'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP', 'spmv_row', 'spmv_row_chunks'
@@ -59,13 +61,17 @@ def axpy_row(y: str, i: str, b: str, j: str, a: str, k: str, b_stride: str, ctyp
     return [
         f'_aa = {a}',
         f'_jj = dace.int64({j})',
-        'with dace.tasklet(dace.Language.CPP):',
-        '    _ta << _aa',
-        '    _tj << _jj',
-        f'    _tb << {b}',
-        f'    _tyi << {y}[{i}, :]',
-        f'    _ty >> {y}[{i}, :]',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [
+                ('_ta', '_aa'),
+                ('_tj', '_jj'),
+                ('_tb', f'{b}'),
+                ('_tyi', f'{y}[{i}, :]'),
+            ],
+            [
+                ('_ty', f'{y}[{i}, :]'),
+            ],
+            code),
     ]
 
 
@@ -85,16 +91,20 @@ def axpy_tile(y: str, i: str, b: str, j: str, a: str, c0: str, c1: str, y_stride
         f'_jj = dace.int64({j})',
         f'_c0 = dace.int64({c0})',
         f'_c1 = dace.int64({c1})',
-        'with dace.tasklet(dace.Language.CPP):',
-        '    _ta << _aa',
-        '    _ti << _ii',
-        '    _tj << _jj',
-        '    _tc0 << _c0',
-        '    _tc1 << _c1',
-        f'    _tb << {b}',
-        f'    _tyi << {y}',
-        f'    _ty >> {y}',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [
+                ('_ta', '_aa'),
+                ('_ti', '_ii'),
+                ('_tj', '_jj'),
+                ('_tc0', '_c0'),
+                ('_tc1', '_c1'),
+                ('_tb', f'{b}'),
+                ('_tyi', f'{y}'),
+            ],
+            [
+                ('_ty', f'{y}'),
+            ],
+            code),
     ]
 
 
@@ -122,13 +132,17 @@ def dot_rows(out: str,
     return [
         f'_ii = dace.int64({i})',
         f'_jj = dace.int64({j})',
-        'with dace.tasklet(dace.Language.CPP):',
-        '    _ti << _ii',
-        '    _tj << _jj',
-        f'    _tx << {x}',
-        f'    _ty << {y}',
-        f'    _to >> {out}',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [
+                ('_ti', '_ii'),
+                ('_tj', '_jj'),
+                ('_tx', f'{x}'),
+                ('_ty', f'{y}'),
+            ],
+            [
+                ('_to', f'{out}'),
+            ],
+            code),
     ]
 
 
@@ -157,10 +171,14 @@ _tp = (long long)(uintptr_t)yt_out;
 '''
     return [
         f'{ptr} = dace.int64(0)',
-        'with dace.tasklet(dace.Language.CPP):',
-        f'    _ts << {src}',
-        f'    _tp >> {ptr}',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [
+                ('_ts', f'{src}'),
+            ],
+            [
+                ('_tp', f'{ptr}'),
+            ],
+            code),
     ]
 
 
@@ -239,14 +257,18 @@ for (; s_c0 < s_K; ++s_c0) {{
     return [
         f'_lo = dace.int64({lo})',
         f'_hi = dace.int64({hi})',
-        'with dace.tasklet(dace.Language.CPP):',
-        '    _tlo << _lo',
-        '    _thi << _hi',
-        f'    _tc << {crd}(-1)',  # the row's entries: a data-dependent part (dynamic)
-        f'    _tv << {vals}(-1)',
-        f'    _tb << {b}',
-        f'    _ty >> {y}[{i}, :]',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [
+                ('_tlo', '_lo'),
+                ('_thi', '_hi'),
+                ('_tc', f'{crd}(-1)'),  # the row's entries: a data-dependent part (dynamic)
+                ('_tv', f'{vals}(-1)'),
+                ('_tb', f'{b}'),
+            ],
+            [
+                ('_ty', f'{y}[{i}, :]'),
+            ],
+            code),
     ]
 
 
@@ -274,15 +296,16 @@ _ty = v_acc;
     return check.inputs() + [
         f'_lo = dace.int64({lo})',
         f'_hi = dace.int64({hi})',
-        'with dace.tasklet(dace.Language.CPP):',
-        '    _tlo << _lo',
-        '    _thi << _hi',
-    ] + ['    ' + c for c in check.CONNECTORS] + [
-        f'    _tc << {crd}(-1)',  # the row's entries: a data-dependent part (dynamic)
-        f'    _tv << {vals}(-1)',
-        f'    _tx << {x}',
-        f'    _ty >> {y}[{i}]',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [('_tlo', '_lo'), ('_thi', '_hi')] + list(check.CONNECTORS) + [
+                ('_tc', f'{crd}(-1)'),  # the row's entries: a data-dependent part (dynamic)
+                ('_tv', f'{vals}(-1)'),
+                ('_tx', f'{x}'),
+            ],
+            [
+                ('_ty', f'{y}[{i}]'),
+            ],
+            code),
     ]
 
 
@@ -329,15 +352,19 @@ _ty = r_acc;
         f'_lo = dace.int64({lo})',
         f'_hi = dace.int64({hi})',
         f'_end = dace.int64({end})',
-        'with dace.tasklet(dace.Language.CPP):',
-        '    _tlo << _lo',
-        '    _thi << _hi',
-        '    _tend << _end',
-        f'    _tc << {crd}(-1)',  # the row's entries: a data-dependent part (dynamic)
-        f'    _tv << {vals}(-1)',
-        f'    _tx << {x}',
-        f'    _ty >> {y}[{i}]',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [
+                ('_tlo', '_lo'),
+                ('_thi', '_hi'),
+                ('_tend', '_end'),
+                ('_tc', f'{crd}(-1)'),  # the row's entries: a data-dependent part (dynamic)
+                ('_tv', f'{vals}(-1)'),
+                ('_tx', f'{x}'),
+            ],
+            [
+                ('_ty', f'{y}[{i}]'),
+            ],
+            code),
     ]
 
 
@@ -396,17 +423,21 @@ for (; p < d_hi; ++p) d_dots(p, std::integral_constant<int, 1>());
         f'_ii = dace.int64({i})',
         f'_lo = dace.int64({lo})',
         f'_hi = dace.int64({hi})',
-        'with dace.tasklet(dace.Language.CPP):',
-        '    _ti << _ii',
-        '    _tlo << _lo',
-        '    _thi << _hi',
-        f'    _tx << {x}',
-        f'    _ty << {y}',
-        f'    _tc << {crd}(-1)',  # the row's entries: a data-dependent part (dynamic)
-        f'    _tv << {vals}(-1)',
-        f'    _to >> {out}',
-        f'    _toc >> {out_crd}',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [
+                ('_ti', '_ii'),
+                ('_tlo', '_lo'),
+                ('_thi', '_hi'),
+                ('_tx', f'{x}'),
+                ('_ty', f'{y}'),
+                ('_tc', f'{crd}(-1)'),  # the row's entries: a data-dependent part (dynamic)
+                ('_tv', f'{vals}(-1)'),
+            ],
+            [
+                ('_to', f'{out}'),
+                ('_toc', f'{out_crd}'),
+            ],
+            code),
     ]
 
 
@@ -480,10 +511,14 @@ if (_i0 + {GEMM_ROWS} <= _M) {{
 '''
     return [
         f'_ib = dace.int64({ib})',
-        'with dace.tasklet(dace.Language.CPP):',
-        '    _tib << _ib',
-        f'    _ta << {a}',
-        f'    _tb << {b}',
-        f'    _tc >> {c}',
-        f'    """{code}"""',
+        *cpp_tasklet(
+            [
+                ('_tib', '_ib'),
+                ('_ta', f'{a}'),
+                ('_tb', f'{b}'),
+            ],
+            [
+                ('_tc', f'{c}'),
+            ],
+            code),
     ]

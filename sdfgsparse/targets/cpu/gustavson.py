@@ -39,7 +39,7 @@ the generic lowering.
 import dace
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.targets.cpu.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.kernel import KernelBuilder, cpp_tasklet
 from sdfgsparse.targets.cpu.rowwise import emit_count_fill
 
 __all__ = ['emit_gustavson', 'build_gustavson', 'guided_rows', 'SLOTS', 'PREFETCH']
@@ -276,17 +276,15 @@ def emit_gustavson(kb: KernelBuilder, rows, cols, cap, a: dict, b: dict, out: di
     L = kb.line
     L(f'ncols = dace.int64({pyexpr(cols)})')
     L(f'gwws = np.empty(({SLOTS},), dtype=dace.uint64)')
-    L('with dace.tasklet(dace.Language.CPP):')
-    L('    _tws >> gwws')
-    L('    """ss_gw_clear(_tws);"""')
+    for l in cpp_tasklet([], [('_tws', 'gwws')], 'ss_gw_clear(_tws);'):
+        L(l)
     ins = [('_tnc', 'ncols'), ('_ap', a['pos1']), ('_ac', a['crd1']), ('_bp', b['pos1']), ('_bc', b['crd1'])]
     fill = ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]
     types = dict(vt=vt.ctype, it=it.ctype, pf=PREFETCH)
     emit_count_fill(kb, 'gw', rows, cap, ins, fill, out, _COUNT.format(**types), _FILL.format(**types),
                     workspaces=[('_tws', 'gwws')])
-    L('with dace.tasklet(dace.Language.CPP, side_effects=True):')
-    L('    _tws << gwws')
-    L('    """ss_gw_release(_tws);"""')
+    for l in cpp_tasklet([('_tws', 'gwws')], [], 'ss_gw_release(_tws);', side_effects=True):
+        L(l)
 
 
 def build_gustavson(kb: KernelBuilder) -> dace.SDFG:

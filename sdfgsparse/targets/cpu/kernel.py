@@ -9,7 +9,7 @@ import hashlib
 import itertools
 import linecache
 import re
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import dace
 import sympy
@@ -17,7 +17,21 @@ import sympy
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu import storage_check
 
-__all__ = ['KernelBuilder', 'pyexpr']
+__all__ = ['KernelBuilder', 'pyexpr', 'cpp_tasklet']
+
+
+def cpp_tasklet(inputs: Sequence[Tuple[str, str]], outputs: Sequence[Tuple[str, str]], code: str,
+                side_effects: bool = False) -> List[str]:
+    """The generated-source lines of one C++ tasklet — the only way the cpu kernels emit C++.
+
+    :param inputs, outputs: ``(connector, memlet expression)`` pairs (``('_tx', 'x')``,
+                            ``('_ty', 'y[i, :]')``, ``('_tc', 'crd(-1)')`` for a dynamic read).
+    :param code: the C++ body (one statement list; connectors are its variables).
+    :param side_effects: keep the tasklet even when nothing reads what it writes.
+    """
+    head = 'with dace.tasklet(dace.Language.CPP' + (', side_effects=True' if side_effects else '') + '):'
+    return ([head] + [f'    {c} << {m}' for c, m in inputs] + [f'    {c} >> {m}' for c, m in outputs] +
+            [f'    """{code}"""'])
 
 
 class KernelBuilder:

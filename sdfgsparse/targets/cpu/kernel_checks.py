@@ -163,7 +163,7 @@ class RowCheck:
         return [f'_knnz = dace.int64({self.nnz})', f'_kext = dace.int64({self.extent})']
 
     #: The tasklet's connectors for :meth:`inputs`.
-    CONNECTORS = ['_tknnz << _knnz', '_tkext << _kext']
+    CONNECTORS = [('_tknnz', '_knnz'), ('_tkext', '_kext')]
 
     def applies(self) -> str:
         """Generated-Python condition under which the kernel checks (:data:`IN_KERNEL_FROM`

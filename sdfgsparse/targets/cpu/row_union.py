@@ -23,7 +23,7 @@ lowering. Each per-row step is one C++ tasklet inside a generated map.
 import dace
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.targets.cpu.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.kernel import KernelBuilder, cpp_tasklet
 from sdfgsparse.targets.cpu.rowwise import emit_count_fill
 
 __all__ = ['emit_rows_of_columns', 'emit_row_union']
@@ -138,16 +138,10 @@ def emit_rows_of_columns(kb: KernelBuilder, tag: str, rows, cols, src: dict, nnz
     L(f'{names["vals"]} = np.empty(({n},), dtype={vdtype})')
     L(f'{tag}_rows = dace.int64({R})')
     L(f'{tag}_cols = dace.int64({C})')
-    L('with dace.tasklet(dace.Language.CPP):')
-    L(f'    _trows << {tag}_rows')
-    L(f'    _tcols << {tag}_cols')
-    L(f'    _sp << {src["pos1"]}')
-    L(f'    _sc << {src["crd1"]}')
-    L(f'    _sv << {src["vals"]}')
-    L(f'    _tp >> {names["pos1"]}')
-    L(f'    _tc >> {names["crd1"]}')
-    L(f'    _tv >> {names["vals"]}')
-    L(f'    """{_TRANSPOSE}"""')
+    ins = [('_trows', f'{tag}_rows'), ('_tcols', f'{tag}_cols'), ('_sp', src['pos1']), ('_sc', src['crd1']),
+           ('_sv', src['vals'])]
+    for l in cpp_tasklet(ins, [('_tp', names['pos1']), ('_tc', names['crd1']), ('_tv', names['vals'])], _TRANSPOSE):
+        L(l)
     return names
 
 

@@ -12,7 +12,7 @@ tasklets write through a pointer; writing them orders a later step that frees th
 from typing import Sequence, Tuple
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.targets.cpu.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.kernel import KernelBuilder, cpp_tasklet
 
 __all__ = ['emit_count_fill']
 
@@ -39,20 +39,15 @@ def emit_count_fill(kb: KernelBuilder, tag: str, rows, cap, count_inputs: Sequen
     for step, inputs, code in (('count', count_inputs, count_code), ('fill', fill_inputs, fill_code)):
         L(f'for i in dace.map[0:{R}]:')
         L(f'    _{tag}{step} = dace.int64(i)')
-        L('    with dace.tasklet(dace.Language.CPP):')
-        L(f'        _ti << _{tag}{step}')
-        for conn, arr in inputs:
-            L(f'        {conn} << {arr}')
-        for conn, arr in workspaces:
-            L(f'        {conn} >> {arr}')
+        ins = [('_ti', f'_{tag}{step}')] + list(inputs)
         if step == 'count':
-            L(f'        _tcnt >> {tag}cnt[i]')
-            L(f'        """{code}"""')
+            outs, body = list(workspaces) + [('_tcnt', f'{tag}cnt[i]')], code
+        else:
+            ins.append(('_tcap', f'{tag}cap'))
+            outs, body = list(workspaces) + [('_oc', out['crd1']), ('_ov', out['vals'])], f'(void)_tcap;\n{code}'
+        for l in cpp_tasklet(ins, outs, body):
+            L('    ' + l)
+        if step == 'count':
             L(f'{out["pos1"]}[0] = 0')
             L(f'for {tag}_row in range(0, {R}):')
             L(f'    {out["pos1"]}[{tag}_row + 1] = {out["pos1"]}[{tag}_row] + {tag}cnt[{tag}_row]')
-        else:
-            L(f'        _tcap << {tag}cap')
-            L(f'        _oc >> {out["crd1"]}')
-            L(f'        _ov >> {out["vals"]}')
-            L(f'        """(void)_tcap;\n{code}"""')
