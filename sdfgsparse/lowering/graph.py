@@ -154,8 +154,9 @@ class Kernel:
         d.transient = False
         if isinstance(d, dace.data.View):
             d = dace.data.Array(d.dtype, d.shape)
-        elif isinstance(d, dace.data.Scalar):
-            d = dace.data.Array(d.dtype, [1])  # a one-element operand reaches the node as a scalar
+        if isinstance(d, dace.data.Array) and all(str(s) == '1' for s in d.shape):
+            # a one-element operand: DaCe passes it to the nested kernel by value
+            d = dace.data.Scalar(d.dtype)
         self.sdfg.add_datadesc(name, d)
         self._symbols(d)
 
@@ -252,6 +253,9 @@ class Kernel:
         scalar_in: Dict[sympy.Expr, str] = {}
         whole_in: Dict[str, str] = {}
 
+        def scalar(arr) -> bool:  # a one-element operand can reach the node as a scalar
+            return isinstance(self.sdfg.arrays[arr], dace.data.Scalar)
+
         def exact(idx) -> bool:
             return all(not _has_read(i) and {str(s) for s in sympy.sympify(i).free_symbols} <= known for i in idx)
 
@@ -260,7 +264,7 @@ class Kernel:
             if not isinstance(e, sympy.Basic):
                 return e
             for r in _reads(e):
-                if r in scalar_in or not exact(r.args):
+                if r in scalar_in or not (scalar(r.func.__name__) or exact(r.args)):
                     continue
                 scalar_in[r] = f'__in{len(scalar_in)}'
             e = e.xreplace({r: sympy.Symbol(c) for r, c in scalar_in.items()})
@@ -273,6 +277,8 @@ class Kernel:
         for n, ((arr, idx), val) in enumerate(assigns):
             val = lower(val)
             idx = [sympy.sympify(i) for i in idx]
+            if scalar(arr):
+                idx = [sympy.Integer(0)]
             if exact(idx):
                 conn = f'__out{n}'
                 outs.append((conn, arr, ', '.join(_s(i) for i in idx), False))
@@ -292,8 +298,9 @@ class Kernel:
         reads: Dict[str, nodes.AccessNode] = {}
         for r, conn in scalar_in.items():
             arr = r.func.__name__
+            subset = '0' if scalar(arr) else ', '.join(_s(a) for a in r.args)
             state.add_memlet_path(self._access(state, arr, reads), *scope.entries, t, dst_conn=conn,
-                                  memlet=dace.Memlet(f'{arr}[{", ".join(_s(a) for a in r.args)}]'))
+                                  memlet=dace.Memlet(f'{arr}[{subset}]'))
         for arr, conn in whole_in.items():
             state.add_memlet_path(self._access(state, arr, reads), *scope.entries, t, dst_conn=conn,
                                   memlet=dace.Memlet(data=arr,
