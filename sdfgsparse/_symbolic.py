@@ -21,6 +21,9 @@ class _PyPrinter(StrPrinter):
             return f'{self.members[name]}[{", ".join(self._print(a) for a in expr.args)}]'
         return super()._print_Function(expr)
 
+    def _print_Float(self, expr):  # every digit of the double (15 digits round -DBL_MAX to -inf)
+        return repr(float(expr))
+
     def _print_And(self, expr):
         return ' and '.join(f'({self._print(a)})' for a in expr.args)
 

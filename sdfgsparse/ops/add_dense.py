@@ -2,16 +2,41 @@
 dense operand is dense)."""
 import dace
 import dace.library
-from dace import properties
+import sympy
+from dace import dtypes, properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.graph import SUM, Kernel, read
+from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseAddDense']
 
 D, OUT = '_D', '_out'
+
+
+@dace.library.expansion
+class ExpandSparseAddDensePure(ExpandTransformation):
+    """The portable SDFG: a parallel map ``out[i, j] = dense_sign * D[i, j]``, then maps
+    over A's stored entries with ``out[row, col] += sparse_sign * A[row, col]`` as a
+    write-conflict resolution (plain updates where the outer level owns the written row or
+    column, atomic ones for a scatter such as COO's); duplicates add up."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseAddDense', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', node.operand_type(state, 'A'))
+        m, n = k.sdfg.arrays[OUT].shape
+        init = k.add_state('dense')
+        z0, z1 = sympy.Symbol('__z0'), sympy.Symbol('__z1')
+        sc = k.scope(init, [(str(z0), 0, m), (str(z1), 0, n)], [dtypes.ScheduleType.Default] * 2)
+        k.compute(sc, (OUT, [z0, z1]), node.dense_sign * read(D, z0, z1), label='dense_part')
+        entry_pass(k, 'sparse_part', A, (OUT, [A.row, A.col]), node.sparse_sign * A.value, wcr=SUM,
+                   parallel=node.schedule_hint != 'sequential')
+        return k.build()
 
 
 @dace.library.expansion
@@ -41,7 +66,7 @@ class ExpandSparseAddDenseCPU(ExpandTransformation):
 @dace.library.node
 class SparseAddDense(SparseLibraryNode):
     """``_out = dense_sign * _D + sparse_sign * A`` (dense M x N result)."""
-    implementations = {'cpu': ExpandSparseAddDenseCPU}
+    implementations = {'pure': ExpandSparseAddDensePure, 'cpu': ExpandSparseAddDenseCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 

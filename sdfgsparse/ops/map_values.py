@@ -8,13 +8,17 @@ import math
 
 import dace
 import dace.library
+import sympy
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.targets.cpu.entries import copy_index_members, kernel_for_node
-from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.graph import Kernel
+from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
+from sdfgsparse.lowering.graph_values import map_value_slots
+from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.targets.cpu.entries import copy_index_members, kernel_for_node
 
 __all__ = ['MapValues', 'FUNCTIONS']
 
@@ -33,6 +37,45 @@ FUNCTIONS = {
 }
 
 ALPHA = '_alpha'
+
+
+def _constant_alpha(k: Kernel, alpha: str) -> str:
+    """The tasklet spelling of a constant or symbolic scale factor; its symbols become
+    symbols of the kernel. A factor that is not an integer is written with floating-point
+    numbers (``1/N`` -> ``1.0/N``): tasklet division of integers truncates, as in C."""
+    e = dace.symbolic.pystr_to_symbolic(alpha)
+    for s in sorted(e.free_symbols, key=str):
+        if str(s) not in k.sdfg.symbols:
+            k.sdfg.add_symbol(str(s), k.parent.symbols.get(str(s), dace.int64))
+    if e.is_integer is not True:
+        e = sympy.N(sympy.Float(1.0, 17) * e, 17)
+    return f'({pyexpr(e)})'
+
+
+@dace.library.expansion
+class ExpandMapValuesPure(ExpandTransformation):
+    """The portable SDFG: A's index members copied by parallel maps, and one parallel map
+    over every value slot (padding slots of ELL and DIA included, as in the ``cpu``
+    expansion) with a Python tasklet ``out[q] = f(A[q])``; the expression of
+    :data:`FUNCTIONS` is used as written (``relu`` is ``max(0, v)``, which keeps NaN)."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'MapValues', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        expr, _ = FUNCTIONS[node.function]
+        inputs = {}
+        if node.function == 'scale':
+            if node.alpha_is_data:
+                inputs['__alpha'] = (ALPHA, '0')
+                expr = expr.replace('alpha', '__alpha')
+            else:
+                expr = expr.replace('alpha', _constant_alpha(k, node.alpha))
+        st = k.add_state('map_values')
+        copy_members(k, st, node.member_arrays(state, 'out'), 'A', 'out')
+        map_value_slots(k, st, member_conn('A', 'vals'), member_conn('out', 'vals'), expr, inputs=inputs,
+                        label=node.function)
+        return k.build()
 
 
 @dace.library.expansion
@@ -63,7 +106,7 @@ class MapValues(SparseLibraryNode):
 
     Inputs: members of A (``_A_*``) and, for ``scale`` by a data value, ``_alpha``;
     outputs: members of the result (``_out_*``)."""
-    implementations = {'cpu': ExpandMapValuesCPU}
+    implementations = {'pure': ExpandMapValuesPure, 'cpu': ExpandMapValuesCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )

@@ -5,12 +5,35 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
+from sdfgsparse.lowering.graph import Kernel, read
+from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
+from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 
 __all__ = ['SparseMulDense']
 
 D = '_D'
+
+
+@dace.library.expansion
+class ExpandSparseMulDensePure(ExpandTransformation):
+    """The portable SDFG: A's index members copied and the result's values zeroed (ELL
+    padding and out-of-range DIA slots stay 0), then parallel maps over A's stored entries
+    with ``out[q] = A[q] * D[row, col]``; every entry owns its value slot ``q``."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseMulDense', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', node.operand_type(state, 'A'))
+        out_vals = member_conn('out', 'vals')
+        init = k.add_state('init')
+        copy_members(k, init, node.member_arrays(state, 'out'), 'A', 'out')
+        k.fill(init, out_vals)
+        entry_pass(k, 'mul_dense', A, (out_vals, [A.pos]), A.value * read(D, A.row, A.col),
+                   parallel=node.schedule_hint != 'sequential')
+        return k.build()
 
 
 @dace.library.expansion
@@ -34,7 +57,7 @@ class ExpandSparseMulDenseCPU(ExpandTransformation):
 @dace.library.node
 class SparseMulDense(SparseLibraryNode):
     """Element-wise product of sparse A and dense ``_D`` -> members of ``out`` (A's pattern)."""
-    implementations = {'cpu': ExpandSparseMulDenseCPU}
+    implementations = {'pure': ExpandSparseMulDensePure, 'cpu': ExpandSparseMulDenseCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )

@@ -4,12 +4,34 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
+from sdfgsparse.lowering.graph import SUM, Kernel
+from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
 
 __all__ = ['SparseSum']
 
 OUT = '_out'
+
+
+@dace.library.expansion
+class ExpandSparseSumPure(ExpandTransformation):
+    """The portable SDFG: ``out = 0``, then maps over A's stored entries (guards applied:
+    ELL padding and out-of-range DIA slots are no entries) adding the value (or 1 when
+    counting) to ``out[row]`` (``axis=1``), ``out[col]`` (``axis=0``) or ``out[0]`` as a
+    write-conflict resolution: plain updates where the outer level owns the written
+    element, atomic ones elsewhere."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseSum', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', node.operand_type(state, 'A'))
+        k.fill(k.add_state('zero'), OUT)
+        index = 0 if node.axis < 0 else A.row if node.axis == 1 else A.col
+        entry_pass(k, 'sum', A, (OUT, [index]), 1 if node.count else A.value, wcr=SUM,
+                   parallel=node.schedule_hint != 'sequential')
+        return k.build()
 
 
 @dace.library.expansion
@@ -41,7 +63,7 @@ class ExpandSparseSumCPU(ExpandTransformation):
 class SparseSum(SparseLibraryNode):
     """Sum of A's stored values: ``axis=-1`` (all, output of length 1), ``0`` (per column)
     or ``1`` (per row)."""
-    implementations = {'cpu': ExpandSparseSumCPU}
+    implementations = {'pure': ExpandSparseSumPure, 'cpu': ExpandSparseSumCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 

@@ -16,15 +16,19 @@ from typing import Sequence, Tuple
 import dace
 import dace.library
 import numpy as np
+import sympy
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats import SparseType
+from sdfgsparse.lowering.graph import MAX, SUM, Kernel, read
+from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
+from sdfgsparse.lowering.graph_values import entry_pass, exact_float
+from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 from sdfgsparse.targets.cpu.kernel import KernelBuilder
-from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseSoftmax', 'normalise_axis', 'owns_single_rows', 'emit_row_phases', 'lowest_value']
 
@@ -96,6 +100,51 @@ def emit_row_phases(kb: KernelBuilder, ent: Entries, phases: Sequence[Tuple[str,
 
 
 @dace.library.expansion
+class ExpandSparseSoftmaxPure(ExpandTransformation):
+    """The portable SDFG, one shape for every format: A's index members copied, the
+    result's values zeroed (ELL padding and out-of-range DIA slots stay 0), per-row
+    workspaces ``mx`` (the lowest finite value) and ``sm`` (0), then four parallel passes
+    over the stored entries (``A`` seen along ``axis``: its rows, or the rows of ``A.T``):
+
+    1. ``mx[row] = max(mx[row], v)`` (write-conflict resolution ``max``);
+    2. ``out[q] = exp(v - mx[row])``;
+    3. ``sm[row] += out[q]`` (write-conflict resolution ``+``);
+    4. ``out[q] = out[q] / sm[row]``.
+
+    DaCe emits the resolutions as plain updates where the enclosing maps make the row
+    private (the outer level is the row: CSR, DCSR, ELL, DIA) and as atomic ones elsewhere
+    (BSR's block rows, scattered rows: CSC, COO, the ``A.T`` views).
+    A row without entries is never touched; a row whose entries are all ``-inf`` gives NaN,
+    as the ``cpu`` expansion and NumPy do."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseSoftmax', state, sdfg):
+        st = node.operand_type(state, 'A')
+        if node.axis == 0:
+            st = st.T
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', st)
+        out = member_conn('out', 'vals')
+        T = k.sdfg.arrays[out].dtype
+        mx = k.transient('__mx', [st.rows], T)
+        sm = k.transient('__sm', [st.rows], T)
+        init = k.add_state('init')
+        copy_members(k, init, node.member_arrays(state, 'out'), 'A', 'out')
+        if A.guard is not None:
+            k.fill(init, out)
+        k.fill(init, mx, exact_float(lowest_value(T)))
+        k.fill(init, sm)
+        par = node.schedule_hint != 'sequential'
+        row = A.row
+        entry_pass(k, 'row_max', A, (mx, [row]), A.value, wcr=MAX, parallel=par)
+        entry_pass(k, 'exp', A, (out, [A.pos]), sympy.exp(A.value - read(mx, row)), parallel=par)
+        entry_pass(k, 'row_sum', A, (sm, [row]), read(out, A.pos), wcr=SUM, parallel=par)
+        entry_pass(k, 'normalise', A, (out, [A.pos]), read(out, A.pos) / read(sm, row), parallel=par)
+        return k.build()
+
+
+@dace.library.expansion
 class ExpandSparseSoftmaxCPU(ExpandTransformation):
     """Three passes over each row's entries: maximum, ``exp(v - max)`` with their sum,
     division by the sum.
@@ -155,7 +204,7 @@ class SparseSoftmax(SparseLibraryNode):
     """Softmax over the stored entries of each row (``axis=1``) or column (``axis=0``):
     members of ``A`` -> members of ``out`` (A's pattern and format, float values).
     ``transpose_A`` reads A's storage as ``A.T`` (no copy)."""
-    implementations = {'cpu': ExpandSparseSoftmaxCPU}
+    implementations = {'pure': ExpandSparseSoftmaxPure, 'cpu': ExpandSparseSoftmaxCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )
