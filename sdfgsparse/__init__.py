@@ -27,6 +27,13 @@ from sdfgsparse import ops
 __version__ = '0.1.0'
 
 
+def to_device(array):
+    """A copy of ``array`` in GPU memory, for the arguments of programs compiled with
+    ``target='gpu'`` (see :func:`sdfgsparse.targets.cuda.to_device`)."""
+    from sdfgsparse.targets.cuda import to_device as _to_device
+    return _to_device(array)
+
+
 def set_validation(on: bool) -> None:
     """Turn the O(nnz) index checks on sparse arguments on (default) or off."""
     _VALIDATE['on'] = bool(on)
@@ -53,5 +60,5 @@ def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None):
 __all__ = [
     'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
     'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
-    'sigmoid', 'sddmm', 'softmax', 'optimize', 'targets', 'ops'
+    'sigmoid', 'sddmm', 'softmax', 'optimize', 'targets', 'ops', 'to_device'
 ]

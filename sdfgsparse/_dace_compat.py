@@ -110,6 +110,16 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    through here: their plans keep nothing between calls and run concurrently.) A call
    that breaks a shape rule the frontend could not decide while parsing
    (:mod:`sdfgsparse.ops.shape_checks`) raises ``ShapeError`` before anything runs.
+14. CUDA builds (1.0.2 with CUDA 13): stock DaCe cannot build a GPU program with nvcc 13.
+   Without a GPU its arch probe falls back to ``compiler.cuda.cuda_arch``, default ``'60'``,
+   which nvcc 13 rejects; its CMakeLists sets ``CMAKE_CUDA_STANDARD 14`` (Thrust / CUB need
+   C++17); its runtime headers use ``cub::CountingInputIterator``,
+   ``cub::TransformInputIterator`` and ``CTA_SYNC`` (removed in CUB 3). DaCe's default
+   ``cuda_arch`` becomes ``'90'`` (DaCe reads it only where its probe finds no GPU; a
+   user's setting is kept), and ``CUDACodeGen.cmake_options`` — asked only for programs
+   with CUDA code, so CPU builds are unchanged — adds a CMake rules file that raises the
+   standard to 17 and force-includes a header mapping the removed names. Details and
+   reasons: :mod:`sdfgsparse.targets.cuda.compat`.
 """
 import os
 import re
@@ -701,6 +711,26 @@ def _patch_compiled_call():
     cls.__call__ = __call__
 
 
+# ---------------------------------------------------------------------- patch 14
+def _patch_cuda_build():
+    from dace.codegen import common
+    from dace.codegen.targets.cuda import CUDACodeGen
+    orig = CUDACodeGen.cmake_options
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def cmake_options():
+        options = orig()
+        if common.get_gpu_backend() == 'cuda':
+            from sdfgsparse.targets.cuda.compat import cmake_args
+            options += cmake_args()
+        return options
+
+    cmake_options._sdfgsparse = True
+    cmake_options.__doc__ = orig.__doc__
+    CUDACodeGen.cmake_options = staticmethod(cmake_options)
+
+
 def apply():
     if _applied['done']:
         return
@@ -720,4 +750,7 @@ def apply():
     _patch_fileheader_order()
     _patch_compile_types()  # after patch 8: the types are set before the folder is named
     _patch_compiled_call()
+    from sdfgsparse.targets.cuda.compat import default_arch
+    default_arch()
+    _patch_cuda_build()
     _applied['done'] = True

@@ -11,7 +11,7 @@ import warnings
 __all__ = [
     'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
     'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
-    'UnsupportedOperationError', 'ArgumentError', 'CopyWarning', 'warn_user'
+    'UnsupportedOperationError', 'ArgumentError', 'DeviceError', 'CopyWarning', 'warn_user'
 ]
 
 
@@ -58,6 +58,12 @@ class UnsupportedOperationError(SparseError, TypeError):
 class ArgumentError(SparseError, TypeError):
     """The arguments do not fit the parameters: too many or missing, or a value of a kind
     that cannot be passed there (a string, None, a list or tuple where an array belongs)."""
+
+
+class DeviceError(SparseError, RuntimeError):
+    """A GPU program cannot be built or run as asked: this machine has no usable CUDA
+    device (or no nvcc to build), or an argument is in host memory where the program
+    reads device memory. (A ``RuntimeError``: the call is wrong here, not everywhere.)"""
 
 
 class CopyWarning(UserWarning):

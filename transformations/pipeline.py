@@ -45,7 +45,7 @@ from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
 
 __all__ = ['optimize', 'OptimizedProgram', 'Step', 'TARGETS']
 
-TARGETS = ('cpu', )
+TARGETS = ('cpu', 'gpu')
 
 
 @dataclass
@@ -67,11 +67,14 @@ class OptimizedProgram:
     iterations_after: Any = None
     #: argument name -> format the selection chose; such arguments are converted on each call
     conversions: Dict[str, str] = field(default_factory=dict)
+    #: ``'cpu'`` or ``'gpu'`` (then ``sdfg`` is lowered for the GPU and array arguments are
+    #: device arrays; see :class:`~sdfgsparse.runtime.call.CompiledProgram`)
+    target: str = 'cpu'
     _compiled: Optional[CompiledProgram] = None
 
     def __call__(self, *args, **kwargs):
         if self._compiled is None:
-            self._compiled = CompiledProgram(self.sdfg)
+            self._compiled = CompiledProgram(self.sdfg, self.target)
         if self.conversions:
             from sdfgsparse.runtime.convert import convert
             kwargs.update(zip(self.sdfg.arg_names, args))
@@ -81,12 +84,15 @@ class OptimizedProgram:
                     kwargs[name] = convert(kwargs[name], format_by_name(fmt))
         return self._compiled(*args, **kwargs)
 
-    def compile(self):
-        """Build the C++ now (otherwise on the first call); returns self."""
+    def build(self):
+        """Generate and compile the code now (otherwise on the first call), without running
+        anything; returns self. A GPU program builds without a GPU (nvcc suffices)."""
         if self._compiled is None:
-            self._compiled = CompiledProgram(self.sdfg)
-        self._compiled.compiled
+            self._compiled = CompiledProgram(self.sdfg, self.target)
+        self._compiled.build()
         return self
+
+    compile = build  # the older name
 
     def report(self) -> str:
         """What was applied and why, as text."""
@@ -180,7 +186,10 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
 
     :param program_or_sdfg: a ``@dace.program`` (its SDFG is built and copied) or an SDFG
                             (transformed in place).
-    :param target: ``'cpu'``.
+    :param target: ``'cpu'``, or ``'gpu'``: after the pipeline the SDFG is lowered for
+                   CUDA (:func:`sdfgsparse.targets.cuda.lower.to_gpu`: sparse nodes take
+                   their ``'pure'`` expansion, array arguments live in device memory), and
+                   step 6 is skipped (its expansions are CPU SIMD tasklets).
     :param matrices: example arguments by name (scipy / torch sparse, NumPy arrays); their
                      sizes let tiling choose tile sizes. Not kept.
     :param cache_size: fast-memory size in bytes for tile sizes (default: this machine's L2).
@@ -200,7 +209,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
                                                f'{type(program_or_sdfg).__name__}')
     t_start = time.perf_counter()
     sizes = _bind_sizes(sdfg, matrices)
-    result = OptimizedProgram(sdfg)
+    result = OptimizedProgram(sdfg, target=target)
     result.iterations_before = _count(sdfg)
 
     def step(name, fn, detail_fn):
@@ -234,10 +243,21 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         return 'dense tiles ' + ', '.join(t)
 
     step('SparseDenseTiling', lambda: _run(sdfg, SparseDenseTiling, tiling), tiles)
-    step('dense products', lambda: select_dense_products(sdfg),
-         lambda n: f'{n} dense products (X @ W register-blocked, dot products as one SIMD reduction; '
-         'ops/dense_matmul.py)' if n else 'no dense 2-D product or dot product')
+    if target == 'cpu':
+        step('dense products', lambda: select_dense_products(sdfg),
+             lambda n: f'{n} dense products (X @ W register-blocked, dot products as one SIMD reduction; '
+             'ops/dense_matmul.py)' if n else 'no dense 2-D product or dot product')
     step('simplify', lambda: len(sdfg.simplify() or {}), lambda n: 'DaCe simplification passes')
+    if target == 'gpu':
+        from sdfgsparse.targets.cuda.lower import expand_sparse_nodes, to_gpu
+
+        def lower():
+            n = expand_sparse_nodes(sdfg)
+            to_gpu(sdfg)
+            return n
+
+        step('GPU lowering', lower, lambda n: f"{n} sparse nodes expanded ('pure'), array arguments in device "
+             'memory, maps -> CUDA kernels')
     sdfg.validate()
     result.iterations_after = _count(sdfg)
     result.heuristics_s = time.perf_counter() - t_start

@@ -409,12 +409,29 @@ def lock_of(obj) -> threading.RLock:
 class CompiledProgram:
     """An SDFG compiled once, callable with scipy / torch / NumPy arguments by name.
 
+    ``target='gpu'`` lowers a copy of the SDFG for the GPU
+    (:func:`sdfgsparse.targets.cuda.lower.to_gpu`): its array arguments are then device
+    arrays (torch CUDA tensors, CuPy arrays, ``sdfgsparse.targets.cuda.to_device``); a
+    call checks that this machine has a CUDA device and that no argument is a host array
+    (:class:`~sdfgsparse.errors.DeviceError` naming it) before anything runs. Building
+    needs only nvcc, not a GPU.
+
     >>> prog = ss.compile(sdfg)          # doctest: +SKIP
     >>> y = prog(A=A_scipy, x=x)         # doctest: +SKIP
     """
+    #: What it builds for.
+    TARGETS = ('cpu', 'gpu')
 
-    def __init__(self, sdfg: dace.SDFG):
+    def __init__(self, sdfg: dace.SDFG, target: str = 'cpu'):
+        if target not in self.TARGETS:
+            raise errors.UnsupportedOperationError(f'ss.compile: target {target!r} is not supported (supported: '
+                                                   f'{", ".join(self.TARGETS)})')
+        if target == 'gpu':
+            from sdfgsparse.targets.cuda.lower import is_lowered, to_gpu
+            if not is_lowered(sdfg):  # the caller's SDFG is theirs: lower a copy
+                sdfg = to_gpu(copy.deepcopy(sdfg))
         self.sdfg = sdfg
+        self.target = target
         self._compiled = None
 
     @property
@@ -422,15 +439,26 @@ class CompiledProgram:
         if self._compiled is None:
             with lock_of(self):  # one build, whichever thread asks first
                 if self._compiled is None:
-                    # dense products take sdfgsparse's expansions, as in @dace.program calls (see
-                    # ops.dense_matmul.sparse_program_defaults); on a copy: the caller's SDFG is theirs
-                    from sdfgsparse.ops.dense_matmul import sparse_program_defaults
                     sdfg = self.sdfg
-                    if sparse_program_defaults(sdfg, apply=False):
-                        sdfg = copy.deepcopy(sdfg)
-                        sparse_program_defaults(sdfg)
+                    if self.target == 'gpu':
+                        from sdfgsparse.targets.cuda.toolchain import require_nvcc
+                        require_nvcc(sdfg.name)
+                    else:
+                        # dense products take sdfgsparse's expansions, as in @dace.program calls (see
+                        # ops.dense_matmul.sparse_program_defaults); on a copy: the caller's SDFG is theirs.
+                        # (Not for the GPU: those expansions are CPU tasklets.)
+                        from sdfgsparse.ops.dense_matmul import sparse_program_defaults
+                        if sparse_program_defaults(sdfg, apply=False):
+                            sdfg = copy.deepcopy(sdfg)
+                            sparse_program_defaults(sdfg)
                     self._compiled = sdfg.compile()
         return self._compiled
+
+    def build(self) -> 'CompiledProgram':
+        """Generate and compile the code now (otherwise on the first call), without
+        running anything; returns self. A GPU program builds without a GPU."""
+        self.compiled
+        return self
 
     def __call__(self, *args, **kwargs):
         names = list(self.sdfg.arg_names)
@@ -440,12 +468,35 @@ class CompiledProgram:
             if result is not MISS:
                 return result
         values = _bind(self.sdfg.name, names, args, kwargs, keep_others=True)
+        if self.target == 'gpu':
+            # without a device, DaCe 1.0.2's GPU library segfaults the process when called
+            from sdfgsparse.targets.cuda.device import check_device_arguments
+            from sdfgsparse.targets.cuda.toolchain import require_device
+            require_device(f'{self.sdfg.name}()')
+            check_device_arguments(f'{self.sdfg.name}()', values, self.sdfg)
         with lock_of(self):  # the compiled program keeps a call's arguments and results
             return self._full_call(names, values)
 
     def _full_call(self, names, values):
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
-        out, symbols, sparse, copies = marshal_arguments(values, descs)
+        device = {}
+        if self.target == 'gpu':  # device arrays pass as they are; marshalling takes host values only
+            from sdfgsparse.targets.cuda.device import device_argument, is_device_array
+            device = {n: v for n, v in values.items() if n in descs and is_device_array(v)
+                      and isinstance(descs[n], dace.data.Array)}
+            for n, v in device.items():
+                device_argument(n, v, descs[n])
+        out, symbols, sparse, copies = marshal_arguments({n: v for n, v in values.items() if n not in device},
+                                                         {n: d for n, d in descs.items() if n not in device})
+        out.update(device)
+        origin = {s: 'another argument' for s in symbols}
+        for n, v in device.items():  # their sizes: symbols, or checked against them
+            for expr, actual in zip(descs[n].shape, v.shape):
+                if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
+                    _merge(symbols, origin, str(expr), int(actual), n, f'dimension {expr}')
+                elif evaluate(expr, symbols) not in (None, int(actual)):
+                    raise errors.ShapeError(f'{n}: has shape {tuple(v.shape)}, the program expects '
+                                            f'({", ".join(map(str, descs[n].shape))})')
         needed = self.__dict__.get('_needed')
         if needed is None:  # the SDFG is fixed once compiled: its symbols are computed once
             needed = self._needed = set(map(str, self.sdfg.free_symbols)) | set(self.sdfg.symbols)
@@ -464,7 +515,7 @@ class CompiledProgram:
         if copies:
             copy_back(copies, out, written_arguments(compiled.sdfg))
         torch_in = any(_torch_layout(v) is not None for v in values.values())
-        if set(values) == set(names):
+        if set(values) == set(names) and self.target == 'cpu':  # (plans pass host arrays only)
             raw = _raw_key([values[n] for n in names])
             plans = self.__dict__.setdefault('_plans', {})
             if raw not in plans:
@@ -475,8 +526,13 @@ class CompiledProgram:
         return result
 
 
-def compile(sdfg: dace.SDFG) -> CompiledProgram:
-    """Compile an SDFG (e.g. after transformations) into a callable taking sparse arguments."""
+def compile(sdfg: dace.SDFG, target: str = 'cpu') -> CompiledProgram:
+    """Compile an SDFG (e.g. after transformations) or a ``@dace.program`` into a callable
+    taking sparse arguments. The code is built on the first call, or now with ``.build()``.
+
+    :param target: ``'cpu'``, or ``'gpu'`` (CUDA; array arguments are device arrays, see
+                   :class:`CompiledProgram`).
+    """
     if hasattr(sdfg, 'to_sdfg') and not isinstance(sdfg, dace.SDFG):
         sdfg = sdfg.to_sdfg()
-    return CompiledProgram(sdfg)
+    return CompiledProgram(sdfg, target)

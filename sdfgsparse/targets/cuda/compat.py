@@ -1,0 +1,78 @@
+"""DaCe 1.0.2's CUDA build made to work with CUDA 13, without touching DaCe's files.
+
+Stock DaCe 1.0.2 with nvcc 13 fails in three ways (measured; DESIGN.md):
+
+1. Without a GPU, the arch probe of DaCe's CMakeLists (``nvcc --run get_cuda_arch.cpp``)
+   fails and falls back to ``compiler.cuda.cuda_arch``, whose default ``'60'`` nvcc 13
+   rejects ("Unsupported gpu architecture 'compute_60'"; CUDA 13's oldest is 75).
+   :func:`default_arch` replaces DaCe's default by :data:`NO_GPU_ARCH` (``'90'``). DaCe
+   reads the setting *only* when its probe finds no GPU, so where a GPU exists the build
+   is still for that GPU. A value the user chose is kept (``DACE_compiler_cuda_cuda_arch``,
+   or any value but DaCe's default).
+2. ``set(CMAKE_CUDA_STANDARD 14)`` in DaCe's CMakeLists: Thrust and CUB of recent CUDA
+   need C++17. ``-std=c++17`` in ``compiler.cuda.args`` loses to CMake's later
+   ``-std=c++14``, and ``-DCMAKE_CUDA_STANDARD=17`` to DaCe's ``set()``.
+3. DaCe's runtime headers use names CUB 3 (CUDA 13) removed: ``cub::CountingInputIterator``
+   and ``cub::TransformInputIterator`` in ``dace/reduction.h`` (every GPU reduction) and
+   ``CTA_SYNC()`` in ``dace/cuda/multidim_gbar.cuh`` (upstream DaCe PRs 2255, 2142).
+
+Fixes 2 and 3 are one CMake argument (:func:`cmake_args`):
+``-DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA=`` :data:`RULES`. CMake reads that file inside
+``enable_language(CUDA)``, after DaCe's ``set()`` and in the same scope, so it can set the
+standard to 17; it also force-includes (nvcc ``--pre-include``, CUDA sources of the
+program only, not CMake's compiler-check projects) :data:`HEADER`, which under
+``__CUDACC_VER_MAJOR__ >= 13`` maps the two iterators to Thrust's ``counting_iterator`` /
+``transform_iterator`` and ``CTA_SYNC()`` to ``__syncthreads()``. An ``-I`` overlay of
+the headers does not work: DaCe includes them with quotes, which resolve beside
+``dace.h`` first.
+
+Where it applies: ``_dace_compat`` patch 14 adds :func:`cmake_args` to the CMake options
+of DaCe's CUDA code generator, which DaCe asks only for programs that contain CUDA code,
+so CPU builds (and their build-folder names and CMake seeds) are unchanged, and every GPU
+build of the process gets it, whether through ``ss.compile(target='gpu')`` or DaCe
+directly. Both files are inert for older CUDA (the standard is raised only from CUDA 11,
+which supports C++17; the header is empty below CUDA 13).
+"""
+import hashlib
+import os
+from typing import List
+
+__all__ = ['RULES', 'HEADER', 'NO_GPU_ARCH', 'DACE_DEFAULT_ARCH', 'cmake_args', 'default_arch']
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+#: The CMake file read by ``enable_language(CUDA)`` (fix 2, and the force-include of fix 3).
+RULES = os.path.join(_HERE, 'cuda13_rules.cmake')
+#: The header force-included into every CUDA source (fix 3).
+HEADER = os.path.join(_HERE, 'sdfgsparse_cuda_compat.h')
+#: ``compiler.cuda.cuda_arch`` where DaCe's probe finds no GPU (fix 1): Hopper, which
+#: nvcc 11.8 and later know; CUDA 13 dropped everything before 75.
+NO_GPU_ARCH = '90'
+#: DaCe 1.0.2's default ``compiler.cuda.cuda_arch``.
+DACE_DEFAULT_ARCH = '60'
+_ARCH_ENV = 'DACE_compiler_cuda_cuda_arch'
+
+
+def _fingerprint() -> str:
+    h = hashlib.sha256()
+    for path in (RULES, HEADER):
+        with open(path, 'rb') as f:
+            h.update(f.read())
+    return h.hexdigest()[:12]
+
+
+def cmake_args() -> List[str]:
+    """CMake arguments of a CUDA build (fixes 2 and 3), quoted as DaCe quotes its own:
+    the rules file, and a fingerprint of both files so that a changed file changes the
+    CMake command (a reconfigure; and another CMake seed, ``_dace_compat`` patch 9)."""
+    return [f'-DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="{RULES}"', f'-DSDFGSPARSE_CUDA_COMPAT={_fingerprint()}']
+
+
+def default_arch() -> bool:
+    """Fix 1: set ``compiler.cuda.cuda_arch`` to :data:`NO_GPU_ARCH` unless the user chose
+    it (its environment variable, or a value other than DaCe's default). Returns whether
+    it changed the setting."""
+    import dace
+    if _ARCH_ENV in os.environ or str(dace.Config.get('compiler', 'cuda', 'cuda_arch')).strip() != DACE_DEFAULT_ARCH:
+        return False
+    dace.Config.set('compiler', 'cuda', 'cuda_arch', value=NO_GPU_ARCH)
+    return True
