@@ -17,12 +17,16 @@ import math
 import dace
 import dace.library
 import numpy as np
+import sympy
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.dense_loops import axpy_row, contiguous_rows, dot_rows
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.lowering.graph import MAX, SUM, Kernel, read
+from sdfgsparse.lowering.graph_dense import emit, entry_maps, fill, sampled_pass, spmm_pass
+from sdfgsparse.lowering.graph_values import exact_float
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.ops.softmax import ENTRY, ROW, emit_row_phases, lowest_value, owns_single_rows
 
@@ -35,6 +39,53 @@ Q, K, V, OUT = '_Q', '_K', '_V', '_out'
 #: ``K``: the keys as rows (N x d, the matrix of ``K.T`` in the program); ``KT``: the
 #: transposed keys (d x N, SDDMM's right operand as given).
 KEY_LAYOUTS = ('K', 'KT')
+
+
+@dace.library.expansion
+class ExpandSparseAttentionPure(ExpandTransformation):
+    """The portable SDFG: the three nodes it replaces, composed in one SDFG over S's
+    stored entries (levels' loops, guards applied: ELL padding and out-of-range DIA slots
+    take no part; COO duplicates and BSR's zero fill each count on their own, as in
+    :class:`~sdfgsparse.ops.softmax.SparseSoftmax`):
+
+    1. sampled scores ``s = S_value * dot(Q[row], K[col])``, each in its entry's slot of
+       a scratch array (a local dot product per entry, as the SDDMM's), and the row
+       maxima ``max[row] max= s``;
+    2. ``e = exp(s - max[row])`` in place, and the row sums ``sum[row] += e``;
+    3. the probabilities ``e / sum[row]`` in place;
+    4. the SpMM ``out[row, :] += p * V[col, :]`` (out zeroed first).
+
+    Row maxima and sums are write-conflict resolutions into per-row workspaces: plain
+    updates where S's outer map parameter gives the row (CSR, ELL, DIA, BSR), atomic
+    otherwise (DCSR's rows read from storage; CSC, COO and transposed views). A row
+    without stored entries keeps an all-zero output row."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseAttention', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        S = k.operand('S', node.operand_type(state, 'S'))
+        T = k.sdfg.arrays[OUT].dtype
+        d = node.connected(state, Q).shape[1]  # (one-element operands reach the kernel as scalars)
+        dv = node.connected(state, OUT).shape[1]
+        slots = k.transient('__scores', [S.nvals], T)
+        mx = k.transient('__rowmax', [S.type.rows], T)
+        sm = k.transient('__rowsum', [S.type.rows], T)
+        init = k.add_state('init')
+        fill(k, init, OUT)
+        fill(k, init, mx, exact_float(lowest_value(T)))
+        fill(k, init, sm)
+        par = node.schedule_hint != 'sequential'
+        here, row = read(slots, S.pos), S.row
+        sampled_pass(k, k.add_state('scores'), S, Q, K, d, node.key_layout == 'K', T, parallel=par,
+                     more=lambda s: [((slots, [S.pos]), s, None), ((mx, [row]), s, MAX)])
+        e = sympy.exp(here - read(mx, row))
+        emit(k, entry_maps(k, k.add_state('exp'), S, parallel=par)[0],
+             [((slots, [S.pos]), e, None), ((sm, [row]), e, SUM)], guard=S.guard, label='exp')
+        emit(k, entry_maps(k, k.add_state('normalise'), S, parallel=par)[0],
+             [((slots, [S.pos]), here / read(sm, row), None)], guard=S.guard, label='normalise')
+        spmm_pass(k, k.add_state('spmm'), S, OUT, V, dv, value=here, parallel=par)
+        return k.build()
 
 
 @dace.library.expansion
@@ -114,7 +165,7 @@ class SparseAttention(SparseLibraryNode):
     (N x d, or d x N with ``key_layout='KT'``), ``_V`` (N x dv) -> ``_out`` (M x dv, dense):
     ``softmax(S ∘ (Q @ K.T), axis=1) @ V`` over S's stored entries.
     ``transpose_S`` iterates S's storage as ``S.T`` (no copy)."""
-    implementations = {'cpu': ExpandSparseAttentionCPU}
+    implementations = {'pure': ExpandSparseAttentionPure, 'cpu': ExpandSparseAttentionCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('S', )
 

@@ -1,16 +1,50 @@
 """Dense times sparse: ``C = B @ A`` (B: P x M or a vector of length M, A sparse M x N)."""
 import dace
 import dace.library
+import sympy
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
+from sdfgsparse.lowering.graph import SUM, Kernel, read
+from sdfgsparse.lowering.graph_dense import coordinate_binds, emit, entry_maps, fill
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['DenseSpMM']
 
 B, C = '_B', '_C'
+
+
+@dace.library.expansion
+class ExpandDenseSpMMPure(ExpandTransformation):
+    """The portable SDFG: ``C = 0``, then maps over A's stored entries (their levels'
+    loops, guards applied), each scattering along A's columns: ``C[k, col] += B[k, row] *
+    A[row, col]`` in a sequential map over the P rows of B (``C[col] += B[row] *
+    A[row, col]`` for a vector), as a write-conflict resolution (a plain update where A's
+    outer level owns the columns, CSC; atomic elsewhere). Coordinates read from storage
+    are bound to map parameters (:func:`~sdfgsparse.lowering.graph_dense.bind`), so the
+    dense accesses are exact memlets."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'DenseSpMM', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', node.operand_type(state, 'A'))
+        shape = node.connected(state, C).shape  # (a one-element operand reaches the kernel as a scalar)
+        fill(k, k.add_state('zero'), C)
+        st = k.add_state('dense_spmm')
+        parallel = node.schedule_hint != 'sequential'
+        binds = coordinate_binds(k, [('__i', A.row, B, len(shape) - 1), ('__j', A.col, C, len(shape) - 1)])
+        kk = sympy.Symbol('__k')
+        dense = ('__k', shape[0]) if len(shape) == 2 else None
+        sc, coords = entry_maps(k, st, A, dense, parallel=parallel, binds=binds)
+        i, j = coords.get('__i', A.row), coords.get('__j', A.col)
+        if dense is None:
+            emit(k, sc, [((C, [j]), read(B, i) * A.value, SUM)], guard=A.guard, label='vecmat')
+        else:
+            emit(k, sc, [((C, [kk, j]), read(B, kk, i) * A.value, SUM)], guard=A.guard, label='matmat')
+        return k.build()
 
 
 @dace.library.expansion
@@ -52,7 +86,7 @@ class ExpandDenseSpMMCPU(ExpandTransformation):
 @dace.library.node
 class DenseSpMM(SparseLibraryNode):
     """Dense (``_B``: P x M, or M) times sparse A (M x N) -> ``_C`` (P x N, or N)."""
-    implementations = {'cpu': ExpandDenseSpMMCPU}
+    implementations = {'pure': ExpandDenseSpMMPure, 'cpu': ExpandDenseSpMMCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 

@@ -7,11 +7,42 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows, dot_rows, sddmm_row, transposed_rows
 from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
+from sdfgsparse.lowering.graph import Kernel
+from sdfgsparse.lowering.graph_dense import fill, sampled_pass
+from sdfgsparse.lowering.graph_values import copy_index_members as copy_index_arrays
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SDDMM']
 
 X, Y = '_X', '_Y'
+
+
+@dace.library.expansion
+class ExpandSDDMMPure(ExpandTransformation):
+    """The portable SDFG: S's index arrays copied to the result's (one parallel map each);
+    where S's levels have guards (ELL padding, out-of-range DIA slots) the result's values
+    zeroed first; then maps over S's stored entries, each computing its dot product
+    ``sum_k X[row, k] * Y[k, col]`` (``Y[col, k]`` with ``y_layout='NK'``) in a local
+    accumulator over a sequential map and writing ``S[row, col] * dot`` to its own value
+    slot (no write conflicts: the outer level runs in parallel unless ``schedule_hint``
+    says ``sequential``). Coordinates read from storage are parameters of one-iteration
+    maps (:func:`~sdfgsparse.lowering.graph_dense.bind`), so X and Y are read through
+    exact memlets."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SDDMM', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        S = k.operand('S', node.operand_type(state, 'S'))
+        vals = member_conn('out', 'vals')
+        copies = k.add_state('copy_indices')
+        copy_index_arrays(k, copies, S.type.fmt.member_names, 'S', 'out')
+        if S.guard is not None:  # slots the walk skips hold 0
+            fill(k, copies, vals)
+        extent = node.connected(state, X).shape[1]  # (a one-element X reaches the kernel as a scalar)
+        sampled_pass(k, k.add_state('sddmm'), S, X, Y, extent, node.y_layout == 'NK', k.sdfg.arrays[vals].dtype,
+                     parallel=node.schedule_hint != 'sequential', more=lambda s: [((vals, [S.pos]), s, None)])
+        return k.build()
 
 
 @dace.library.expansion
@@ -91,7 +122,7 @@ class ExpandSDDMMCPU(ExpandTransformation):
 class SDDMM(SparseLibraryNode):
     """Sampled dense-dense product: members of ``S``, ``_X`` (M x K), ``_Y`` (K x N) ->
     members of ``out`` (S's pattern and format)."""
-    implementations = {'cpu': ExpandSDDMMCPU}
+    implementations = {'pure': ExpandSDDMMPure, 'cpu': ExpandSDDMMCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('S', )
     SPARSE_OUTPUTS = ('out', )

@@ -8,6 +8,8 @@ from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.dense_loops import axpy_row, axpy_tile, contiguous_rows, spmm_row
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.lowering.epilogue import emit_epilogue_pass, node_epilogue
+from sdfgsparse.lowering.graph import Kernel
+from sdfgsparse.lowering.graph_dense import epilogue_pass, fill, spmm_pass
 from sdfgsparse.ops.base import FusableSparseNode, member_conn
 
 __all__ = ['SpMM']
@@ -18,6 +20,35 @@ B, Y = '_B', '_Y'
 #: cache lines of doubles, so each walk over the slots does SIMD updates while K = 64
 #: still gives four tiles to share among threads. SparseDenseTiling sizes it for the cache.
 SCATTER_TILE = 16
+
+
+@dace.library.expansion
+class ExpandSpMMPure(ExpandTransformation):
+    """The portable SDFG: ``Y = 0``, then maps over A's stored entries (their levels'
+    loops, guards applied) around a sequential map over the K columns with ``Y[row, k] +=
+    A[row, col] * B[col, k]`` as a write-conflict resolution (a plain update where the
+    outer map's parameter gives the row: CSR, BSR, ELL, DIA; atomic otherwise: DCSR,
+    CSC, COO, transposed views), then the fused epilogue, if any, as a pass over Y.
+    Coordinates read from storage are parameters of one-iteration maps
+    (:func:`~sdfgsparse.lowering.graph_dense.bind`), so B and Y are accessed through
+    exact memlets (DaCe's ``Vectorization`` matches the column map).
+
+    With ``dense_tile = T`` the column map is strip-mined into tiles of T columns and the
+    tile map hoisted outside the walk (:func:`~sdfgsparse.lowering.graph_dense.entry_maps`):
+    sequential tiles around the parallel walk where A's outer level owns the rows, else
+    parallel tiles each walking all entries (``dense_tile <= 0``: untiled)."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SpMM', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', node.operand_type(state, 'A'))
+        shape = node.connected(state, Y).shape  # (a one-element Y reaches the kernel as a scalar)
+        fill(k, k.add_state('zero'), Y)
+        spmm_pass(k, k.add_state('spmm'), A, Y, B, shape[1], tile=node.dense_tile,
+                  parallel=node.schedule_hint != 'sequential')
+        epilogue_pass(k, node, Y, k.sdfg.arrays[Y].shape)
+        return k.build()
 
 
 @dace.library.expansion
@@ -102,7 +133,7 @@ class ExpandSpMMCPU(ExpandTransformation):
 class SpMM(FusableSparseNode):
     """Sparse matrix times dense matrix: members of ``A``, ``_B`` (N x K) -> ``_Y`` (M x K).
     ``transpose_A`` iterates A's storage as ``A.T`` (no copy)."""
-    implementations = {'cpu': ExpandSpMMCPU}
+    implementations = {'pure': ExpandSpMMPure, 'cpu': ExpandSpMMCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
 
