@@ -19,6 +19,7 @@
 3. ``SDFG.apply_gpu_transformations()``: maps become GPU kernels, transients move to
    GPU memory.
 """
+import copy
 from typing import List
 
 import dace
@@ -26,7 +27,7 @@ from dace import dtypes
 
 from sdfgsparse import errors
 
-__all__ = ['to_gpu', 'is_lowered', 'expand_sparse_nodes', 'arguments_on_device', 'PORTABLE']
+__all__ = ['to_gpu', 'is_lowered', 'expand_sparse_nodes', 'arguments_on_device', 'with_cpu_schedules', 'PORTABLE']
 
 #: The implementation every sparse library node has for any target.
 PORTABLE = 'pure'
@@ -119,3 +120,36 @@ def to_gpu(sdfg: dace.SDFG, validate: bool = True) -> dace.SDFG:
     if validate:
         sdfg.validate()
     return sdfg
+
+
+_CPU_SCHEDULE = {
+    dtypes.ScheduleType.GPU_Device: dtypes.ScheduleType.Default,
+    dtypes.ScheduleType.GPU_Default: dtypes.ScheduleType.Default,
+    dtypes.ScheduleType.GPU_Persistent: dtypes.ScheduleType.Default,
+    dtypes.ScheduleType.GPU_ThreadBlock: dtypes.ScheduleType.Sequential,
+    dtypes.ScheduleType.GPU_ThreadBlock_Dynamic: dtypes.ScheduleType.Sequential,
+}
+
+
+def with_cpu_schedules(sdfg: dace.SDFG) -> dace.SDFG:
+    """A copy of a GPU SDFG (made by :func:`to_gpu`) that runs on the CPU: every GPU
+    schedule becomes the CPU's (kernels: parallel maps; thread-block maps: sequential),
+    every GPU storage the CPU heap (copies between host and device arrays become host
+    copies), DaCe library nodes given a GPU implementation take their default again.
+    The graph — maps, loops, tasklets, memlets, write-conflict resolutions — is the GPU
+    program's, so running it checks the GPU program's algorithm where there is no GPU."""
+    cpu = copy.deepcopy(sdfg)
+    for node, _ in cpu.all_nodes_recursive():
+        if isinstance(node, (dace.nodes.EntryNode, dace.nodes.ExitNode)):
+            node.map.schedule = _CPU_SCHEDULE.get(node.map.schedule, node.map.schedule)
+        elif isinstance(node, (dace.nodes.LibraryNode, dace.nodes.NestedSDFG)):
+            node.schedule = _CPU_SCHEDULE.get(node.schedule, node.schedule)
+            if isinstance(node, dace.nodes.LibraryNode) and node.implementation and 'CUDA' in node.implementation:
+                node.implementation = None
+    for g in cpu.all_sdfgs_recursive():
+        for desc in g.arrays.values():
+            for d in [desc] + (list(desc.members.values()) if isinstance(desc, dace.data.Structure) else []):
+                if isinstance(d, dace.data.Data) and d.storage in (dtypes.StorageType.GPU_Global, dtypes.StorageType.GPU_Shared,
+                                 dtypes.StorageType.CPU_Pinned):
+                    d.storage = dtypes.StorageType.Default
+    return cpu

@@ -1,0 +1,114 @@
+"""Every sparse operation as a GPU program: generated and compiled with nvcc (no GPU
+needed), and its algorithm — the same SDFG with CPU schedules
+(:func:`sdfgsparse.targets.cuda.lower.with_cpu_schedules`) — run on the CPU against scipy
+over the zoo. On a machine with a GPU (``-m gpu``) the GPU build itself runs.
+
+Two GPU programs in all (one per group of operations; ~1 min of nvcc each, kept by the
+DaCe cache), so the CPU-schedule runs share their SDFGs."""
+import copy
+import warnings
+
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse.targets.cuda import lower, toolchain
+from sparse_zoo import dense, tol, zoo
+
+pytestmark = pytest.mark.filterwarnings('ignore::UserWarning')
+needs_nvcc = pytest.mark.skipif(toolchain.nvcc_path() is None, reason='no nvcc on this machine')
+
+M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
+T = ss.CSR[dace.float64, M, N]
+
+
+@dace.program
+def gpu_dense_ops(A: T, x: dace.float64[N], xt: dace.float64[M], B: dace.float64[N, K], P: dace.float64[K, M],
+                  D: dace.float64[M, N], X: dace.float64[M, K], Y: dace.float64[K, N]):
+    return (A @ x, A @ B, xt @ A, P @ A, A.sum(axis=0), A.sum(axis=1), A * D, D - A, ss.sddmm(A, X, Y), 2 * A,
+            ss.relu(A), A.T @ xt, ss.softmax(A))
+
+
+def dense_reference(A, x, xt, B, P, D, X, Y):
+    Ad = A.toarray()
+    e = np.where(Ad != 0, np.exp(Ad - np.max(np.where(Ad != 0, Ad, -np.inf), axis=1, keepdims=True,
+                                             initial=-np.inf)), 0)
+    soft = np.divide(e, e.sum(axis=1, keepdims=True), out=np.zeros_like(e), where=e.sum(axis=1, keepdims=True) > 0)
+    return [Ad @ x, Ad @ B, xt @ Ad, P @ Ad, Ad.sum(axis=0), Ad.sum(axis=1), Ad * D, D - Ad, Ad * (X @ Y), 2 * Ad,
+            np.maximum(Ad, 0), Ad.T @ xt, soft]
+
+
+@dace.program
+def gpu_sparse_ops(A: T, B: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return A + B, A - B, A * B, A @ B.T, ss.convert(A, ss.CSC), (A + B) @ x
+
+
+def sparse_reference(A, B, x):
+    Ad, Bd = A.toarray(), B.toarray()
+    return [Ad + Bd, Ad - Bd, Ad * Bd, Ad @ Bd.T, Ad, (Ad + Bd) @ x]
+
+
+_SDFGS = {}
+
+
+def gpu_sdfg(prog):
+    """The program lowered for the GPU (once per session)."""
+    if prog.name not in _SDFGS:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            _SDFGS[prog.name] = lower.to_gpu(copy.deepcopy(prog.to_sdfg()))
+    return _SDFGS[prog.name]
+
+
+def _dense_args(A, rng):
+    m, n = A.shape
+    return dict(x=rng.standard_normal(n), xt=rng.standard_normal(m), B=rng.standard_normal((n, 3)),
+                P=rng.standard_normal((3, m)), D=rng.standard_normal((m, n)), X=rng.standard_normal((m, 3)),
+                Y=rng.standard_normal((3, n)))
+
+
+def _cases():
+    return {k: sp.csr_array(v) for k, v in zoo(np.float64).items()}
+
+
+@pytest.mark.parametrize('prog', [gpu_dense_ops, gpu_sparse_ops], ids=['dense-results', 'sparse-results'])
+def test_gpu_program_is_a_gpu_program(prog):
+    """Every map that is not nested in another runs as a GPU kernel, every argument
+    array is in device memory, and no sparse library node or C++ tasklet is left."""
+    sdfg = gpu_sdfg(prog)
+    assert lower.is_lowered(sdfg)
+    kernels = 0
+    for node, state in sdfg.all_nodes_recursive():
+        assert not isinstance(node, ss.ops.SparseLibraryNode), node
+        if isinstance(node, dace.nodes.Tasklet):
+            assert node.language == dace.Language.Python, node.label
+        if isinstance(node, dace.nodes.MapEntry) and node.map.schedule == dace.ScheduleType.GPU_Device:
+            kernels += 1
+    assert kernels >= 10
+
+
+@pytest.mark.parametrize('prog,reference', [(gpu_dense_ops, dense_reference), (gpu_sparse_ops, sparse_reference)],
+                         ids=['dense-results', 'sparse-results'])
+def test_gpu_algorithm_on_the_cpu(prog, reference, rng):
+    """The GPU program's graph, with CPU schedules, agrees with scipy over the zoo."""
+    cpu = ss.compile(lower.with_cpu_schedules(gpu_sdfg(prog)))
+    other = _cases()
+    for name, A in _cases().items():
+        if prog is gpu_dense_ops:
+            args = dict(A=A, **_dense_args(A, rng))
+        else:
+            args = dict(A=A, B=sp.csr_array(sp.random(*A.shape, density=0.3, random_state=7)), x=rng.standard_normal(
+                A.shape[1]))
+        got = cpu(**args)
+        want = reference(**args)
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(dense(g).reshape(w.shape), w, **tol(np.float64), err_msg=f'{name}: result {k}')
+
+
+@needs_nvcc
+@pytest.mark.parametrize('prog', [gpu_dense_ops, gpu_sparse_ops], ids=['dense-results', 'sparse-results'])
+def test_gpu_program_compiles_with_nvcc(prog):
+    built = ss.compile(gpu_sdfg(prog), target='gpu').build()
+    assert built.compiled is not None
