@@ -15,15 +15,14 @@ import hashlib
 import os
 import re
 import sys
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import dace
 import numpy as np
 import sympy
 
 from sdfgsparse import errors
-from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.formats.levels import Compressed, Dense, Level, LevelLoop, LoopContext, Offset, Singleton
+from sdfgsparse.formats.levels import Compressed, Dense, Level, LevelLoop, LoopContext, Offset
 
 __all__ = [
     'SparseFormat', 'SparseType', 'sparse_type_of', 'is_sparse_desc', 'register_format', 'get_format',

@@ -26,7 +26,7 @@ through a transposed view). Sequential data-dependent steps (prefix sums, append
 state-machine loops (:meth:`Kernel.loop`).
 """
 import itertools
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import dace
 import sympy
@@ -38,7 +38,8 @@ from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import LevelLoop
 
-__all__ = ['Kernel', 'Operand', 'Scope', 'read', 'SUM', 'MAX', 'MIN']
+__all__ = ['Kernel', 'Operand', 'Scope', 'Local', 'read', 'array_reads', 'emit', 'local', 'reduce_local', 'fill', 'epilogue_pass', 'SUM',
+           'MAX', 'MIN']
 
 SUM = 'lambda a, b: a + b'
 MAX = 'lambda a, b: max(a, b)'
@@ -50,7 +51,7 @@ def read(array: str, *index) -> sympy.Expr:
     return sympy.Function(array)(*(sympy.sympify(i) for i in index))
 
 
-def _reads(expr) -> List[sympy.Expr]:
+def array_reads(expr) -> List[sympy.Expr]:
     """Array reads in ``expr``, innermost first."""
     if not isinstance(expr, sympy.Basic):
         return []
@@ -58,7 +59,7 @@ def _reads(expr) -> List[sympy.Expr]:
 
 
 def _has_read(expr) -> bool:
-    return bool(_reads(expr))
+    return bool(array_reads(expr))
 
 
 def _s(e) -> str:
@@ -220,7 +221,7 @@ class Kernel:
                     bounds.append(_s(bound))
             me, mx = state.add_map(f'{self.sdfg.name}_{var}', {var: f'{bounds[0]}:{bounds[1]}'}, schedule=sched)
             for conn, bound in dyn.items():
-                (r, ) = _reads(bound)
+                (r, ) = array_reads(bound)
                 if r != bound or _has_read(sympy.Tuple(*r.args)):
                     raise NotImplementedError(f'map bound {bound}: only a direct read is supported')
                 arr = r.func.__name__
@@ -246,88 +247,12 @@ class Kernel:
                 guard=None, label: str = 'body', more: Sequence[Tuple[Tuple[str, Sequence], object]] = ()):
         """``target = value`` (or ``target wcr= value``) inside ``scope``, where ``guard``
         holds; ``target`` is ``(array, index expressions)``; ``more`` adds further
-        ``(target, value)`` assignments to the same tasklet (same ``wcr``)."""
-        state = scope.state
-        assigns = [(target, sympy.sympify(value))] + [(t, sympy.sympify(v)) for t, v in more]
-        known = set(scope.params) | set(self.sdfg.symbols)
-        scalar_in: Dict[sympy.Expr, str] = {}
-        whole_in: Dict[str, str] = {}
+        ``(target, value)`` assignments to the same tasklet (same ``wcr``); see :func:`emit`."""
+        return emit(self, scope, [(target, value, wcr)] + [(t, v, wcr) for t, v in more], guard=guard, label=label)
 
-        def scalar(arr) -> bool:  # a one-element operand can reach the node as a scalar
-            return isinstance(self.sdfg.arrays[arr], dace.data.Scalar)
-
-        def exact(idx) -> bool:
-            return all(not _has_read(i) and {str(s) for s in sympy.sympify(i).free_symbols} <= known for i in idx)
-
-        def lower(e):
-            """Replace reads with exact indices by scalar connectors; the rest index whole arrays."""
-            if not isinstance(e, sympy.Basic):
-                return e
-            for r in _reads(e):
-                if r in scalar_in or not (scalar(r.func.__name__) or exact(r.args)):
-                    continue
-                scalar_in[r] = f'__in{len(scalar_in)}'
-            e = e.xreplace({r: sympy.Symbol(c) for r, c in scalar_in.items()})
-            for r in _reads(e):
-                whole_in.setdefault(r.func.__name__, f'__arr_{r.func.__name__}')
-            return e
-
-        code_assigns = []
-        outs = []
-        for n, ((arr, idx), val) in enumerate(assigns):
-            val = lower(val)
-            idx = [sympy.sympify(i) for i in idx]
-            if scalar(arr):
-                idx = [sympy.Integer(0)]
-            if exact(idx):
-                conn = f'__out{n}'
-                outs.append((conn, arr, ', '.join(_s(i) for i in idx), False))
-                code_assigns.append(f'{conn} = {pyexpr(val, whole_in)}')
-            else:
-                conn = f'__outarr{n}'
-                outs.append((conn, arr, None, True))
-                lidx = ', '.join(pyexpr(lower(i), whole_in) for i in idx)
-                code_assigns.append(f'{conn}[{lidx}] = {pyexpr(val, whole_in)}')
-        g = lower(guard) if guard is not None else None
-        if g is not None and g is not sympy.true:
-            code = f'if {pyexpr(g, whole_in)}:\n' + '\n'.join('    ' + c for c in code_assigns)
-        else:
-            code = '\n'.join(code_assigns)
-        dynamic = g is not None and g is not sympy.true
-        t = state.add_tasklet(label, set(scalar_in.values()) | set(whole_in.values()), {o[0] for o in outs}, code)
-        reads: Dict[str, nodes.AccessNode] = {}
-        for r, conn in scalar_in.items():
-            arr = r.func.__name__
-            subset = '0' if scalar(arr) else ', '.join(_s(a) for a in r.args)
-            state.add_memlet_path(self._access(state, arr, reads), *scope.entries, t, dst_conn=conn,
-                                  memlet=dace.Memlet(f'{arr}[{subset}]'))
-        for arr, conn in whole_in.items():
-            state.add_memlet_path(self._access(state, arr, reads), *scope.entries, t, dst_conn=conn,
-                                  memlet=dace.Memlet(data=arr,
-                                                     subset=dace.subsets.Range.from_array(self.sdfg.arrays[arr]),
-                                                     dynamic=True))
-        if not scalar_in and not whole_in and scope.entries:
-            state.add_nedge(scope.entries[-1], t, dace.Memlet())
-        writes: Dict[str, nodes.AccessNode] = {}
-        for conn, arr, subset, whole in outs:
-            if arr not in writes:
-                writes[arr] = state.add_write(arr)
-            if whole:
-                m = dace.Memlet(data=arr, subset=dace.subsets.Range.from_array(self.sdfg.arrays[arr]), dynamic=True,
-                                wcr=wcr)
-            else:
-                m = dace.Memlet(f'{arr}[{subset}]', wcr=wcr, dynamic=dynamic)
-            state.add_memlet_path(t, *reversed(scope.exits), writes[arr], src_conn=conn, memlet=m)
-        return t
-
-    def fill(self, state: SDFGState, arr: str, value=0, count=None):
-        """``arr[...] = value`` over the whole array (or its first ``count`` elements, 1-D)."""
-        desc = self.sdfg.arrays[arr]
-        shape = [count] if count is not None else list(desc.shape)
-        vars_ = [f'__f{next(self._names)}' for _ in shape]
-        sc = self.scope(state, [(v, 0, s) for v, s in zip(vars_, shape)],
-                        [dtypes.ScheduleType.Default] * len(shape))
-        return self.compute(sc, (arr, [sympy.Symbol(v) for v in vars_]), value, label=f'fill_{arr}')
+    def fill(self, state: SDFGState, arr: str, value=0):
+        """``arr[...] = value`` over the whole array, in ``state``."""
+        return fill(self, state, arr, value)
 
     def build(self) -> dace.SDFG:
         if self._last is None:
@@ -335,17 +260,189 @@ class Kernel:
         return self.sdfg
 
 
-def epilogue_pass(k: Kernel, node, target: str, shape: Sequence, state: Optional[SDFGState] = None):
-    """A parallel pass applying ``node``'s fused epilogue (see :mod:`.epilogue`) to every
-    element of ``target`` (nothing when the node has none)."""
-    from sdfgsparse.lowering.epilogue import epilogue_expression
+Target = Union[Tuple[str, Sequence], 'Local']
+
+
+class Local:
+    """A transient scalar inside a scope: ``name`` (a symbol of that name stands for its
+    value in kernel expressions), ``depth`` (how many maps of the scope enclose it) and
+    ``node``, the access node holding its latest value."""
+
+    def __init__(self, name: str, depth: int, node: nodes.AccessNode):
+        self.name = name
+        self.depth = depth
+        self.node = node
+
+    @property
+    def symbol(self) -> sympy.Symbol:
+        return sympy.Symbol(self.name)
+
+
+def _chain(scope: Scope):
+    """Connect each map entry of ``scope`` to the next one by an empty memlet where no edge
+    does yet: a body without inputs reaches only the innermost entry, and DaCe needs every
+    nested map reachable from its parent's entry."""
+    state = scope.state
+    for outer, inner in zip(scope.entries, scope.entries[1:]):
+        if not state.edges_between(outer, inner):
+            state.add_nedge(outer, inner, dace.Memlet())
+
+
+def local(k: Kernel, scope: Scope, hint: str, dtype, value=0) -> Local:
+    """A new local of ``dtype`` inside ``scope``, set to ``value`` (a tasklet with no
+    inputs, ordered after the scope's innermost map entry)."""
+    name, _ = k.sdfg.add_scalar(f'__{hint}', dtype, transient=True, find_new_name=True)
+    state = scope.state
+    t = state.add_tasklet(f'init_{name}', set(), {'__o'}, f'__o = {pyexpr(sympy.sympify(value))}')
+    if scope.entries:
+        _chain(scope)
+        state.add_nedge(scope.entries[-1], t, dace.Memlet())
+    node = state.add_access(name)
+    state.add_edge(t, '__o', node, None, dace.Memlet(f'{name}[0]'))
+    return Local(name, len(scope.entries), node)
+
+
+def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Optional[str]]], guard=None,
+         locals_in: Sequence[Local] = (), label: str = 'body') -> nodes.Tasklet:
+    """One tasklet inside ``scope`` doing every ``(target, value, wcr)`` of ``assigns``
+    where ``guard`` holds (each ``target wcr= value``, or ``target = value`` for a wcr of
+    None). A target is ``(array, index expressions)`` or a :class:`Local` (written through
+    the maps opened inside it; its ``node`` then moves to the new access node). Values may
+    read the ``locals_in`` (by their :attr:`Local.symbol`). All values are computed (each
+    distinct one once) before any target is written, so a target may be a slot that the
+    values read (an update in place).
+
+    Reads follow :meth:`Kernel.compute`: a read at an index known from the scope's maps is
+    a scalar connector with an exact memlet, any other read indexes the whole array in
+    the tasklet (a dynamic memlet); one-element operands reaching the kernel as scalars
+    are read and written at 0."""
+    state = scope.state
+    known = set(scope.params) | set(k.sdfg.symbols)
+    scalar_in: Dict[sympy.Expr, str] = {}
+    whole_in: Dict[str, str] = {}
+    loc_in = {l.name: (l, f'__loc{n}') for n, l in enumerate(locals_in)}
+
+    def scalar(arr) -> bool:
+        return isinstance(k.sdfg.arrays[arr], dace.data.Scalar)
+
+    def exact(idx) -> bool:
+        return all(not array_reads(i) and {str(s) for s in sympy.sympify(i).free_symbols} <= known for i in idx)
+
+    def lower(e):
+        e = sympy.sympify(e)
+        for r in array_reads(e):
+            if r in scalar_in or not (scalar(r.func.__name__) or exact(r.args)):
+                continue
+            scalar_in[r] = f'__in{len(scalar_in)}'
+        e = e.xreplace({r: sympy.Symbol(c) for r, c in scalar_in.items()})
+        for r in array_reads(e):
+            whole_in.setdefault(r.func.__name__, f'__arr_{r.func.__name__}')
+        return e.xreplace({sympy.Symbol(n): sympy.Symbol(c) for n, (_, c) in loc_in.items()})
+
+    code, outs, temps = [], [], {}
+    stores = []
+    for n, (target, value, wcr) in enumerate(assigns):
+        val = pyexpr(lower(value), whole_in)
+        if len(assigns) > 1:  # every value is computed before any is stored (a slot may be updated in place)
+            if val not in temps:
+                temps[val] = f'__t{len(temps)}'
+                code.append(f'{temps[val]} = {val}')
+            val = temps[val]
+        if isinstance(target, Local):
+            conn = f'__out{n}'
+            outs.append((conn, target, None, False, wcr))
+            stores.append(f'{conn} = {val}')
+            continue
+        arr, idx = target
+        idx = [sympy.Integer(0)] if scalar(arr) else [sympy.sympify(i) for i in idx]
+        if exact(idx):
+            conn = f'__out{n}'
+            outs.append((conn, arr, ', '.join(pyexpr(i) for i in idx), False, wcr))
+            stores.append(f'{conn} = {val}')
+        else:
+            conn = f'__outarr{n}'
+            outs.append((conn, arr, None, True, wcr))
+            stores.append(f'{conn}[{", ".join(pyexpr(lower(i), whole_in) for i in idx)}] = {val}')
+    code += stores
+    g = lower(guard) if guard is not None else None
+    dynamic = g is not None and g is not sympy.true
+    text = (f'if {pyexpr(g, whole_in)}:\n' + '\n'.join('    ' + c for c in code)) if dynamic else '\n'.join(code)
+    t = state.add_tasklet(label, set(scalar_in.values()) | set(whole_in.values()) | {c for _, c in loc_in.values()},
+                          {o[0] for o in outs}, text)
+    reads: Dict[str, nodes.AccessNode] = {}
+
+    def source(arr):
+        if arr not in reads:
+            reads[arr] = state.add_read(arr)
+        return reads[arr]
+
+    for r, conn in scalar_in.items():
+        arr = r.func.__name__
+        subset = '0' if scalar(arr) else ', '.join(pyexpr(a) for a in r.args)
+        state.add_memlet_path(source(arr), *scope.entries, t, dst_conn=conn, memlet=dace.Memlet(f'{arr}[{subset}]'))
+    for arr, conn in whole_in.items():
+        state.add_memlet_path(source(arr), *scope.entries, t, dst_conn=conn,
+                              memlet=dace.Memlet(data=arr, subset=dace.subsets.Range.from_array(k.sdfg.arrays[arr]),
+                                                 dynamic=True))
+    for l, conn in loc_in.values():
+        state.add_memlet_path(l.node, *scope.entries[l.depth:], t, dst_conn=conn, memlet=dace.Memlet(f'{l.name}[0]'))
+    if not scalar_in and not whole_in and not loc_in and scope.entries:
+        _chain(scope)
+        state.add_nedge(scope.entries[-1], t, dace.Memlet())
+    writes: Dict[str, nodes.AccessNode] = {}
+    for conn, target, subset, whole, wcr in outs:
+        if isinstance(target, Local):
+            node = state.add_access(target.name)
+            state.add_memlet_path(t, *reversed(scope.exits[target.depth:]), node, src_conn=conn,
+                                  memlet=dace.Memlet(f'{target.name}[0]', wcr=wcr, dynamic=dynamic))
+            target.node = node
+            continue
+        if target not in writes:
+            writes[target] = state.add_write(target)
+        if whole:
+            m = dace.Memlet(data=target, subset=dace.subsets.Range.from_array(k.sdfg.arrays[target]), dynamic=True,
+                            wcr=wcr)
+        else:
+            m = dace.Memlet(f'{target}[{subset}]', wcr=wcr, dynamic=dynamic)
+        state.add_memlet_path(t, *reversed(scope.exits), writes[target], src_conn=conn, memlet=m)
+    return t
+
+
+def reduce_local(k: Kernel, scope: Scope, ranges: Sequence[Tuple[str, object, object]], value, dtype,
+                 wcr: str = SUM, identity=0, guard=None, hint: str = 'acc', label: str = 'reduce') -> Local:
+    """A local of ``scope`` holding ``identity`` combined (``wcr``) with ``value`` over
+    sequential maps on ``ranges`` opened inside ``scope``, where ``guard`` holds: e.g. the
+    dot product ``sum_h X[i, h] * Y[h, j]`` of one stored entry. The accumulation ends at
+    the local, so it needs no atomics whatever the enclosing maps' schedules."""
+    acc = local(k, scope, hint, dtype, identity)
+    inner = k.scope(scope.state, ranges, [dtypes.ScheduleType.Sequential] * len(ranges), outer=scope)
+    scope.state.add_nedge(acc.node, inner.entries[len(scope.entries)], dace.Memlet())
+    emit(k, inner, [(acc, value, wcr)], guard=guard, label=label)
+    return acc
+
+
+def fill(k: Kernel, state, arr: str, value=0):
+    """In ``state``, ``arr[...] = value`` over the whole array, one parallel map per dimension."""
+    shape = list(k.sdfg.arrays[arr].shape)
+    idx = [f'__f{arr}{d}' for d in range(len(shape))]
+    sc = k.scope(state, [(v, 0, s) for v, s in zip(idx, shape)], [dtypes.ScheduleType.Default] * len(shape))
+    return emit(k, sc, [((arr, [sympy.Symbol(v) for v in idx]), value, None)], label=f'fill_{arr}')
+
+
+def epilogue_pass(k: Kernel, node, target: str, shape: Sequence):
+    """A new state with a parallel pass applying ``node``'s fused epilogue (see
+    :mod:`sdfgsparse.lowering.epilogue`) to every element of ``target`` (nothing when the
+    node has none). Each extra input ``_epi_<n>`` is read through a whole-array connector
+    ``__arr_epi_<n>`` indexed by its template."""
+    from sdfgsparse.lowering.epilogue import VALUE, compose, epilogue_expression
     if not getattr(node, 'epilogue', ''):
         return
-    state = state or k.add_state('epilogue')
+    state = k.add_state('epilogue')
     idx = [f'__z{d}' for d in range(len(shape))]
     sc = k.scope(state, [(v, 0, s) for v, s in zip(idx, shape)], [dtypes.ScheduleType.Default] * len(shape))
     inputs = dict(node.epilogue_inputs)
-    expr = epilogue_expression(node.epilogue, '__v', {f'__arr{c}': t for c, t in inputs.items()}, idx)
+    renamed = compose(f'__o = {node.epilogue}', VALUE, {c: f'__arr{c}' for c in inputs}, VALUE)
+    expr = epilogue_expression(renamed, '__v', {f'__arr{c}': t for c, t in inputs.items()}, idx)
     t = state.add_tasklet('epilogue', {'__v'} | {f'__arr{c}' for c in inputs}, {'__o'}, f'__o = {expr}')
     el = f'{target}[{", ".join(idx)}]'
     state.add_memlet_path(state.add_read(target), *sc.entries, t, dst_conn='__v', memlet=dace.Memlet(el))

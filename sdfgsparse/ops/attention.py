@@ -24,8 +24,8 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.dense_loops import axpy_row, contiguous_rows, dot_rows
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
-from sdfgsparse.lowering.graph import MAX, SUM, Kernel, read
-from sdfgsparse.lowering.graph_dense import emit, entry_maps, fill, sampled_pass, spmm_pass
+from sdfgsparse.lowering.graph import MAX, SUM, Kernel, emit, fill, read
+from sdfgsparse.lowering.graph_dense import entry_maps, sampled_pass, spmm_pass
 from sdfgsparse.lowering.graph_values import exact_float
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.ops.softmax import ENTRY, ROW, emit_row_phases, lowest_value, owns_single_rows

@@ -7,8 +7,8 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
-from sdfgsparse.lowering.graph import SUM, Kernel, read
-from sdfgsparse.lowering.graph_dense import coordinate_binds, emit, entry_maps, fill
+from sdfgsparse.lowering.graph import SUM, Kernel, emit, fill, read
+from sdfgsparse.lowering.graph_dense import coordinate_binds, entry_maps
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['DenseSpMM']

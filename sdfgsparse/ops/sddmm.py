@@ -7,8 +7,8 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows, dot_rows, sddmm_row, transposed_rows
 from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
-from sdfgsparse.lowering.graph import Kernel
-from sdfgsparse.lowering.graph_dense import fill, sampled_pass
+from sdfgsparse.lowering.graph import Kernel, fill
+from sdfgsparse.lowering.graph_dense import sampled_pass
 from sdfgsparse.lowering.graph_values import copy_index_members as copy_index_arrays
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 

@@ -8,8 +8,8 @@ from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.dense_loops import axpy_row, axpy_tile, contiguous_rows, spmm_row
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.lowering.epilogue import emit_epilogue_pass, node_epilogue
-from sdfgsparse.lowering.graph import Kernel
-from sdfgsparse.lowering.graph_dense import epilogue_pass, fill, spmm_pass
+from sdfgsparse.lowering.graph import Kernel, epilogue_pass, fill
+from sdfgsparse.lowering.graph_dense import spmm_pass
 from sdfgsparse.ops.base import FusableSparseNode, member_conn
 
 __all__ = ['SpMM']

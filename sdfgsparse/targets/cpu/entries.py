@@ -16,7 +16,6 @@ expressions an operation's body needs: the row ``i``, the column ``j`` and the p
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-import dace
 import sympy
 
 from sdfgsparse.formats import SparseType, is_sparse_desc

@@ -9,7 +9,7 @@ import hashlib
 import itertools
 import linecache
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import dace
 import sympy
