@@ -444,7 +444,8 @@ def epilogue_pass(k: Kernel, node, target: str, shape: Sequence):
     renamed = compose(f'__o = {node.epilogue}', VALUE, {c: f'__arr{c}' for c in inputs}, VALUE)
     expr = epilogue_expression(renamed, '__v', {f'__arr{c}': t for c, t in inputs.items()}, idx)
     t = state.add_tasklet('epilogue', {'__v'} | {f'__arr{c}' for c in inputs}, {'__o'}, f'__o = {expr}')
-    el = f'{target}[{", ".join(idx)}]'
+    one = isinstance(k.sdfg.arrays[target], dace.data.Scalar)  # a one-element result
+    el = f'{target}[0]' if one else f'{target}[{", ".join(idx)}]'
     state.add_memlet_path(state.add_read(target), *sc.entries, t, dst_conn='__v', memlet=dace.Memlet(el))
     for c in inputs:
         state.add_memlet_path(state.add_read(c), *sc.entries, t, dst_conn=f'__arr{c}',

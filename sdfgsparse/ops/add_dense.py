@@ -29,7 +29,7 @@ class ExpandSparseAddDensePure(ExpandTransformation):
     def expansion(node: 'SparseAddDense', state, sdfg):
         k = Kernel(node, state, sdfg)
         A = k.operand('A', node.operand_type(state, 'A'))
-        m, n = k.sdfg.arrays[OUT].shape
+        m, n = node.connected(state, OUT).shape  # (a one-element result is a scalar in the kernel)
         init = k.add_state('dense')
         z0, z1 = sympy.Symbol('__z0'), sympy.Symbol('__z1')
         sc = k.scope(init, [(str(z0), 0, m), (str(z1), 0, n)], [dtypes.ScheduleType.Default] * 2)
