@@ -9,6 +9,8 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse.formats import CSC, CSR, SparseFormat, SparseType
+from sdfgsparse.lowering.graph import Kernel
+from sdfgsparse.lowering.graph_compress import Rows, canonical_rows, merge_rows
 from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node
 from sdfgsparse.targets.cpu.row_union import emit_row_union, emit_rows_of_columns
@@ -34,6 +36,34 @@ def result_format(a: SparseType) -> SparseFormat:
     ('CSR', 'CSC')
     """
     return CSC if a.fmt.name == 'CSC' else CSR
+
+
+def pure_merge(node, state, sdfg, mode: str, sign: int = 1) -> dace.SDFG:
+    """The portable SDFG of ``A ± B`` (``mode='union'``) and ``A ∘ B`` (``'intersect'``):
+    each operand as canonical rows (its own storage when it walks as CSR, else expanded,
+    sorted and compressed, :func:`~sdfgsparse.lowering.graph_compress.canonical_rows`),
+    then a row-parallel merge (:func:`~sdfgsparse.lowering.graph_compress.merge_rows`). A
+    CSC result is the CSR storage of ``A.T ± B.T``: the same steps on the transposed views."""
+    seen = {p: node.operand_type(state, p) for p in ('A', 'B')}
+    if node.sparse_type(state, 'out').fmt.name == 'CSC':
+        seen = {p: t.T for p, t in seen.items()}
+    k = Kernel(node, state, sdfg)
+    rows = {p: canonical_rows(k, f'rows{p}', k.operand(p, t)) for p, t in seen.items()}
+    out = Rows(*(member_conn('out', m) for m in ('pos1', 'crd1', 'vals')), seen['A'].rows)
+    merge_rows(k, 'merge', rows['A'], rows['B'], out, mode, sign)
+    return k.build()
+
+
+@dace.library.expansion
+class ExpandSparseAddPure(ExpandTransformation):
+    """The portable SDFG: per row, a two-pointer merge of the operands' sorted rows
+    (count, prefix sum into ``pos``, fill), after storing by rows any operand that does
+    not walk as CSR (:func:`pure_merge`)."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseAdd', state, sdfg):
+        return pure_merge(node, state, sdfg, 'union', node.sign_B)
 
 
 @dace.library.expansion
@@ -88,7 +118,7 @@ class SparseAdd(SparseLibraryNode):
     ``out`` is CSR or CSC; the frontend chooses :func:`result_format` (scipy's rule: CSC
     when A is CSC, else CSR), ``SparseFormatInference`` may change it.
     """
-    implementations = {'cpu': ExpandSparseAddCPU}
+    implementations = {'pure': ExpandSparseAddPure, 'cpu': ExpandSparseAddCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', 'B')
     SPARSE_OUTPUTS = ('out', )

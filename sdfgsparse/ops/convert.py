@@ -8,6 +8,8 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfgsparse.lowering.graph import Kernel
+from sdfgsparse.lowering.graph_compress import Rows, compress_lists, expand_entries
 from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
 from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
@@ -15,6 +17,33 @@ from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 __all__ = ['Convert', 'TARGETS']
 
 TARGETS = ('CSR', 'CSC')
+
+
+#: Connectors of the result's members (CSR or CSC: the same names)
+OUT_POS, OUT_CRD, OUT_VALS = (member_conn('out', m) for m in ('pos1', 'crd1', 'vals'))
+
+
+@dace.library.expansion
+class ExpandConvertPure(ExpandTransformation):
+    """The portable SDFG (:mod:`sdfgsparse.lowering.graph_compress`): A's entries as lists
+    indexed by value slot (a parallel map over its levels' loops), two stable counting sorts
+    (by column, then by row), and a row-parallel pass summing equal coordinates into the
+    result. A CSC result is the CSR storage of ``A.T``: the same steps on A's transposed
+    view. The result's ``crd`` / ``vals`` have A's slot count as capacity; ``pos[rows]`` is
+    the real count."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'Convert', state, sdfg):
+        st = node.operand_type(state, 'A')
+        if node.sparse_type(state, 'out').fmt.name == 'CSC':
+            st = st.T  # the CSR storage of A.T is the CSC storage of A
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', st)
+        vdtype = k.sdfg.arrays[OUT_VALS].dtype
+        lists = expand_entries(k, 'cv', A, vdtype)
+        compress_lists(k, 'cv', lists, A.nvals, st.rows, st.cols, Rows(OUT_POS, OUT_CRD, OUT_VALS, st.rows))
+        return k.build()
 
 
 @dace.library.expansion
@@ -38,7 +67,7 @@ class ExpandConvertCPU(ExpandTransformation):
 @dace.library.node
 class Convert(SparseLibraryNode):
     """Members of ``A`` -> members of ``out`` in format ``target`` (CSR or CSC)."""
-    implementations = {'cpu': ExpandConvertCPU}
+    implementations = {'pure': ExpandConvertPure, 'cpu': ExpandConvertCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )

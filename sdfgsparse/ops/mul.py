@@ -8,11 +8,29 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
+from sdfgsparse.ops.add import pure_merge
 from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
 from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseMul']
+
+
+@dace.library.expansion
+class ExpandSparseMulPure(ExpandTransformation):
+    """The portable SDFG: per row, a two-pointer intersection of the operands' sorted rows
+    (count, prefix sum into ``pos``, fill with the products), after storing by rows any
+    operand that does not walk as CSR (:func:`~sdfgsparse.ops.add.pure_merge`)."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseMul', state, sdfg):
+        for prefix in ('A', 'B'):
+            st = node.operand_type(state, prefix)
+            if not all(l.unique for l in st.fmt.levels):
+                raise errors.UnsupportedOperationError(f'{node.label}: operand {prefix} ({st.fmt.name}) may '
+                                                       'store a coordinate twice; convert it to CSR first')
+        return pure_merge(node, state, sdfg, 'intersect')
 
 
 @dace.library.expansion
@@ -43,7 +61,7 @@ class SparseMul(SparseLibraryNode):
     """Members of ``A`` and ``B`` -> members of ``out`` = A ∘ B (CSR or CSC; the frontend
     chooses :func:`~sdfgsparse.ops.add.result_format`, ``SparseFormatInference`` may
     change it)."""
-    implementations = {'cpu': ExpandSparseMulCPU}
+    implementations = {'pure': ExpandSparseMulPure, 'cpu': ExpandSparseMulCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', 'B')
     SPARSE_OUTPUTS = ('out', )

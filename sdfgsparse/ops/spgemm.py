@@ -15,12 +15,44 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
+from sdfgsparse.lowering.graph import Kernel
+from sdfgsparse.lowering.graph_compress import EntryLists, Rows, compress_lists, product_lists, row_major
 from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node
 from sdfgsparse.targets.cpu.gustavson import build_gustavson, emit_gustavson
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SpGEMM']
+
+
+@dace.library.expansion
+class ExpandSpGEMMPure(ExpandTransformation):
+    """The portable SDFG, Gustavson's row-wise product in expand–sort–compress form for
+    every format of A (:mod:`sdfgsparse.lowering.graph_compress`): the products of each
+    stored ``A[i, k]`` with row ``k`` of B as entry lists (two parallel maps around a
+    prefix sum), two stable counting sorts (by column, then by row) and a row-parallel pass
+    summing equal coordinates in the order of A's entries, then of B's. O(flops + rows +
+    cols); the lists have the result's capacity (``flops``)."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SpGEMM', state, sdfg):
+        sta = node.operand_type(state, 'A')
+        stb = node.operand_type(state, 'B')
+        k = Kernel(node, state, sdfg)
+        A = k.operand('A', sta)
+        B = row_major(k.operand('B', stb))
+        if B is None:
+            raise errors.UnsupportedOperationError(f'{node.label}: B must iterate as CSR (got {stb.fmt.name}); '
+                                                   'the frontend converts it')
+        out = {m: member_conn('out', m) for m in ('pos1', 'crd1', 'vals')}
+        cap = k.sdfg.arrays[out['crd1']].shape[0]
+        lists = product_lists(k, 'gemm', A, B, cap, k.sdfg.arrays[out['vals']].dtype, stb.cols)
+        rows, cols = sta.rows, stb.cols
+        if node.sparse_type(state, 'out').fmt.name == 'CSC':  # the CSR storage of C.T
+            lists, rows, cols = EntryLists(lists.col, lists.row, lists.val), cols, rows
+        compress_lists(k, 'gemm', lists, cap, rows, cols, Rows(out['pos1'], out['crd1'], out['vals'], rows))
+        return k.build()
 
 
 @dace.library.expansion
@@ -58,7 +90,7 @@ class ExpandSpGEMMCPU(ExpandTransformation):
 @dace.library.node
 class SpGEMM(SparseLibraryNode):
     """Members of ``A`` and of CSR ``B`` -> CSR members of ``out`` = A @ B."""
-    implementations = {'cpu': ExpandSpGEMMCPU}
+    implementations = {'pure': ExpandSpGEMMPure, 'cpu': ExpandSpGEMMCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', 'B')
     SPARSE_OUTPUTS = ('out', )
