@@ -111,6 +111,13 @@ def to_gpu(sdfg: dace.SDFG, validate: bool = True) -> dace.SDFG:
     """
     if is_lowered(sdfg):
         return sdfg
+    inner = [n for n, d in sdfg.arrays.items() if d.transient and isinstance(d, dace.data.Structure)
+             and not n.endswith('_ssT')]  # (X.T aliases are views of arguments)
+    if inner:
+        raise errors.UnsupportedOperationError(
+            f'{sdfg.name}: intermediate sparse results ({", ".join(sorted(inner))}) cannot be placed on the GPU yet '
+            '(DaCe 1.0.2 allocates a structure of device arrays with its CPU code generator, which has no GPU '
+            'storage); return them, or run the program on the CPU')
     expand_sparse_nodes(sdfg)
     moved = arguments_on_device(sdfg)
     sdfg.apply_gpu_transformations(validate=False)
