@@ -104,3 +104,32 @@ def dense(X):
 
 def tol(dtype):
     return dict(rtol=1e-4, atol=1e-4) if np.dtype(dtype) == np.float32 else dict(rtol=1e-10, atol=1e-10)
+
+
+def softmax_reference(lines, vals):
+    """Softmax of ``vals`` within each group of equal ``lines`` (float64, stable)."""
+    vals = vals.astype(np.float64)
+    out = np.zeros_like(vals)
+    for l in np.unique(lines):
+        sel = lines == l
+        e = np.exp(vals[sel] - vals[sel].max())
+        out[sel] = e / e.sum()
+    return out
+
+
+def expanded_pure(sdfg):
+    """A copy of ``sdfg`` with every library node expanded, after checking that it holds
+    no sparse node any more and Python tasklets only (no C++ text): what a ``pure``
+    expansion must give."""
+    import copy
+
+    import dace
+    from sdfgsparse.ops.base import SparseLibraryNode
+    expanded = copy.deepcopy(sdfg)
+    expanded.expand_library_nodes()
+    nodes = [n for n, _ in expanded.all_nodes_recursive()]
+    assert not [n for n in nodes if isinstance(n, SparseLibraryNode)]
+    tasklets = [n for n in nodes if isinstance(n, dace.nodes.Tasklet)]
+    assert tasklets and all(t.language == dace.dtypes.Language.Python for t in tasklets), \
+        sorted({t.label for t in tasklets if t.language != dace.dtypes.Language.Python})
+    return expanded

@@ -309,12 +309,18 @@ def dedupe_rows(k: Kernel, label: str, src: Rows, out: Rows):
                {'_av': src.vals})
 
 
-_UNION_COUNT = f'''
+#: the row's segments of both operands in the merges below: ``[u_a, u_ae)`` and ``[u_b, u_be)``
+_TWO_ROWS = f'''
 u_a = _ap[{ROW}]
 u_ae = _ap[{ROW} + 1]
 u_b = _bp[{ROW}]
 u_be = _bp[{ROW} + 1]
-u_n = 0
+'''
+#: where the fill of a row writes its first entry
+_WRITE_AT = f'''u_d = _op[{ROW}]
+'''
+
+_UNION_COUNT = _TWO_ROWS + '''u_n = 0
 while u_a < u_ae and u_b < u_be:
     u_ca = _ac[u_a]
     u_cb = _bc[u_b]
@@ -326,13 +332,7 @@ while u_a < u_ae and u_b < u_be:
 _cnt = u_n + (u_ae - u_a) + (u_be - u_b)
 '''
 
-_UNION_FILL = '''
-u_a = _ap[{row}]
-u_ae = _ap[{row} + 1]
-u_b = _bp[{row}]
-u_be = _bp[{row} + 1]
-u_d = _op[{row}]
-while u_a < u_ae and u_b < u_be:
+_UNION_FILL = _TWO_ROWS + _WRITE_AT + '''while u_a < u_ae and u_b < u_be:
     u_ca = _ac[u_a]
     u_cb = _bc[u_b]
     if u_ca < u_cb:
@@ -361,12 +361,7 @@ while u_b < u_be:
     u_d += 1
 '''
 
-_INTERSECT_COUNT = f'''
-u_a = _ap[{ROW}]
-u_ae = _ap[{ROW} + 1]
-u_b = _bp[{ROW}]
-u_be = _bp[{ROW} + 1]
-u_n = 0
+_INTERSECT_COUNT = _TWO_ROWS + '''u_n = 0
 while u_a < u_ae and u_b < u_be:
     u_ca = _ac[u_a]
     u_cb = _bc[u_b]
@@ -379,13 +374,7 @@ while u_a < u_ae and u_b < u_be:
 _cnt = u_n
 '''
 
-_INTERSECT_FILL = f'''
-u_a = _ap[{ROW}]
-u_ae = _ap[{ROW} + 1]
-u_b = _bp[{ROW}]
-u_be = _bp[{ROW} + 1]
-u_d = _op[{ROW}]
-while u_a < u_ae and u_b < u_be:
+_INTERSECT_FILL = _TWO_ROWS + _WRITE_AT + '''while u_a < u_ae and u_b < u_be:
     u_ca = _ac[u_a]
     u_cb = _bc[u_b]
     if u_ca == u_cb:
@@ -406,7 +395,7 @@ def merge_rows(k: Kernel, label: str, a: Rows, b: Rows, out: Rows, mode: str = '
     ``mode='intersect'``: ``a * b`` on the intersection."""
     if mode == 'union':
         count = _UNION_COUNT
-        fill = _UNION_FILL.format(row=ROW, neg='' if sign > 0 else '-', op='+' if sign > 0 else '-')
+        fill = _UNION_FILL.format(neg='' if sign > 0 else '-', op='+' if sign > 0 else '-')
     elif mode == 'intersect':
         count, fill = _INTERSECT_COUNT, _INTERSECT_FILL
     else:

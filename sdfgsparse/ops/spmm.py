@@ -47,7 +47,7 @@ class ExpandSpMMPure(ExpandTransformation):
         fill(k, k.add_state('zero'), Y)
         spmm_pass(k, k.add_state('spmm'), A, Y, B, shape[1], tile=node.dense_tile,
                   parallel=node.schedule_hint != 'sequential')
-        epilogue_pass(k, node, Y, node.connected(state, Y).shape)
+        epilogue_pass(k, node, Y, shape)
         return k.build()
 
 

@@ -14,7 +14,6 @@ which maps every slot as the ``cpu`` expansion does) and densely against NumPy. 
 structural check proves the pure expansions ran: every node of the program has
 implementation ``pure`` and the expanded SDFG holds Python tasklets only.
 """
-import copy
 
 import dace
 import numpy as np
@@ -23,14 +22,13 @@ import scipy.sparse as sp
 
 import sdfgsparse as ss
 from sdfgsparse.ops.add_dense import SparseAddDense
-from sdfgsparse.ops.base import SparseLibraryNode
 from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.reduce import SparseSum
 from sdfgsparse.ops.softmax import SparseSoftmax
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members, storage_to_coo
-from sparse_zoo import FORMATS, as_format, dense, tol, zoo
+from sparse_zoo import FORMATS, as_format, dense, expanded_pure, softmax_reference, tol, zoo
 
 M, N = dace.symbol('M'), dace.symbol('N')
 OURS = (SparseMulDense, SparseAddDense, MapValues, SparseSum, SparseSoftmax)
@@ -126,17 +124,6 @@ def cases(fmt, dtype):
     return mats
 
 
-def softmax_reference(lines, vals):
-    """Softmax of ``vals`` within each group of equal ``lines`` (float64, NumPy's max)."""
-    vals = vals.astype(np.float64)
-    out = np.zeros_like(vals)
-    for l in np.unique(lines):
-        sel = lines == l
-        e = np.exp(vals[sel] - vals[sel].max())
-        out[sel] = e / e.sum()
-    return out
-
-
 # ---------------------------------------------------------------------- checks
 def check_same_pattern(got, fmt, arrays, what):
     """``got`` has the argument's storage layout: same index members; returns its values."""
@@ -224,13 +211,7 @@ def check_pure_sdfg(fmt, vt, it):
     ours = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, OURS)]
     assert {type(n) for n in ours} == set(OURS)
     assert all(n.implementation == 'pure' for n in ours), [(n.label, n.implementation) for n in ours]
-    expanded = copy.deepcopy(sdfg)
-    expanded.expand_library_nodes()
-    nodes = [n for n, _ in expanded.all_nodes_recursive()]
-    assert not [n for n in nodes if isinstance(n, SparseLibraryNode)]
-    tasklets = [n for n in nodes if isinstance(n, dace.nodes.Tasklet)]
-    assert tasklets and all(t.language == dace.dtypes.Language.Python for t in tasklets), \
-        sorted({t.label for t in tasklets if t.language != dace.dtypes.Language.Python})
+    expanded_pure(sdfg)
 
 
 @pytest.mark.parametrize('fmt,vt,it', SIGNATURES,

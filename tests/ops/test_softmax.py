@@ -16,7 +16,7 @@ import sdfgsparse as ss
 from sdfgsparse.ops.softmax import SparseSoftmax
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members, storage_to_coo
-from sparse_zoo import FORMATS, as_format, real_matrix, tol, zoo
+from sparse_zoo import FORMATS, as_format, real_matrix, softmax_reference, tol, zoo
 
 M, N = dace.symbol('M'), dace.symbol('N')
 
@@ -61,17 +61,6 @@ def entries(X):
     return (fmt, ) + storage_to_coo(fmt, arrays, X.shape)
 
 
-def reference(lines, vals):
-    """Softmax of ``vals`` within each group of equal ``lines`` (float64, stable)."""
-    vals = vals.astype(np.float64)
-    out = np.zeros_like(vals)
-    for l in np.unique(lines):
-        sel = lines == l
-        e = np.exp(vals[sel] - vals[sel].max())
-        out[sel] = e / e.sum()
-    return out
-
-
 def dense_reference(r, c, v, shape, axis):
     """Masked dense softmax (no coordinate stored twice): absent entries are -inf."""
     D = np.full(shape, -np.inf)
@@ -95,7 +84,7 @@ def check(got, arg, axis, dtype, transposed=False, what=''):
     np.testing.assert_array_equal(gr, r, err_msg=f'{what}: pattern (rows) changed')
     np.testing.assert_array_equal(gc, c, err_msg=f'{what}: pattern (cols) changed')
     assert gv.dtype == np.dtype(dtype), f'{what}: result dtype {gv.dtype}, expected {np.dtype(dtype)}'
-    np.testing.assert_allclose(gv, reference(r if axis == 1 else c, v), **tol(dtype), err_msg=what)
+    np.testing.assert_allclose(gv, softmax_reference(r if axis == 1 else c, v), **tol(dtype), err_msg=what)
     shape = arg.shape[::-1] if transposed else arg.shape
     if len(set(zip(r.tolist(), c.tolist()))) == r.size:
         want = dense_reference(r, c, v.astype(np.float64), shape, axis)

@@ -14,7 +14,7 @@ expressions an operation's body needs: the row ``i``, the column ``j`` and the p
     anything else (scatter through a transposed view, COO): a sequential loop.
 """
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import sympy
 
@@ -46,10 +46,11 @@ class LevelPiece:
         return self.var is not None
 
 
-def render(nest, member_vars: Dict[str, str]) -> List[LevelPiece]:
-    """The loops of ``nest`` as Python source. A dense level's base position below the root
-    goes through a data scalar ``b{k}``: DaCe 1.0.2 mis-offsets nested-SDFG arguments
-    indexed by ``map_var * symbol + loop_var``."""
+def render(nest, member_vars: Dict[str, str]) -> Tuple[List[LevelPiece], Callable]:
+    """The loops of ``nest`` as Python source, and the printer of further expressions in
+    the nest's names. A dense level's base position below the root goes through a data
+    scalar ``b{k}``: DaCe 1.0.2 mis-offsets nested-SDFG arguments indexed by
+    ``map_var * symbol + loop_var``."""
     pieces, subs = [], {}
 
     def py(e):
@@ -65,7 +66,7 @@ def render(nest, member_vars: Dict[str, str]) -> List[LevelPiece]:
             piece.pos = py(b + l.var)
             subs[l.pos] = b + l.var
         pieces.append(piece)
-    return pieces
+    return pieces, py
 
 
 class Entries:
@@ -75,10 +76,8 @@ class Entries:
         self.type = st
         self.member_vars = dict(member_vars)
         self.nest = st.fmt.loops(st.rows, st.cols, st.sizes)
-        self.pieces = render(self.nest, member_vars)
-        subs = {l.pos: sympy.Symbol(f'b{k}') + l.var for k, l in enumerate(self.nest.levels) if l.base is not None}
-        self.i, self.j, self.v = (pyexpr(e.xreplace(subs), member_vars)
-                                  for e in (self.nest.row, self.nest.col, self.nest.value_pos))
+        self.pieces, py = render(self.nest, member_vars)
+        self.i, self.j, self.v = (py(e) for e in (self.nest.row, self.nest.col, self.nest.value_pos))
         self.vals = member_vars['vals']
 
     @property
