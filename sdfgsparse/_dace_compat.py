@@ -120,6 +120,26 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    with CUDA code, so CPU builds are unchanged — adds a CMake rules file that raises the
    standard to 17 and force-includes a header mapping the removed names. Details and
    reasons: :mod:`sdfgsparse.targets.cuda.compat`.
+15. ``CPUCodeGen.allocate_array`` / ``deallocate_array`` (1.0.2): a transient structure
+   (an intermediate sparse result, ``(A + B) @ x``) was allocated with ``new`` and its
+   members with ``new[]`` whatever their storage, and freed with ``delete[]`` on the
+   struct alone: every call leaked the members (``nnz`` values and indices of every
+   intermediate sparse result) and freed the struct with the wrong operator; and a
+   member in GPU memory could not be allocated at all ("Unimplemented storage type
+   GPU_Global"), so no GPU program could hold an intermediate sparse result. Members of
+   transient structures are now allocated and freed by the code generator of their
+   storage (``cudaMalloc`` / ``cudaFree`` for ``GPU_Global``), and the struct with
+   ``delete``.
+16. ``GPUTransformSDFG`` (1.0.2; what ``SDFG.apply_gpu_transformations()`` applies): on a
+   program with sparse data it left the sparse library nodes to expand with their CPU
+   kernels (C++ loops run by the host over device memory) and copied each sparse
+   argument into a structure in device memory, whose member copies DaCe 1.0.2 generates
+   as code that does not compile (``gpu_A[__idx].vals``). Before the transformation, the
+   sparse nodes now take their portable expansion and each host sparse argument gets a
+   device twin (a host struct of device arrays); after it, states copy the members in
+   and (when written) out, and intermediate sparse results become host structs of device
+   arrays (:mod:`sdfgsparse.targets.cuda.lower`). Programs without sparse data are
+   untouched.
 """
 import os
 import re
@@ -731,6 +751,111 @@ def _patch_cuda_build():
     CUDACodeGen.cmake_options = staticmethod(cmake_options)
 
 
+# ---------------------------------------------------------------------- patch 15
+def _struct_members(desc):
+    """The array members of a structure (scalar members live inside the struct)."""
+    return [(k, v) for k, v in desc.members.items() if isinstance(v, dace.data.Array)]
+
+
+def _owned_structure(sdfg, node, desc) -> bool:
+    """Whether ``node`` is a transient structure that its SDFG allocates (patch 15)."""
+    return (isinstance(desc, dace.data.Structure) and not isinstance(desc, dace.data.StructureView)
+            and '.' not in node.data and desc.transient)
+
+
+def _patch_structure_allocation():
+    from dace import dtypes
+    from dace.codegen.dispatcher import DefinedType
+    from dace.codegen.targets import cpp
+    from dace.codegen.targets.cpu import CPUCodeGen
+    from dace.sdfg import nodes
+    orig_alloc, orig_free = CPUCodeGen.allocate_array, CPUCodeGen.deallocate_array
+    if getattr(orig_alloc, '_sdfgsparse', False):
+        return
+    host = (dtypes.StorageType.Default, dtypes.StorageType.CPU_Heap)
+
+    def allocate_array(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, declaration_stream,
+                       allocation_stream, allocate_nested_data=True):
+        if not (allocate_nested_data and _owned_structure(sdfg, node, nodedesc)):
+            return orig_alloc(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, declaration_stream,
+                              allocation_stream, allocate_nested_data)
+        name = cpp.ptr(node.data, nodedesc, sdfg, self._frame)
+        if self._dispatcher.defined_vars.has(name):
+            return
+        orig_alloc(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, declaration_stream,
+                   allocation_stream, allocate_nested_data=False)  # the struct itself
+        for k, v in nodedesc.members.items():
+            if not isinstance(v, dace.data.Data):
+                continue
+            ctype = dtypes.pointer(v.dtype).ctype if isinstance(v, dace.data.Array) else v.dtype.ctype
+            kind = DefinedType.Scalar if isinstance(v, dace.data.Scalar) else DefinedType.Pointer
+            self._dispatcher.declared_arrays.add(f'{name}->{k}', kind, ctype)
+            if isinstance(v, dace.data.Scalar):
+                self._dispatcher.defined_vars.add(f'{name}->{k}', kind, ctype)
+                continue
+            member = nodes.AccessNode(f'{node.data}.{k}')
+            if v.storage in host:
+                orig_alloc(self, sdfg, cfg, dfg, state_id, member, v, function_stream, declaration_stream,
+                           allocation_stream)
+            else:
+                self._dispatcher.get_array_dispatcher(v.storage).allocate_array(
+                    sdfg, cfg, dfg, state_id, member, v, function_stream, declaration_stream, allocation_stream)
+
+    def deallocate_array(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, callsite_stream):
+        if not _owned_structure(sdfg, node, nodedesc):
+            return orig_free(self, sdfg, cfg, dfg, state_id, node, nodedesc, function_stream, callsite_stream)
+        name = cpp.ptr(node.data, nodedesc, sdfg, self._frame)
+        for k, v in _struct_members(nodedesc):
+            member = nodes.AccessNode(f'{node.data}.{k}')
+            if v.storage in host:
+                callsite_stream.write(f'delete[] {name}->{k};\n', cfg, state_id, node)
+            else:
+                self._dispatcher.get_array_dispatcher(v.storage).deallocate_array(
+                    sdfg, cfg, dfg, state_id, member, v, function_stream, callsite_stream)
+        if self._dispatcher.declared_arrays.has(name):
+            self._dispatcher.declared_arrays.remove(name, is_global=nodedesc.lifetime in (
+                dtypes.AllocationLifetime.Global, dtypes.AllocationLifetime.Persistent,
+                dtypes.AllocationLifetime.External))
+        callsite_stream.write(f'delete {name};\n', cfg, state_id, node)
+
+    for new, old in ((allocate_array, orig_alloc), (deallocate_array, orig_free)):
+        new._sdfgsparse = True
+        new.__doc__ = old.__doc__
+    CPUCodeGen.allocate_array = allocate_array
+    CPUCodeGen.deallocate_array = deallocate_array
+
+
+# ---------------------------------------------------------------------- patch 16
+def _patch_gpu_transformation():
+    from dace.transformation.interstate import GPUTransformSDFG
+    orig = GPUTransformSDFG.apply
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def apply(self, graph, sdfg):
+        from sdfgsparse.targets.cuda import lower
+        sparse = any(isinstance(d, dace.data.Structure) for g in sdfg.all_sdfgs_recursive() for d in g.arrays.values())
+        if not sparse:
+            return orig(self, graph, sdfg)
+        lower.expand_sparse_nodes(sdfg)
+        twins = lower.device_twins(sdfg)
+        lower.device_storage_inward(sdfg)
+        simplify, self.simplify = self.simplify, False  # it would drop writes to twins not yet copied out
+        try:
+            result = orig(self, graph, sdfg)
+        finally:
+            self.simplify = simplify
+        lower.copy_twins(sdfg, twins)
+        if simplify:
+            sdfg.simplify()
+        lower.structures_of_device_arrays(sdfg)
+        return result
+
+    apply._sdfgsparse = True
+    apply.__doc__ = orig.__doc__
+    GPUTransformSDFG.apply = apply
+
+
 def apply():
     if _applied['done']:
         return
@@ -753,4 +878,6 @@ def apply():
     from sdfgsparse.targets.cuda.compat import default_arch
     default_arch()
     _patch_cuda_build()
+    _patch_structure_allocation()
+    _patch_gpu_transformation()
     _applied['done'] = True

@@ -1,5 +1,6 @@
 """The caller's process is not ours: loading and running compiled programs leaves the
-floating-point state alone, and results keep IEEE semantics (NaN, infinity, subnormals).
+floating-point state alone, results keep IEEE semantics (NaN, infinity, subnormals), and
+calls give back the memory they take.
 
 Before: DaCe's default flags built every library with ``-ffast-math``, which links
 ``crtfastmath.o``; loading the first program set flush-to-zero for the whole process, and
@@ -88,3 +89,33 @@ def test_subnormals_and_ieee_values_in_results(rng):
     np.testing.assert_array_equal(np.isnan(rows), np.isnan(Bd.sum(axis=1)))
     np.testing.assert_array_equal(np.isnan(relu_x), np.isnan(np.maximum(Bd, 0) @ np.ones(20)))
     assert _subnormals_survive()
+
+
+@dace.program
+def leak_intermediate(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return (A + B) @ x
+
+
+def _rss_bytes() -> int:
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+
+
+def test_intermediate_sparse_results_are_freed():
+    """``(A + B) @ x`` holds ``A + B`` in a transient structure. Before ``_dace_compat``
+    patch 15 its members were never freed: each call here leaked ~4.8 MB (values and
+    column indices at the sum's capacity, 400,000 entries), 240 MB over 50 calls."""
+    if not os.path.exists('/proc/self/statm'):
+        import pytest
+        pytest.skip('no /proc/self/statm on this system')
+    A = sp.random(2000, 2000, density=0.05, format='csr', random_state=1)
+    B = sp.random(2000, 2000, density=0.05, format='csr', random_state=2)
+    x = np.random.default_rng(0).standard_normal(2000)
+    want = (A + B) @ x
+    for _ in range(5):
+        np.testing.assert_allclose(leak_intermediate(A, B, x), want, rtol=1e-12, atol=1e-12)
+    before = _rss_bytes()
+    for _ in range(50):
+        leak_intermediate(A, B, x)
+    grown = _rss_bytes() - before
+    assert grown < 40 * 2**20, f'50 calls kept {grown / 2**20:.0f} MB'

@@ -3,8 +3,9 @@ needed), and its algorithm — the same SDFG with CPU schedules
 (:func:`sdfgsparse.targets.cuda.lower.with_cpu_schedules`) — run on the CPU against scipy
 over the zoo. On a machine with a GPU (``-m gpu``) the GPU build itself runs.
 
-Two GPU programs in all (one per group of operations; ~1 min of nvcc each, kept by the
-DaCe cache), so the CPU-schedule runs share their SDFGs."""
+Three GPU programs in all (one per group of operations, and one made by DaCe's own
+``SDFG.apply_gpu_transformations()``; up to ~1 min of nvcc each, kept by the DaCe cache),
+so the CPU-schedule runs share their SDFGs."""
 import copy
 import warnings
 
@@ -41,39 +42,55 @@ def dense_reference(A, x, xt, B, P, D, X, Y):
 
 
 @dace.program
-def gpu_sparse_ops(A: T, B: ss.CSR[dace.float64, M, N], C: ss.CSR[dace.float64, N, M]):
-    return A + B, A - B, A * B, A @ C, ss.convert(A, ss.CSC), A.T + C
+def gpu_sparse_ops(A: T, B: ss.CSR[dace.float64, M, N], C: ss.CSR[dace.float64, N, M], x: dace.float64[N]):
+    return A + B, A - B, A * B, A @ C, ss.convert(A, ss.CSC), A.T + C, (A + B) * B, (A * B).sum(axis=1), (A - B) @ x
 
 
-def sparse_reference(A, B, C):
+def sparse_reference(A, B, C, x):
     Ad, Bd, Cd = A.toarray(), B.toarray(), C.toarray()
-    return [Ad + Bd, Ad - Bd, Ad * Bd, Ad @ Cd, Ad, Ad.T + Cd]
+    return [Ad + Bd, Ad - Bd, Ad * Bd, Ad @ Cd, Ad, Ad.T + Cd, (Ad + Bd) * Bd, (Ad * Bd).sum(axis=1), (Ad - Bd) @ x]
 
 
 @dace.program
-def gpu_intermediate(A: T, B: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
-    return (A + B) @ x
+def dace_gpu_ops(A: T, B: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return A @ x, A + B, (A - B) @ x, ss.relu(A).sum(axis=0)
 
 
-def test_intermediate_sparse_results_are_refused_by_name():
-    """A sparse result that is not returned lives in a transient structure, which DaCe
-    1.0.2 cannot allocate in device memory: a clear error, before any transformation."""
-    sdfg = gpu_intermediate.to_sdfg()
-    with pytest.raises(ss.errors.UnsupportedOperationError, match=r'intermediate sparse results \(__ss_\w+\) '
-                       'cannot be placed on the GPU yet'):
-        lower.to_gpu(sdfg)
+def dace_gpu_reference(A, B, x):
+    Ad, Bd = A.toarray(), B.toarray()
+    return [Ad @ x, Ad + Bd, (Ad - Bd) @ x, np.maximum(Ad, 0).sum(axis=0)]
 
 
 _SDFGS = {}
 
 
 def gpu_sdfg(prog):
-    """The program lowered for the GPU (once per session)."""
+    """The program lowered for the GPU (once per session): by ``ss``'s GPU target, or for
+    ``dace_gpu_ops`` by DaCe's own ``SDFG.apply_gpu_transformations()``."""
     if prog.name not in _SDFGS:
         with warnings.catch_warnings():
             warnings.simplefilter('ignore')
-            _SDFGS[prog.name] = lower.to_gpu(copy.deepcopy(prog.to_sdfg()))
+            sdfg = copy.deepcopy(prog.to_sdfg())
+            if prog is dace_gpu_ops:
+                sdfg.apply_gpu_transformations()
+            else:
+                lower.to_gpu(sdfg)
+            _SDFGS[prog.name] = sdfg
     return _SDFGS[prog.name]
+
+
+def _device_to_device_copies(sdfg):
+    """Copies between two arrays in device memory (views count as what they view)."""
+    found = []
+    for node, state in sdfg.all_nodes_recursive():
+        if not isinstance(node, dace.nodes.AccessNode):
+            continue
+        for e in state.out_edges(node):
+            if isinstance(e.dst, dace.nodes.AccessNode) and 'views' not in (e.src_conn, e.dst_conn):
+                g = state.sdfg
+                if all(g.arrays[n.data].storage == dace.StorageType.GPU_Global for n in (node, e.dst)):
+                    found.append(f'{node.data} -> {e.dst.data}')
+    return found
 
 
 def _dense_args(A, rng):
@@ -87,7 +104,8 @@ def _cases():
     return {k: sp.csr_array(v) for k, v in zoo(np.float64).items()}
 
 
-@pytest.mark.parametrize('prog', [gpu_dense_ops, gpu_sparse_ops], ids=['dense-results', 'sparse-results'])
+@pytest.mark.parametrize('prog', [gpu_dense_ops, gpu_sparse_ops, dace_gpu_ops],
+                         ids=['dense-results', 'sparse-results', 'dace-transformation'])
 def test_gpu_program_is_a_gpu_program(prog):
     """Every map that is not nested in another runs as a GPU kernel, every argument
     array is in device memory, and no sparse library node or C++ tasklet is left."""
@@ -100,20 +118,49 @@ def test_gpu_program_is_a_gpu_program(prog):
             assert node.language == dace.Language.Python, node.label
         if isinstance(node, dace.nodes.MapEntry) and node.map.schedule == dace.ScheduleType.GPU_Device:
             kernels += 1
-    assert kernels >= 10
+    assert kernels >= (4 if prog is dace_gpu_ops else 10)
+    assert lower.host_accesses(sdfg) == []
+    assert _device_to_device_copies(sdfg) == []
 
 
-@pytest.mark.parametrize('prog,reference', [(gpu_dense_ops, dense_reference), (gpu_sparse_ops, sparse_reference)],
-                         ids=['dense-results', 'sparse-results'])
+def test_dace_gpu_transformation_copies_sparse_arguments_member_by_member():
+    """``SDFG.apply_gpu_transformations()`` (``_dace_compat`` patch 16): the sparse
+    arguments get device twins (host structs of device arrays), read ones are copied in
+    member by member, the written sparse result is copied out, nothing else."""
+    sdfg = gpu_sdfg(dace_gpu_ops)
+    twins = {n: d for n, d in sdfg.arrays.items() if n in ('gpu_A', 'gpu_B', 'gpu___return_1')}
+    assert len(twins) == 3
+    for name, desc in twins.items():
+        assert desc.storage == dace.StorageType.Default
+        assert all(m.storage == dace.StorageType.GPU_Global for m in desc.members.values()
+                   if isinstance(m, dace.data.Array))
+    read, written = set(), set()  # members of the caller's structures, in host memory
+    for state in sdfg.states():
+        for e in state.edges():
+            if isinstance(e.src, dace.nodes.AccessNode) and e.src.data in ('A', 'B', '__return_1'):
+                read.add(e.data.data)
+            if isinstance(e.dst, dace.nodes.AccessNode) and e.dst.data in ('A', 'B', '__return_1'):
+                written.add(e.data.data)
+    assert read == {f'{s}.{m}' for s in 'AB' for m in ('crd1', 'pos1', 'vals')}
+    assert written == {f'__return_1.{m}' for m in ('crd1', 'pos1', 'vals')}
+
+
+@pytest.mark.parametrize('prog,reference', [(gpu_dense_ops, dense_reference), (gpu_sparse_ops, sparse_reference),
+                                            (dace_gpu_ops, dace_gpu_reference)],
+                         ids=['dense-results', 'sparse-results', 'dace-transformation'])
 def test_gpu_algorithm_on_the_cpu(prog, reference, rng):
     """The GPU program's graph, with CPU schedules, agrees with scipy over the zoo."""
     cpu = ss.compile(lower.with_cpu_schedules(gpu_sdfg(prog)))
     for name, A in _cases().items():
         if prog is gpu_dense_ops:
             args = dict(A=A, **_dense_args(A, rng))
+        elif prog is dace_gpu_ops:
+            args = dict(A=A, B=sp.csr_array(sp.random(*A.shape, density=0.3, random_state=7)),
+                        x=rng.standard_normal(A.shape[1]))
         else:
             args = dict(A=A, B=sp.csr_array(sp.random(*A.shape, density=0.3, random_state=7)),
-                        C=sp.csr_array(sp.random(A.shape[1], A.shape[0], density=0.3, random_state=8)))
+                        C=sp.csr_array(sp.random(A.shape[1], A.shape[0], density=0.3, random_state=8)),
+                        x=rng.standard_normal(A.shape[1]))
         got = cpu(**args)
         want = reference(**args)
         for k, (g, w) in enumerate(zip(got, want)):
@@ -121,7 +168,8 @@ def test_gpu_algorithm_on_the_cpu(prog, reference, rng):
 
 
 @needs_nvcc
-@pytest.mark.parametrize('prog', [gpu_dense_ops, gpu_sparse_ops], ids=['dense-results', 'sparse-results'])
+@pytest.mark.parametrize('prog', [gpu_dense_ops, gpu_sparse_ops, dace_gpu_ops],
+                         ids=['dense-results', 'sparse-results', 'dace-transformation'])
 def test_gpu_program_compiles_with_nvcc(prog):
     built = ss.compile(gpu_sdfg(prog), target='gpu').build()
     assert built.compiled is not None

@@ -20,14 +20,16 @@
    GPU memory.
 """
 import copy
-from typing import List
+from typing import Dict, List, Tuple
 
 import dace
 from dace import dtypes
 
 from sdfgsparse import errors
 
-__all__ = ['to_gpu', 'is_lowered', 'expand_sparse_nodes', 'arguments_on_device', 'with_cpu_schedules', 'PORTABLE']
+__all__ = ['to_gpu', 'is_lowered', 'expand_sparse_nodes', 'arguments_on_device', 'structures_of_device_arrays', 'host_accesses',
+           'device_twins', 'copy_twins', 'device_storage_inward',
+           'with_cpu_schedules', 'PORTABLE']
 
 #: The implementation every sparse library node has for any target.
 PORTABLE = 'pure'
@@ -88,6 +90,138 @@ def arguments_on_device(sdfg: dace.SDFG) -> List[str]:
     return moved
 
 
+def structures_of_device_arrays(sdfg: dace.SDFG) -> List[str]:
+    """Make every intermediate sparse result of ``sdfg`` (a transient structure, in any
+    nested SDFG) a host struct of device arrays, as sparse arguments are; returns their
+    names. DaCe's GPU transformation marks such a structure ``GPU_Global`` as a whole and
+    leaves its members on the host; a struct in device memory cannot be read by the host
+    code that passes member pointers to the kernels. ``_dace_compat`` patch 15 has the
+    code generator of each member's storage allocate and free it (``cudaMalloc`` /
+    ``cudaFree``)."""
+    done = []
+    for g in sdfg.all_sdfgs_recursive():
+        for name, desc in g.arrays.items():
+            if not (desc.transient and isinstance(desc, dace.data.Structure)) or isinstance(
+                    desc, dace.data.StructureView):
+                continue
+            desc.storage = dtypes.StorageType.Default
+            for member in desc.members.values():
+                if isinstance(member, dace.data.Array):
+                    member.storage = dtypes.StorageType.GPU_Global
+            done.append(name)
+    return done
+
+
+def device_storage_inward(sdfg: dace.SDFG) -> int:
+    """Give views of device arrays, and the arrays of nested SDFGs (expanded sparse
+    nodes) that are connected to device arrays, ``GPU_Global`` storage, from the outside
+    in; returns how many descriptors changed. Otherwise DaCe's GPU transformation treats
+    the arguments of each expanded node as host arrays and copies them into new device
+    arrays on every call (device-to-device copies of every sparse operand)."""
+    changed = 0
+
+    def device(g, data):
+        desc = g.arrays[data] if data and data in g.arrays else None  # (.get misses 'A.member')
+        return getattr(desc, 'storage', None) == dtypes.StorageType.GPU_Global
+
+    for g in sdfg.all_sdfgs_recursive():  # parents before their nested SDFGs
+        for state in g.states():
+            for node in dace.sdfg.utils.dfs_topological_sort(state):
+                if not isinstance(node, (dace.nodes.AccessNode, dace.nodes.NestedSDFG)):
+                    continue
+                if isinstance(node, dace.nodes.AccessNode):
+                    desc = g.arrays[node.data]
+                    if not isinstance(desc, dace.data.View) or desc.storage == dtypes.StorageType.GPU_Global:
+                        continue
+                    viewed = [e.data.data for e in state.in_edges(node) + state.out_edges(node)
+                              if 'views' in (e.src_conn, e.dst_conn)]
+                    if viewed and all(device(g, v) for v in viewed):
+                        desc.storage = dtypes.StorageType.GPU_Global
+                        changed += 1
+                    continue
+                for e in state.in_edges(node) + state.out_edges(node):
+                    conn = e.dst_conn if e.dst is node else e.src_conn
+                    inner = node.sdfg.arrays.get(conn)
+                    if (isinstance(inner, dace.data.Array) and not inner.transient and device(g, e.data.data)
+                            and inner.storage != dtypes.StorageType.GPU_Global):
+                        inner.storage = dtypes.StorageType.GPU_Global
+                        changed += 1
+    return changed
+
+
+def _on_device(desc) -> bool:
+    return any(getattr(m, 'storage', None) == dtypes.StorageType.GPU_Global for m in desc.members.values())
+
+
+def _copy_members(state: dace.SDFGState, src: str, dst: str) -> None:
+    """Copy every array member of structure ``src`` into structure ``dst`` in ``state``,
+    through one view per member on each side (``src --views--> v --copy--> w --views-->
+    dst``, as sparse nodes read and write members), so that the whole structures are the
+    accessed data: their allocation, lifetime and deallocation stay with them."""
+    sdfg = state.parent
+    sdesc, ddesc = sdfg.arrays[src], sdfg.arrays[dst]
+    snode, dnode = state.add_read(src), state.add_write(dst)
+    for member, mdesc in sdesc.members.items():
+        if not isinstance(mdesc, dace.data.Array):
+            continue
+        views = []
+        for name, desc in ((src, mdesc), (dst, ddesc.members[member])):
+            view, _ = sdfg.add_view(f'{name}_{member}_copy', desc.shape, desc.dtype, storage=desc.storage,
+                                    find_new_name=True)
+            views.append(state.add_access(view))
+        state.add_edge(snode, None, views[0], 'views', dace.Memlet.from_array(f'{src}.{member}', mdesc))
+        state.add_nedge(views[0], views[1], dace.Memlet.from_array(views[0].data, sdfg.arrays[views[0].data]))
+        state.add_edge(views[1], 'views', dnode, None,
+                       dace.Memlet.from_array(f'{dst}.{member}', ddesc.members[member]))
+
+
+def device_twins(sdfg: dace.SDFG) -> Dict[str, Tuple[str, bool, bool]]:
+    """First half of DaCe's own ``apply_gpu_transformations()`` on a program whose sparse
+    arguments are in host memory (``_dace_compat`` patch 16): each such argument ``A``
+    gets a device twin ``gpu_A`` (a host struct of device arrays, as
+    :func:`structures_of_device_arrays` makes) and every use of ``A`` in ``sdfg`` is
+    redirected to the twin. Returns ``{argument: (twin, read, written)}`` for
+    :func:`copy_twins`. (DaCe's transformation would copy ``A`` into a structure in device
+    memory, for which DaCe 1.0.2 generates member copies that do not compile.)"""
+    twins = {}
+    for name, desc in list(sdfg.arrays.items()):
+        if desc.transient or not isinstance(desc, dace.data.Structure) or isinstance(
+                desc, dace.data.StructureView) or _on_device(desc):
+            continue
+        twin = copy.deepcopy(desc)
+        twin.transient = True
+        twins[name] = sdfg.add_datadesc(f'gpu_{name}', twin, find_new_name=True)
+    if not twins:
+        return {}
+    nodes = [(state, node) for state in sdfg.states() for node in state.data_nodes() if node.data in twins]
+    read = {node.data for state, node in nodes if state.out_degree(node) > 0}
+    written = {node.data for state, node in nodes if state.in_degree(node) > 0}
+    sdfg.replace_dict(twins, replace_keys=False)
+    structures_of_device_arrays(sdfg)
+    return {name: (twin, name in read, name in written) for name, twin in twins.items()}
+
+
+def copy_twins(sdfg: dace.SDFG, twins: Dict[str, Tuple[str, bool, bool]]) -> None:
+    """Second half (after DaCe's transformation): a state before the program copies the
+    members of every sparse argument it reads into the argument's twin, and a state
+    after it copies the written twins back — DaCe's meaning of host arguments to a GPU
+    program, copies in and out on every call. (Added after the transformation: its
+    simplification would drop writes to a twin that nothing reads yet.)"""
+    into = [(name, twin) for name, (twin, read, _) in twins.items() if read]
+    back = [(twin, name) for name, (twin, _, written) in twins.items() if written]
+    if into:
+        first = sdfg.add_state_before(sdfg.start_state, 'sparse_copyin')
+        for src, dst in into:
+            _copy_members(first, src, dst)
+    if back:
+        sinks = sdfg.sink_nodes()
+        last = sdfg.add_state('sparse_copyout')
+        for sink in sinks:
+            sdfg.add_edge(sink, last, dace.InterstateEdge())
+        for src, dst in back:
+            _copy_members(last, src, dst)
+
+
 _GPU_SCHEDULES = (dtypes.ScheduleType.GPU_Device, dtypes.ScheduleType.GPU_Default, dtypes.ScheduleType.GPU_Persistent)
 
 
@@ -103,6 +237,39 @@ def is_lowered(sdfg: dace.SDFG) -> bool:
     return False
 
 
+def host_accesses(sdfg: dace.SDFG) -> List[str]:
+    """Where host code of a GPU SDFG would read or write device memory (which crashes or
+    reads garbage on a GPU, and goes unnoticed on the CPU): a tasklet outside every GPU
+    kernel with a memlet to a ``GPU_Global`` array, an interstate edge (a loop bound, a
+    condition) reading one, or a kernel whose range is read from one. One line per place;
+    empty when there is none."""
+    from dace.sdfg.scope import is_devicelevel_gpu
+    found = []
+
+    def on_device(g, data):
+        desc = g.arrays[data] if data and data in g.arrays else None  # (.get misses 'A.member')
+        return getattr(desc, 'storage', None) == dtypes.StorageType.GPU_Global
+
+    for g in sdfg.all_sdfgs_recursive():
+        in_kernel = g.parent_nsdfg_node is not None and is_devicelevel_gpu(g.parent_sdfg, g.parent,
+                                                                            g.parent_nsdfg_node)
+        for e in ([] if in_kernel else g.all_interstate_edges()):
+            for name in sorted(e.data.read_symbols()):
+                if on_device(g, name):
+                    found.append(f'{g.name}: the interstate edge {e.src.label} -> {e.dst.label} reads {name}')
+        for state in g.states():
+            for node in state.nodes():
+                if isinstance(node, dace.nodes.Tasklet) and not is_devicelevel_gpu(g, state, node):
+                    for e in state.in_edges(node) + state.out_edges(node):
+                        if on_device(g, e.data.data):
+                            found.append(f'{g.name}: the host tasklet {node.label} accesses {e.data.data}')
+                elif isinstance(node, dace.nodes.MapEntry) and node.map.schedule in _GPU_SCHEDULES:
+                    for e in state.in_edges(node):
+                        if e.dst_conn and not e.dst_conn.startswith('IN_') and on_device(g, e.data.data):
+                            found.append(f'{g.name}: the range of kernel {node.map.label} is read from {e.data.data}')
+    return found
+
+
 def to_gpu(sdfg: dace.SDFG, validate: bool = True) -> dace.SDFG:
     """Lower ``sdfg`` (in place) for the GPU target (see the module docstring); returns it.
     An SDFG that already runs on the GPU (:func:`is_lowered`) is returned as it is.
@@ -111,21 +278,21 @@ def to_gpu(sdfg: dace.SDFG, validate: bool = True) -> dace.SDFG:
     """
     if is_lowered(sdfg):
         return sdfg
-    inner = [n for n, d in sdfg.arrays.items() if d.transient and isinstance(d, dace.data.Structure)
-             and not n.endswith('_ssT')]  # (X.T aliases are views of arguments)
-    if inner:
-        raise errors.UnsupportedOperationError(
-            f'{sdfg.name}: intermediate sparse results ({", ".join(sorted(inner))}) cannot be placed on the GPU yet '
-            '(DaCe 1.0.2 allocates a structure of device arrays with its CPU code generator, which has no GPU '
-            'storage); return them, or run the program on the CPU')
     expand_sparse_nodes(sdfg)
     moved = arguments_on_device(sdfg)
+    structures_of_device_arrays(sdfg)
+    device_storage_inward(sdfg)
     sdfg.apply_gpu_transformations(validate=False)
     for name in moved:  # sparse arguments: host structs of device pointers (arguments_on_device)
         if isinstance(sdfg.arrays[name], dace.data.Structure):
             sdfg.arrays[name].storage = dtypes.StorageType.Default
+    structures_of_device_arrays(sdfg)
     if validate:
         sdfg.validate()
+        wrong = host_accesses(sdfg)
+        if wrong:
+            raise errors.UnsupportedOperationError(f'{sdfg.name}: the GPU program would access device memory from '
+                                                   'host code: ' + '; '.join(wrong))
     return sdfg
 
 
