@@ -34,6 +34,15 @@ def to_device(array):
     return _to_device(array)
 
 
+def __getattr__(name):
+    if name == 'torch':  # the PyTorch frontend; torch is optional, imported on first use
+        import importlib
+        module = importlib.import_module('sdfgsparse.frontends.torch')
+        globals()['torch'] = module
+        return module
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
 def set_validation(on: bool) -> None:
     """Turn the O(nnz) index checks on sparse arguments on (default) or off."""
     _VALIDATE['on'] = bool(on)

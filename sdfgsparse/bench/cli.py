@@ -64,6 +64,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument('--optimize', action='store_true',
                    help='also run every kernel through ss.optimize (system sdfgsparse-opt, with the matrix as '
                    'example input) and report its heuristics time; gcn then includes a bias (gcn+bias)')
+    p.add_argument('--suite', choices=('kernels', 'ml'), default='kernels',
+                   help='kernels (default): sparse kernels against peer libraries; ml: sparse torch models '
+                   '(GCN inference and training step, sparse MLP) compiled with ss.torch.compile against eager '
+                   'dense torch and torch.sparse (needs torch)')
     p.set_defaults(func=run)
     return p
 
@@ -104,6 +108,8 @@ def to_argv(args) -> List[str]:
         argv.append('--no-progress')
     if getattr(args, 'optimize', False):
         argv.append('--optimize')
+    if getattr(args, 'suite', 'kernels') != 'kernels':
+        argv += ['--suite', args.suite]
     return argv
 
 
@@ -129,6 +135,8 @@ def run(args) -> int:
     for var in ('MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS'):  # for libraries not loaded yet
         os.environ.setdefault(var, str(args.threads))
 
+    if getattr(args, 'suite', 'kernels') == 'ml':
+        return _run_ml(args, config)
     from sdfgsparse.bench.plot import write_plot
     from sdfgsparse.bench.report import format_report
     from sdfgsparse.bench.runner import run_benchmark
@@ -142,6 +150,24 @@ def run(args) -> int:
         print(f'sdfgsparse bench: --plot: {why}' if why else f'sdfgsparse bench: plot written to {args.plot}')
     ours = [r for r in result.results if r.system in ('sdfgsparse', 'sdfgsparse-opt')]
     return 1 if any(not r.correct for r in ours) else 0
+
+
+def _run_ml(args, config) -> int:
+    from sdfgsparse.bench.errors import BenchError
+    from sdfgsparse.bench.ml import format_ml, run_ml
+    try:
+        results = run_ml(config.matrices, repeat=args.repeat, log=lambda line: print(f'sdfgsparse bench: {line}',
+                                                                                    flush=True))
+    except BenchError as exc:
+        print(f'sdfgsparse bench: {exc}', file=sys.stderr)
+        return 2
+    print(format_ml(results), flush=True)
+    if args.json:
+        import json
+        with open(args.json, 'w') as f:
+            json.dump([r.__dict__ for r in results], f, indent=1)
+        print(f'sdfgsparse bench: results written to {args.json}')
+    return 1 if any(not r.correct for r in results) else 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

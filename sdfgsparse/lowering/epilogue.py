@@ -9,7 +9,7 @@ as ``__value``.
 import ast
 from typing import Dict, Sequence
 
-__all__ = ['EPI_PREFIX', 'VALUE', 'epilogue_expression', 'node_epilogue', 'emit_epilogue_pass', 'compose']
+__all__ = ['EPI_PREFIX', 'VALUE', 'NUMPY_CALLS', 'epilogue_expression', 'node_epilogue', 'emit_epilogue_pass', 'compose']
 
 #: Prefix of the node connectors that carry the epilogue's extra inputs.
 EPI_PREFIX = '_epi_'
@@ -54,12 +54,34 @@ def epilogue_expression(expr: str, value: str, inputs: Dict[str, str], index: Se
     return _substitute(expr, repl)
 
 
+#: Functions of tasklet code (C's names, which DaCe's tasklets call bare: ``tanh(__in1)``)
+#: as the NumPy functions that a ``@dace.program`` statement can call on one element.
+NUMPY_CALLS = {
+    'exp': 'np.exp', 'log': 'np.log', 'tanh': 'np.tanh', 'sin': 'np.sin', 'cos': 'np.cos', 'tan': 'np.tan',
+    'sqrt': 'np.sqrt', 'floor': 'np.floor', 'ceil': 'np.ceil', 'exp2': 'np.exp2', 'log2': 'np.log2',
+    'log10': 'np.log10', 'sinh': 'np.sinh', 'cosh': 'np.cosh', 'asin': 'np.arcsin', 'acos': 'np.arccos',
+    'atan': 'np.arctan', 'fabs': 'np.abs', 'pow': 'np.power', 'log1p': 'np.log1p', 'expm1': 'np.expm1',
+}
+
+
+class _NumpyCalls(ast.NodeTransformer):
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in NUMPY_CALLS:
+            node.func = ast.parse(NUMPY_CALLS[node.func.id], mode='eval').body
+        return node
+
+
 def node_epilogue(node, value: str, index: Sequence[str]) -> str:
     """The node's epilogue applied to ``value`` at output ``index`` (``value`` itself when
-    the node has none)."""
+    the node has none), as a statement of a ``@dace.program`` (the CPU kernels): C math
+    functions of the tasklet code become NumPy's (:data:`NUMPY_CALLS`; a bare ``tanh``
+    does not parse there), which the kernels' namespace provides as ``np``."""
     if not getattr(node, 'epilogue', ''):
         return value
-    return epilogue_expression(node.epilogue, value, dict(node.epilogue_inputs), index)
+    expr = epilogue_expression(node.epilogue, value, dict(node.epilogue_inputs), index)
+    return ast.unparse(_NumpyCalls().visit(ast.parse(expr, mode='eval').body))
 
 
 def emit_epilogue_pass(kb, node, target: str, shape: Sequence):

@@ -19,7 +19,8 @@ from dace.sdfg.state import SDFGState
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
 
-__all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'resolve_alias', 'transposed_alias', 'add_sparse_input',
+__all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'member_memlet', 'resolve_alias',
+           'transposed_alias', 'add_sparse_input',
            'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node',
            'retype_sparse', 'sparse_consumers']
 
@@ -29,6 +30,17 @@ T_SUFFIX = '_ssT'
 
 def member_conn(prefix: str, member: str) -> str:
     return f'_{prefix}_{member}'
+
+
+def member_memlet(name: str, member: str, mdesc: dace.data.Data) -> dace.Memlet:
+    """The whole member ``name.member`` (descriptor ``mdesc``), for the edge between a
+    structure and a view of that member. Marked ``allow_oob``: DaCe 1.0.2's validation
+    checks such a subset against the *structure's* shape (``(1,)``), which only passes
+    while the member's size is symbolic; ``ss.CSR[dace.float32, 6, 4]`` (fixed sizes)
+    failed with "Memlet subset out-of-bounds (A.pos1[0:7])"."""
+    memlet = dace.Memlet.from_array(f'{name}.{member}', mdesc)
+    memlet.allow_oob = True
+    return memlet
 
 
 def resolve_alias(name: str) -> Tuple[str, bool]:
@@ -151,7 +163,7 @@ def add_sparse_input(state: SDFGState, node: SparseLibraryNode, prefix: str, nam
         mdesc = desc.members[member]
         view = _member_view(sdfg, base, member, mdesc)
         vnode = state.add_access(view)
-        state.add_edge(acc, None, vnode, 'views', dace.Memlet.from_array(f'{base}.{member}', mdesc))
+        state.add_edge(acc, None, vnode, 'views', member_memlet(base, member, mdesc))
         conn = member_conn(prefix, member)
         node.add_in_connector(conn)
         state.add_edge(vnode, None, node, conn, dace.Memlet.from_array(view, sdfg.arrays[view]))
@@ -180,7 +192,7 @@ def add_sparse_output(state: SDFGState, node: SparseLibraryNode, prefix: str, na
         conn = member_conn(prefix, member)
         node.add_out_connector(conn)
         state.add_edge(node, conn, vnode, None, dace.Memlet.from_array(view, sdfg.arrays[view]))
-        state.add_edge(vnode, 'views', acc, None, dace.Memlet.from_array(f'{name}.{member}', mdesc))
+        state.add_edge(vnode, 'views', acc, None, member_memlet(name, member, mdesc))
     return st
 
 
@@ -242,7 +254,7 @@ def retype_sparse(sdfg: dace.SDFG, name: str, st: SparseType) -> None:
                 if member is None or not isinstance(view, nodes.AccessNode):
                     continue
                 mdesc = new.members[member]
-                e.data = dace.Memlet.from_array(f'{name}.{member}', mdesc)
+                e.data = member_memlet(name, member, mdesc)
                 vdesc = sdfg.arrays[view.data]
                 if isinstance(vdesc, dace.data.View):
                     sdfg.remove_data(view.data, validate=False)

@@ -36,6 +36,21 @@ def spmm_used_twice(A: ss.CSR[dace.float64, M, N], B: dace.float64[N, K]):
     return np.maximum(Y, 0), Y
 
 
+@dace.program
+def spmm_math(A: ss.CSR[dace.float64, M, N], B: dace.float64[N, K]):
+    return np.tanh(A @ B) * 3.0
+
+
+@dace.program
+def spmm_math_csc(A: ss.CSC[dace.float64, M, N], B: dace.float64[N, K]):
+    return np.exp(A @ B) + np.sqrt(np.abs(A @ B))
+
+
+@dace.program
+def spmv_math(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return np.log(np.exp(A @ x) + 1.0)
+
+
 def _fused(prog):
     sdfg = prog.to_sdfg()
     before = copy.deepcopy(sdfg)
@@ -76,6 +91,24 @@ def test_spmv_epilogue_on_the_accumulator(rng):
     x = rng.standard_normal(40)
     np.testing.assert_allclose(ss.compile(after)(A=A, x=x), ss.compile(before)(A=A, x=x), rtol=1e-12)
     np.testing.assert_allclose(ss.compile(after)(A=A, x=x), np.maximum(2 * (A @ x), 0), rtol=1e-12)
+
+
+@pytest.mark.parametrize('prog,fmt,ref', [
+    (spmm_math, 'csr', lambda P: np.tanh(P) * 3.0),
+    (spmm_math_csc, 'csc', lambda P: np.exp(P) + np.sqrt(np.abs(P))),
+    (spmv_math, 'csr', lambda P: np.log(np.exp(P) + 1.0)),
+], ids=['spmm-tanh', 'spmm-exp-sqrt-scatter', 'spmv-log-exp'])
+def test_math_functions_in_epilogues(prog, fmt, ref, rng):
+    """Epilogues calling math functions (a tasklet's bare ``tanh``) compile in every CPU
+    kernel shape. Before: ``np.tanh(A @ X)`` failed to parse once fused ("Use of undefined
+    variable tanh")."""
+    before, after, applied = _fused(prog)
+    assert applied >= 1 and any(n.epilogue for n in _products(after))
+    A = sp.random_array((30, 20), density=0.2, format=fmt, rng=rng, data_sampler=rng.standard_normal)
+    other = rng.standard_normal(20) if prog is spmv_math else rng.standard_normal((20, 4))
+    got = ss.compile(after)(A, other)
+    np.testing.assert_allclose(got, ss.compile(before)(A, other), rtol=1e-12)
+    np.testing.assert_allclose(got, ref(A @ other), rtol=1e-12)
 
 
 def test_refuses_intermediate_with_another_reader():

@@ -12,6 +12,7 @@ import re
 from typing import Dict, List, Sequence, Tuple
 
 import dace
+import numpy as np
 import sympy
 
 from sdfgsparse._symbolic import pyexpr
@@ -47,7 +48,7 @@ class KernelBuilder:
     def __init__(self, name: str):
         self.name = re.sub(r'\W', '_', name)
         self.params: Dict[str, dace.data.Data] = {}
-        self.globals: Dict[str, object] = {'dace': dace}
+        self.globals: Dict[str, object] = {'dace': dace, 'np': np}  # np: epilogues' functions
         self.lines: List[str] = []
         self._tmp = itertools.count()
         self.sparse_operands: List[dace.data.Data] = []  # their compiled storage checks go along

@@ -158,6 +158,7 @@ def _copy_members(state: dace.SDFGState, src: str, dst: str) -> None:
     through one view per member on each side (``src --views--> v --copy--> w --views-->
     dst``, as sparse nodes read and write members), so that the whole structures are the
     accessed data: their allocation, lifetime and deallocation stay with them."""
+    from sdfgsparse.ops.base import member_memlet
     sdfg = state.parent
     sdesc, ddesc = sdfg.arrays[src], sdfg.arrays[dst]
     snode, dnode = state.add_read(src), state.add_write(dst)
@@ -169,10 +170,9 @@ def _copy_members(state: dace.SDFGState, src: str, dst: str) -> None:
             view, _ = sdfg.add_view(f'{name}_{member}_copy', desc.shape, desc.dtype, storage=desc.storage,
                                     find_new_name=True)
             views.append(state.add_access(view))
-        state.add_edge(snode, None, views[0], 'views', dace.Memlet.from_array(f'{src}.{member}', mdesc))
+        state.add_edge(snode, None, views[0], 'views', member_memlet(src, member, mdesc))
         state.add_nedge(views[0], views[1], dace.Memlet.from_array(views[0].data, sdfg.arrays[views[0].data]))
-        state.add_edge(views[1], 'views', dnode, None,
-                       dace.Memlet.from_array(f'{dst}.{member}', ddesc.members[member]))
+        state.add_edge(views[1], 'views', dnode, None, member_memlet(dst, member, ddesc.members[member]))
 
 
 def device_twins(sdfg: dace.SDFG) -> Dict[str, Tuple[str, bool, bool]]:

@@ -1,0 +1,192 @@
+"""PyTorch models and functions as SDFGs: ``ss.torch.compile``.
+
+>>> import torch, sdfgsparse as ss                                   # doctest: +SKIP
+>>> model = ss.torch.compile(GCN(), example_inputs=(A, X))           # doctest: +SKIP
+>>> model(A, X)          # one SDFG: sparse products, dense layers, softmax
+>>> print(model.report())   # what ran where, graph breaks, compile time
+
+How a model becomes an SDFG:
+
+1. ``torch.export.export`` captures the model as an ATen graph. It keeps sparse layouts
+   (CSR / CSC / COO placeholders, ``aten._sparse_mm``), which ``torch.compile`` refuses.
+2. :mod:`frontends.torch_graph` translates the graph, node by node, into a NumPy-style
+   ``@dace.program`` — the same vocabulary a user writes (``A @ X``, ``ss.relu(A)``,
+   ``np.maximum``), so every sparse node, dense library node and fusion of the NumPy
+   frontend applies. Its source is kept (``compiled.source``) and can be read and run.
+   Dimensions are symbols: user inputs' sizes are free, parameters' sizes fixed, and each
+   operation unifies the sizes it needs equal, so a new batch or graph size runs without
+   recompiling. An ATen operation without a translation either runs in torch between
+   two SDFGs (``fallback='torch'``, a graph break listed by ``report()``) or raises
+   :class:`~sdfgsparse.errors.UnsupportedOperationError` naming it (``fallback='raise'``,
+   the default), before anything is compiled.
+3. ``ss.optimize`` runs the sparse pipeline on each SDFG.
+
+Training: when autograd is on and a parameter or input requires a gradient, the model
+runs as its ATen graph in torch with every sparse product replaced by the custom operator
+``sdfgsparse::spmm`` (:mod:`frontends.torch_ops`), whose forward and backward are
+sdfgsparse programs, so torch's optimizers train it. Inference (``torch.no_grad()``,
+``model.eval()`` with nothing requiring a gradient) runs the SDFGs.
+"""
+import hashlib
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from sdfgsparse import errors
+from sdfgsparse.frontends.torch_graph import Segment, plan_segments, translate
+
+__all__ = ['compile', 'CompiledModel']
+
+FALLBACKS = ('raise', 'torch')
+
+
+def _export(model, example_inputs: Tuple[Any, ...]):
+    if not isinstance(example_inputs, tuple):
+        raise errors.ArgumentError(f'ss.torch.compile: example_inputs must be a tuple of tensors, got '
+                                   f'{type(example_inputs).__name__}')
+    for k, v in enumerate(example_inputs):
+        if not isinstance(v, torch.Tensor):
+            raise errors.ArgumentError(f'ss.torch.compile: example_inputs[{k}] is {type(v).__name__}, not a tensor')
+        if v.device.type != 'cpu':
+            raise errors.UnsupportedOperationError(f'ss.torch.compile: example_inputs[{k}] is on {v.device}; the '
+                                                   'torch frontend compiles for the CPU')
+    module = model if isinstance(model, torch.nn.Module) else _FunctionModule(model)
+    try:
+        return module, torch.export.export(module, example_inputs, strict=False)
+    except Exception as e:  # torch's own message names the construct it could not capture
+        raise errors.UnsupportedOperationError(f'ss.torch.compile: torch.export could not capture the model: '
+                                               f'{type(e).__name__}: {str(e).splitlines()[0]}') from e
+
+
+class _FunctionModule(torch.nn.Module):
+    """A plain function as a module without parameters (torch.export takes modules)."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+class CompiledModel(torch.nn.Module):
+    """A model compiled by :func:`compile`. Call it like the model; it reads the model's
+    current parameters on every call (training updates them in place)."""
+
+    def __init__(self, module: torch.nn.Module, exported, segments: List[Segment], fallback: str,
+                 compile_s: float, timings: Dict[str, float]):
+        super().__init__()
+        self.module = module
+        self._exported = exported
+        self._segments = segments
+        self.fallback = fallback
+        self.compile_seconds = compile_s
+        #: seconds of each compile step: torch.export, parse (DaCe's frontend), optimize, build
+        self.timings = dict(timings)
+        self.calls = {'sdfg': 0, 'autograd': 0}
+
+    # ------------------------------------------------------------------ inspection
+    @property
+    def source(self) -> str:
+        """The generated ``@dace.program`` source of every compiled segment."""
+        return '\n\n'.join(s.source for s in self._segments if s.compiled)
+
+    @property
+    def sdfgs(self):
+        """The optimised SDFG of each compiled segment, in order."""
+        return [s.program.sdfg for s in self._segments if s.compiled]
+
+    @property
+    def sdfg(self):
+        """The optimised SDFG of a model compiled as one segment (no graph break)."""
+        sdfgs = self.sdfgs
+        if len(sdfgs) != 1:
+            raise errors.UnsupportedOperationError(f'the model has {len(sdfgs)} compiled segments (graph breaks: '
+                                                   f'{", ".join(self.graph_breaks()) or "none"}); use .sdfgs')
+        return sdfgs[0]
+
+    def graph_breaks(self) -> List[str]:
+        """The ATen operations that run in torch between compiled segments."""
+        return [s.label for s in self._segments if not s.compiled]
+
+    def report(self) -> str:
+        steps = ', '.join(f'{k} {v:.2f} s' for k, v in self.timings.items())
+        lines = [f'ss.torch.compile: {len(self.sdfgs)} SDFG(s), compiled in {self.compile_seconds:.2f} s ({steps}); '
+                 f'calls: {self.calls["sdfg"]} as SDFGs, {self.calls["autograd"]} with autograd']
+        for s in self._segments:
+            lines.append(f'  {"SDFG " if s.compiled else "torch"}  {s.label}')
+        for s in self._segments:
+            if s.compiled:
+                lines.extend('    ' + line for line in s.program.report().splitlines())
+        return '\n'.join(lines)
+
+    # ------------------------------------------------------------------ calls
+    def _inputs(self, args) -> Dict[str, Any]:
+        sig = self._exported.graph_signature
+        user = [spec for spec in sig.input_specs if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+        if len(args) != len(user):
+            raise errors.ArgumentError(f'the compiled model takes {len(user)} inputs, got {len(args)}')
+        state = dict(self.module.named_parameters())
+        state.update(self.module.named_buffers())
+        state.update(self._exported.constants)
+        env = {}
+        it = iter(args)
+        for spec in sig.input_specs:
+            if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT:
+                v = next(it)
+                if not isinstance(v, torch.Tensor):
+                    raise errors.ArgumentError(f'{spec.arg.name}: expected a tensor, got {type(v).__name__}')
+                env[spec.arg.name] = v
+            else:
+                env[spec.arg.name] = state[spec.target]
+        return env
+
+    def forward(self, *args):
+        env = self._inputs(args)
+        needs_grad = torch.is_grad_enabled() and any(
+            isinstance(v, torch.Tensor) and v.requires_grad for v in env.values())
+        if needs_grad:
+            from sdfgsparse.frontends.torch_ops import run_with_autograd
+            self.calls['autograd'] += 1
+            return run_with_autograd(self._exported.graph_module.graph, env, self._outputs())
+        self.calls['sdfg'] += 1
+        for seg in self._segments:
+            seg.run(env)
+        outs = [env[name] for name in self._outputs()]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _outputs(self) -> List[str]:
+        return [spec.arg.name for spec in self._exported.graph_signature.output_specs]
+
+
+def compile(model, example_inputs: Tuple[Any, ...], fallback: str = 'raise') -> CompiledModel:
+    """Compile a ``torch.nn.Module`` or a function of tensors into SDFGs (see the module
+    docstring). ``example_inputs``: a tuple of CPU tensors (dense, or sparse CSR / CSC /
+    COO) like the ones the model will be called with; their values are not kept.
+
+    :param fallback: ``'raise'`` (default): an ATen operation without a translation raises
+                     :class:`~sdfgsparse.errors.UnsupportedOperationError` naming it;
+                     ``'torch'``: it runs in torch between compiled segments.
+    """
+    if fallback not in FALLBACKS:
+        raise errors.ArgumentError(f'ss.torch.compile: fallback must be one of {FALLBACKS}, got {fallback!r}')
+    t0 = time.perf_counter()
+    module, exported = _export(model, example_inputs)
+    timings = {'export': time.perf_counter() - t0}
+    graph = exported.graph_module.graph
+    user = [spec.arg.name for spec in exported.graph_signature.input_specs
+            if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    segments = plan_segments(graph, fallback, user)
+    name = type(model).__name__ if isinstance(model, torch.nn.Module) else getattr(model, '__name__', 'fn')
+    key = hashlib.sha256(str(graph).encode()).hexdigest()[:10]
+    for k, seg in enumerate(segments):
+        if seg.compiled:
+            for step, seconds in translate(seg, f'{_identifier(name)}_{key}_{k}').items():
+                timings[step] = timings.get(step, 0.0) + seconds
+    return CompiledModel(module, exported, segments, fallback, time.perf_counter() - t0, timings)
+
+
+def _identifier(name: str) -> str:
+    out = ''.join(c if c.isalnum() else '_' for c in name)
+    return out if out and not out[0].isdigit() else f'm_{out}'

@@ -1,0 +1,214 @@
+"""``sdfgsparse bench --suite ml``: sparse models end to end, in the same process as their
+torch peers (needs torch).
+
+Tasks (Scorch's evaluation, as far as built so far):
+
+* ``gcn``: a 2-layer GCN (``log_softmax(A relu(A X W1 + b1) W2 + b2)``, hidden 16, 7
+  classes), float32, on each square matrix of the set (``A``: its normalised propagation
+  matrix, :func:`normalized`), 64 features;
+  inference, and one training step (forward, NLL loss, backward, Adam);
+* ``mlp``: a sparse autoencoder layer pair (``relu(W2 relu(W1 x))``, 1024 -> 256 -> 1024,
+  CSR weights at 90 / 95 / 99 % sparsity, batch 64): inference.
+
+Systems: ``torch-dense`` (the model with dense adjacency / weights, eager), ``torch-sparse``
+(torch.sparse CSR, eager), ``sdfgsparse`` (``ss.torch.compile``; training through its custom
+operators). Every sdfgsparse result is checked against torch-sparse's; compile time is
+reported apart from the timed calls, which are interleaved (:mod:`.timing`).
+"""
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+from sdfgsparse.bench.timing import interleaved
+
+__all__ = ['MLResult', 'run_ml', 'format_ml']
+
+SYSTEMS = ('torch-dense', 'torch-sparse', 'sdfgsparse')
+#: dense adjacency beyond this many entries is not built (torch-dense is skipped)
+DENSE_LIMIT = 60_000_000
+
+
+@dataclass
+class MLResult:
+    task: str
+    data: str
+    mode: str  # 'inference' or 'train step'
+    seconds: Dict[str, float] = field(default_factory=dict)  # system -> median
+    errors: Dict[str, str] = field(default_factory=dict)
+    compile_s: Optional[float] = None
+    correct: Optional[bool] = None
+
+    def ratio(self) -> Optional[float]:
+        """sdfgsparse's speed-up over the fastest torch system (> 1: faster)."""
+        ours = self.seconds.get('sdfgsparse')
+        peers = [v for k, v in self.seconds.items() if k != 'sdfgsparse']
+        return min(peers) / ours if ours and peers else None
+
+
+def _gcn_class(torch):
+
+    class GCN(torch.nn.Module):
+
+        def __init__(self, f, h, c):
+            super().__init__()
+            self.l1, self.l2 = torch.nn.Linear(f, h), torch.nn.Linear(h, c)
+
+        def forward(self, A, X):
+            h = torch.relu(torch.sparse.mm(A, self.l1(X)) if A.layout != torch.strided else A @ self.l1(X))
+            z = self.l2(h)
+            return torch.log_softmax(torch.sparse.mm(A, z) if A.layout != torch.strided else A @ z, dim=1)
+
+    return GCN
+
+
+def _mlp_class(torch):
+
+    class SparseMLP(torch.nn.Module):
+
+        def __init__(self, W1, W2):
+            super().__init__()
+            self.W1, self.W2 = torch.nn.Parameter(W1, requires_grad=False), torch.nn.Parameter(W2,
+                                                                                              requires_grad=False)
+
+        def forward(self, x):
+            h = torch.relu(torch.mm(self.W1, x))
+            return torch.relu(torch.mm(self.W2, h))
+
+    return SparseMLP
+
+
+def normalized(A) -> sp.csr_array:
+    """GCN's propagation matrix D^-1/2 (|A| + I) D^-1/2 (Kipf & Welling), float32."""
+    A = abs(sp.csr_array(A)) + sp.eye_array(A.shape[0], dtype=A.dtype, format='csr')
+    d = np.asarray(A.sum(axis=1)).ravel() ** -0.5
+    return sp.csr_array(sp.diags_array(d) @ A @ sp.diags_array(d), dtype=np.float32)
+
+
+def _gcn(torch, ss, name, A, repeat, log) -> List[MLResult]:
+    torch.manual_seed(0)
+    A = normalized(A)
+    A.sort_indices()
+    n = A.shape[0]
+    As = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                 torch.from_numpy(A.indices.astype(np.int64)),
+                                 torch.from_numpy(A.data.astype(np.float32)), A.shape)
+    X = torch.randn(n, 64)
+    labels = torch.randint(0, 7, (n, ))
+    model = _gcn_class(torch)(64, 16, 7)
+    t0 = time.perf_counter()
+    compiled = ss.torch.compile(copy.deepcopy(model), (As, X))
+    compile_s = time.perf_counter() - t0
+    Ad = As.to_dense() if n * n <= DENSE_LIMIT else None
+    out = []
+    with torch.no_grad():
+        calls = {'torch-sparse': lambda: model(As, X), 'sdfgsparse': lambda: compiled(As, X)}
+        if Ad is not None:
+            calls['torch-dense'] = lambda: model(Ad, X)
+        res = MLResult('gcn', name, 'inference', compile_s=compile_s)
+        res.correct = bool(torch.allclose(compiled(As, X), model(As, X), rtol=1e-3, atol=1e-4))
+        _time(res, calls, repeat)
+        out.append(res)
+    log(f'gcn {name} inference: {_line(out[-1])}')
+    models = {'torch-sparse': copy.deepcopy(model), 'sdfgsparse': compiled}
+    if Ad is not None:
+        models['torch-dense'] = copy.deepcopy(model)
+    opts = {k: torch.optim.Adam(m.parameters(), lr=0.01) for k, m in models.items()}
+    inputs = {'torch-sparse': As, 'sdfgsparse': As, 'torch-dense': Ad}
+
+    def step(k):
+
+        def run():
+            opts[k].zero_grad()
+            loss = torch.nn.functional.nll_loss(models[k](inputs[k], X), labels)
+            loss.backward()
+            opts[k].step()
+
+        return run
+
+    res = MLResult('gcn', name, 'train step', compile_s=compile_s)
+    _time(res, {k: step(k) for k in models}, repeat)
+    res.correct = all(
+        torch.allclose(p, q, rtol=1e-3, atol=1e-4)
+        for p, q in zip(models['torch-sparse'].parameters(), compiled.module.parameters()))
+    out.append(res)
+    log(f'gcn {name} train step: {_line(res)}')
+    return out
+
+
+def _mlp(torch, ss, sparsity, repeat, log) -> MLResult:
+    g = torch.Generator().manual_seed(1)
+
+    def weight(m, n):
+        W = torch.randn(m, n, generator=g) * (torch.rand(m, n, generator=g) >= sparsity)
+        return W.to_sparse_csr()
+
+    W1, W2 = weight(256, 1024), weight(1024, 256)
+    x = torch.randn(1024, 64, generator=g)
+    cls = _mlp_class(torch)
+    sparse, dense = cls(W1, W2), cls(W1.to_dense(), W2.to_dense())
+    t0 = time.perf_counter()
+    compiled = ss.torch.compile(sparse, (x, ))
+    res = MLResult('mlp', f'{round(sparsity * 100)}% sparse', 'inference', compile_s=time.perf_counter() - t0)
+    with torch.no_grad():
+        res.correct = bool(torch.allclose(compiled(x), sparse(x), rtol=1e-3, atol=1e-3))
+        _time(res, {'torch-dense': lambda: dense(x), 'torch-sparse': lambda: sparse(x),
+                    'sdfgsparse': lambda: compiled(x)}, repeat)
+    log(f'mlp {res.data} inference: {_line(res)}')
+    return res
+
+
+def _time(res: MLResult, calls: Dict[str, Callable], repeat: int) -> None:
+    for k, st in interleaved(calls, repeat).items():
+        if st.error:
+            res.errors[k] = st.error
+        elif st.times:
+            res.seconds[k] = float(np.median(st.times))
+
+
+def _line(r: MLResult) -> str:
+    parts = [f'{k} {v * 1e3:.2f} ms' for k, v in sorted(r.seconds.items())]
+    ratio = r.ratio()
+    return ', '.join(parts) + (f'; x{ratio:.2f} vs best torch' if ratio else '') + ('' if r.correct else ' WRONG')
+
+
+def run_ml(matrices, repeat: int = 10, log=print) -> List[MLResult]:
+    """Run the ML tasks; ``matrices``: :class:`~sdfgsparse.bench.matrices.MatrixSource` list
+    (the square ones are GCN graphs)."""
+    try:
+        import torch
+    except ImportError as e:
+        from sdfgsparse.bench.errors import OptionError
+        raise OptionError('--suite ml needs torch (pip install torch==2.13.0)') from e
+    import sdfgsparse as ss
+    from sdfgsparse.bench.matrices import canonical
+    results = []
+    for src in matrices:
+        A = canonical(src.load(), np.float32)
+        if A.shape[0] != A.shape[1]:
+            continue
+        results.extend(_gcn(torch, ss, src.name, A, repeat, log))
+    for sparsity in (0.9, 0.95, 0.99):
+        results.append(_mlp(torch, ss, sparsity, repeat, log))
+    return results
+
+
+def format_ml(results: List[MLResult]) -> str:
+    head = f'{"task":<5} {"data":<14} {"mode":<10} ' + ' '.join(f'{s:>13}' for s in SYSTEMS) + \
+        f' {"vs best":>8} {"compile":>8}  ok'
+    lines = [head, '-' * len(head)]
+    for r in results:
+        cells = ' '.join(f'{r.seconds[s] * 1e3:>10.2f} ms' if s in r.seconds else f'{"-":>13}' for s in SYSTEMS)
+        ratio = r.ratio()
+        lines.append(f'{r.task:<5} {r.data[:14]:<14} {r.mode:<10} {cells} '
+                     f'{f"x{ratio:.2f}" if ratio else "-":>8} {f"{r.compile_s:.1f} s" if r.compile_s else "-":>8}  '
+                     f'{"yes" if r.correct else "NO"}')
+    ratios = [r.ratio() for r in results if r.ratio()]
+    if ratios:
+        lines.append(f'geomean vs the best torch system: x{float(np.exp(np.mean(np.log(ratios)))):.2f} '
+                     f'over {len(ratios)} rows (> 1: sdfgsparse faster)')
+    errs = [f'{r.task} {r.data} {r.mode} {k}: {v}' for r in results for k, v in r.errors.items()]
+    return '\n'.join(lines + errs)

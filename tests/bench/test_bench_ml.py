@@ -1,0 +1,46 @@
+"""``sdfgsparse bench --suite ml``: every row checked against torch, ratios and compile
+times reported, the option parsed and passed on."""
+import argparse
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sdfgsparse.bench import cli
+from sdfgsparse.bench.matrices import MatrixSource
+
+torch = pytest.importorskip('torch')
+pytestmark = [pytest.mark.filterwarnings('ignore::UserWarning'), pytest.mark.xdist_group('torch_frontend')]
+
+
+def test_ml_suite_rows_are_checked_and_reported():
+    from sdfgsparse.bench.ml import format_ml, run_ml
+    graph = sp.random_array((300, 300), density=0.02, format='csr', rng=np.random.default_rng(0)) + sp.eye_array(300)
+    rect = sp.random_array((30, 20), density=0.2, format='csr', rng=np.random.default_rng(1))
+    lines = []
+    results = run_ml([MatrixSource('g300', lambda: graph.tocsr(), 'generated'),
+                      MatrixSource('rect', lambda: rect, 'generated')], repeat=2, log=lines.append)
+    assert [(r.task, r.data, r.mode) for r in results] == [
+        ('gcn', 'g300', 'inference'), ('gcn', 'g300', 'train step'), ('mlp', '90% sparse', 'inference'),
+        ('mlp', '95% sparse', 'inference'), ('mlp', '99% sparse', 'inference')]  # rect: not a graph
+    for r in results:
+        assert r.correct, r
+        assert set(r.seconds) == {'torch-dense', 'torch-sparse', 'sdfgsparse'} and not r.errors, r
+        assert r.ratio() == pytest.approx(min(r.seconds['torch-dense'], r.seconds['torch-sparse']) /
+                                          r.seconds['sdfgsparse'])
+        assert r.compile_s > 0
+    table = format_ml(results)
+    assert 'geomean vs the best torch system' in table and table.count(' yes') == 5
+    assert len(lines) == 5
+
+
+def test_suite_option_is_parsed_and_passed_to_the_child():
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    cli.add_parser(sub)
+    args = parser.parse_args(['bench', '--suite', 'ml', '--quick'])
+    assert args.suite == 'ml'
+    assert cli.to_argv(args)[-2:] == ['--suite', 'ml']
+    assert '--suite' not in cli.to_argv(parser.parse_args(['bench', '--quick']))
+    with pytest.raises(SystemExit):
+        parser.parse_args(['bench', '--suite', 'gpu'])

@@ -1,0 +1,226 @@
+"""``ss.torch.compile``: torch models as SDFGs, checked against the same model in eager
+torch; the sparse custom operators' gradients against ``gradcheck``; training against
+eager training."""
+import copy
+
+import numpy as np
+import pytest
+
+import sdfgsparse as ss
+
+torch = pytest.importorskip('torch')
+from sdfgsparse.frontends import torch_ops  # noqa: E402 (needs torch)
+
+pytestmark = [pytest.mark.filterwarnings('ignore::UserWarning'), pytest.mark.xdist_group('torch_frontend')]
+
+
+def adjacency(n: int, density: float, seed: int, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    A = (torch.rand(n, n, generator=g) < density).to(dtype) * torch.rand(n, n, generator=g, dtype=dtype)
+    return (A + torch.eye(n, dtype=dtype)).to_sparse_csr()
+
+
+class GCN(torch.nn.Module):
+
+    def __init__(self, f, h, c):
+        super().__init__()
+        self.l1, self.l2 = torch.nn.Linear(f, h), torch.nn.Linear(h, c)
+
+    def forward(self, A, X):
+        h = torch.relu(torch.sparse.mm(A, self.l1(X)))
+        return torch.log_softmax(torch.sparse.mm(A, self.l2(h)), dim=1)
+
+
+class Mixed(torch.nn.Module):
+    """Most translated ATen operations in one model."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln, self.lin, self.drop = torch.nn.LayerNorm(6), torch.nn.Linear(6, 6), torch.nn.Dropout(0.3)
+        self.bias = torch.nn.Parameter(torch.randn(6))
+
+    def forward(self, A, X):
+        h = self.drop(torch.nn.functional.gelu(self.ln(X)))
+        g = torch.nn.functional.gelu(h, approximate='tanh')
+        y = torch.sparse.mm(A, self.lin(h)).sum(dim=1) + X.mean(dim=0).sum() * 2
+        z = torch.sigmoid(h).t() @ torch.tanh(g) / 3 - 1
+        w = torch.addmm(self.bias, h, torch.exp(-z), beta=0.5, alpha=2.0)
+        return (y, z.reshape(-1), torch.softmax(h, dim=-1), w.mean(dim=1, keepdim=True), -w.t(),
+                A * 2.0, torch.relu(A) @ X)
+
+
+@pytest.fixture(scope='module')
+def gcn():
+    torch.manual_seed(0)
+    model = GCN(16, 32, 7)
+    A, X = adjacency(50, 0.1, 1), torch.randn(50, 16)
+    return model, ss.torch.compile(model, (A, X))
+
+
+def test_gcn_inference_matches_eager(gcn):
+    model, compiled = gcn
+    A, X = adjacency(50, 0.1, 2), torch.randn(50, 16)
+    with torch.no_grad():
+        got, want = compiled(A, X), model(A, X)
+    assert isinstance(got, torch.Tensor) and got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert compiled.calls['sdfg'] >= 1
+
+
+def test_gcn_is_one_sdfg_with_symbolic_sizes(gcn):
+    """One SDFG: the node count is a symbol (A is square: one symbol for both), the
+    layer widths are numbers; a graph of another size runs without recompiling."""
+    model, compiled = gcn
+    assert compiled.graph_breaks() == []
+    src = compiled.source
+    assert 't_a: ss.CSR[dace.float32, S0, S0, dace.int64]' in src and 'dace.float32[32, 16]' in src
+    nodes = [n for n, _ in compiled.sdfg.all_nodes_recursive() if isinstance(n, ss.ops.SparseLibraryNode)]
+    assert len(nodes) == 2
+    program = compiled._segments[0].program._compiled
+    for n in (13, 80):
+        A, X = adjacency(n, 0.2, n), torch.randn(n, 16)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(A, X), model(A, X), rtol=1e-4, atol=1e-5)
+    assert compiled._segments[0].program._compiled is program
+
+
+def test_mixed_operations_match_eager():
+    torch.manual_seed(1)
+    model = Mixed().eval()
+    A, X = adjacency(5, 0.4, 3), torch.randn(5, 6)
+    compiled = ss.torch.compile(model, (A, X))
+    assert compiled.graph_breaks() == []
+    A2, X2 = adjacency(5, 0.5, 4), torch.randn(5, 6)
+    with torch.no_grad():
+        got, want = compiled(A2, X2), model(A2, X2)
+    for k, (g, w) in enumerate(zip(got, want)):
+        g = g.to_dense() if g.layout != torch.strided else g
+        w = w.to_dense() if w.layout != torch.strided else w
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5, msg=f'result {k}')
+
+
+def test_functions_compile_too():
+
+    def f(A, x):
+        return torch.tanh(torch.sparse.mm(A, x)) * 3
+
+    A, x = adjacency(7, 0.3, 5, torch.float64), torch.randn(7, 2, dtype=torch.float64)
+    compiled = ss.torch.compile(f, (A, x))
+    torch.testing.assert_close(compiled(A, x), f(A, x))
+
+
+class WithCumsum(torch.nn.Module):
+
+    def forward(self, A, X):
+        return torch.relu(torch.cumsum(torch.sparse.mm(A, X), dim=0)) * 2
+
+
+def test_untranslated_operation_is_named():
+    A, X = adjacency(6, 0.3, 6), torch.randn(6, 3)
+    with pytest.raises(ss.errors.UnsupportedOperationError, match=r'cumsum.*fallback="torch"'):
+        ss.torch.compile(WithCumsum(), (A, X))
+
+
+def test_graph_break_runs_in_torch():
+    A, X = adjacency(6, 0.3, 6), torch.randn(6, 3)
+    compiled = ss.torch.compile(WithCumsum(), (A, X), fallback='torch')
+    assert [b.split(' ')[0] for b in compiled.graph_breaks()] == ['cumsum.default']
+    assert len(compiled.sdfgs) == 2
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(A, X), WithCumsum()(A, X))
+    assert 'torch  cumsum.default' in compiled.report()
+
+
+def test_bad_inputs_are_named(gcn):
+    model, compiled = gcn
+    A, X = adjacency(10, 0.2, 7), torch.randn(10, 16)
+    with torch.no_grad():
+        with pytest.raises(ss.errors.DTypeError, match=r'^x: dtype torch.float64'):
+            compiled(A, X.double())
+        with pytest.raises(ss.errors.ArgumentError, match=r'^a: a dense tensor where the model was compiled for CSR'):
+            compiled(A.to_dense(), X)
+        with pytest.raises(ss.errors.ArgumentError, match=r'^x: expected a tensor, got str'):
+            compiled(A, 'X')
+        with pytest.raises(ss.errors.ArgumentError, match='takes 2 inputs, got 1'):
+            compiled(A)
+        with pytest.raises(ss.errors.ShapeError):
+            compiled(A, torch.randn(10, 15))
+    with pytest.raises(ss.errors.ArgumentError, match='example_inputs must be a tuple'):
+        ss.torch.compile(model, [A, X])
+    with pytest.raises(ss.errors.ArgumentError, match='fallback must be one of'):
+        ss.torch.compile(model, (A, X), fallback='eager')
+
+
+# ---------------------------------------------------------------------- gradients
+def _csr64(m, n, seed, density=0.5):
+    g = torch.Generator().manual_seed(seed)
+    D = torch.rand(m, n, generator=g, dtype=torch.float64)
+    D[D < 1 - density] = 0
+    return D.to_sparse_csr()
+
+
+@pytest.mark.parametrize('shape', [(6, 5, 3), (1, 4, 2), (5, 1, 1), (4, 4, 0)], ids=str)
+def test_spmm_gradcheck(shape):
+    m, n, k = shape
+    A = _csr64(m, n, m * 10 + n)
+    values = A.values().clone().requires_grad_(True)
+    X = torch.randn(n, k, dtype=torch.float64, requires_grad=True)
+
+    def f(v, x):
+        return torch_ops.spmm(A.crow_indices(), A.col_indices(), v, n, x)
+
+    assert torch.autograd.gradcheck(f, (values, X))
+
+
+def test_spmm_passes_torch_opcheck():
+    A = _csr64(5, 4, 3)
+    X = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    crow, col, values = A.crow_indices().clone(), A.col_indices().clone(), A.values().clone().requires_grad_()
+    torch.library.opcheck(torch_ops.spmm, (crow, col, values, 4, X))
+
+
+def test_spmm_checks_its_arguments():
+    A = _csr64(5, 4, 3)
+    with pytest.raises(ss.errors.ShapeError, match='A has 4 columns, X has 3 rows'):
+        torch_ops.spmm(A.crow_indices(), A.col_indices(), A.values(), 4, torch.randn(3, 2, dtype=torch.float64))
+    with pytest.raises(ss.errors.DTypeError, match='A is torch.float64, X is torch.float32'):
+        torch_ops.spmm(A.crow_indices(), A.col_indices(), A.values(), 4, torch.randn(4, 2))
+
+
+def test_sparse_weight_gradient_keeps_the_pattern():
+    g = torch.Generator().manual_seed(9)
+    W = torch.nn.Parameter(((torch.rand(6, 4, generator=g) < 0.5) * torch.randn(6, 4, generator=g)).to_sparse_csr())
+    x = torch.randn(3, 4, generator=g)
+    y = torch_ops.sparse_mm(W, x.t()).t()
+    (y * y).sum().backward()
+    Wd = W.detach().to_dense()
+    want = (2 * (x @ Wd.t())).t() @ x * (Wd != 0)
+    assert W.grad.layout == torch.sparse_csr
+    torch.testing.assert_close(W.grad.to_dense(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_gcn_trains_like_eager():
+    """20 Adam steps of a 2-layer GCN: compiled (sparse products through sdfgsparse's
+    custom operators) and eager end with the same parameters."""
+    torch.manual_seed(3)
+    A, X = adjacency(40, 0.1, 8), torch.randn(40, 16)
+    labels = torch.randint(0, 7, (40, ))
+    eager = GCN(16, 32, 7)
+    compiled = ss.torch.compile(copy.deepcopy(eager), (A, X))
+    opts = [torch.optim.Adam(m.parameters(), lr=0.01) for m in (eager, compiled)]
+    for _ in range(20):
+        for m, opt in zip((eager, compiled), opts):
+            opt.zero_grad()
+            torch.nn.functional.nll_loss(m(A, X), labels).backward()
+            opt.step()
+    assert compiled.calls['autograd'] == 20
+    for p, q in zip(eager.parameters(), compiled.module.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():  # the trained parameters are what the SDFG reads
+        torch.testing.assert_close(compiled(A, X), eager(A, X), rtol=1e-4, atol=1e-5)
+
+
+def test_ss_torch_is_the_frontend():
+    import sdfgsparse.frontends.torch as frontend
+    assert ss.torch is frontend and callable(ss.torch.compile)
+    assert np.__name__ == 'numpy'
