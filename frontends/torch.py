@@ -29,7 +29,7 @@ sdfgsparse programs, so torch's optimizers train it. Inference (``torch.no_grad(
 """
 import hashlib
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 

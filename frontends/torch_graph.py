@@ -15,6 +15,7 @@ the values it reads from before it and whose results are the values read after i
 """
 import linecache
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -507,16 +508,9 @@ class Segment:
         res = self.program(*args)
         res = res if isinstance(res, tuple) else (res, )
         for name, r in zip(self.outputs, res):
-            want = self.values[name]
-            if isinstance(r, torch.Tensor) and not want.sparse and tuple(r.shape) != _shape_of(self.dims, want, r):
-                r = r.reshape(_shape_of(self.dims, want, r))
+            if not self.values[name].dims and isinstance(r, torch.Tensor) and r.numel() == 1:
+                r = r.reshape(())  # a full reduction: the program returns one element, torch a 0-d tensor
             env[name] = r
-
-
-def _shape_of(dims: Dims, v: Value, r) -> Tuple:
-    if len(v.dims) == 0:
-        return ()
-    return tuple(r.shape)
 
 
 def _op_name(node) -> str:
@@ -695,9 +689,7 @@ def _lines(seg: Segment, step: Step) -> List[str]:
 def translate(seg: Segment, name: str) -> Dict[str, float]:
     """Write the segment's program, parse it with DaCe, optimise and build it; returns the
     seconds of each step."""
-    import time
     import dace
-    import numpy as np
     import sdfgsparse as ss
     symbols = set()
     for n in seg.inputs + [s.node.name for s in seg.steps]:
