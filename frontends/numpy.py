@@ -137,7 +137,7 @@ def _register_function(fname):
     oprepo.replaces(f'sdfgsparse.ops.functions.{fname}')(impl)
 
 
-for _f in ('relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid'):
+for _f in ('relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid', 'spones'):
     _register_function(_f)
 
 

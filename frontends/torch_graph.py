@@ -288,7 +288,7 @@ def t_transpose(ctx):
     target = ctx.node.target
     if target == aten.permute.default:
         perm = [p % len(v.dims) for p in ctx.arg(1)]
-    elif target == aten.t.default:
+    elif target in (aten.t.default, aten.numpy_T.default):
         perm = list(range(len(v.dims)))[::-1]
     else:
         d0, d1 = ctx.arg(1) % len(v.dims), ctx.arg(2) % len(v.dims)
@@ -410,10 +410,53 @@ def t_dropout(ctx):
 
 
 def t_sddmm(ctx):
-    """``torch.sparse.sampled_addmm(S, X, Y, beta=, alpha=)``: ``beta * S + alpha * (X @ Y)``
-    on S's pattern; sdfgsparse's ``ss.sddmm`` scales by S's values, so only ``beta=0`` with
-    S's values all ones matches, which cannot be known here."""
-    raise Untranslatable('sampled_addmm (ss.sddmm scales by the pattern\'s values)')
+    """``torch.sparse.sampled_addmm(S, X, Y, beta=1, alpha=1)``: ``beta * S + alpha * (X @ Y)``
+    at S's pattern. ``ss.sddmm`` scales by S's values, so the product is sampled through
+    ``ss.spones(S)`` (1 at every stored entry); with ``beta=0`` S's values are not read
+    (torch's CPU kernel multiplies them by 0: a NaN or inf there gives NaN in torch, not
+    here), which keeps the chain to a sparse softmax fusable into one attention node."""
+    S, X, Y = ctx.arg(0), ctx.arg(1), ctx.arg(2)
+    beta, alpha = ctx.node.kwargs.get('beta', 1), ctx.node.kwargs.get('alpha', 1)
+    vs, vx, vy = ctx.value(S), ctx.value(X), ctx.value(Y)
+    if not vs.sparse or vx.sparse or vy.sparse:
+        raise Untranslatable('sampled_addmm of a dense pattern or of sparse factors')
+    if len(vx.dims) != 2 or len(vy.dims) != 2:
+        raise Untranslatable('sampled_addmm of factors that are not 2-D (batched)')
+    dtype = ctx.same_dtype(vs, vx, vy)
+    ctx.dims.unify(vs.dims[0], vx.dims[0], 'sampled_addmm')
+    ctx.dims.unify(vx.dims[1], vy.dims[0], 'sampled_addmm')
+    ctx.dims.unify(vy.dims[1], vs.dims[1], 'sampled_addmm')
+    pattern = f'ss.spones({ctx.code(S)})' + ('' if alpha == 1 else f' * {ctx.code(alpha)}')
+    expr = f'ss.sddmm({pattern}, {ctx.code(X)}, {ctx.code(Y)})'
+    if beta != 0:
+        expr = f'{ctx.code(S)} + {expr}' if beta == 1 else f'{ctx.code(beta)} * {ctx.code(S)} + {expr}'
+    return expr, Value(vs.kind, dtype, vs.dims, vs.index_dtype)
+
+
+_TO_SPARSE = {aten.to_sparse_csr.default: 'CSR', aten.to_sparse_csc.default: 'CSC'}
+
+
+def t_to_sparse(ctx):
+    """A sparse tensor in another layout. Inside a program a COO result stays in its
+    compressed format (what every sparse operation reads best); the segment hands torch
+    the layout it asked for (:meth:`Segment.run`). CSR and CSC are converted."""
+    x = ctx.arg(0)
+    v = ctx.value(x)
+    node = ctx.node
+    if node.target in _TO_SPARSE:
+        want = _TO_SPARSE[node.target]
+    else:
+        layout = node.kwargs.get('layout')
+        if node.kwargs.get('blocksize') is not None or node.target == aten.to_sparse.sparse_dim and ctx.arg(1) != 2:
+            raise Untranslatable('to_sparse with blocks or a sparse dimension other than 2')
+        want = 'COO' if layout is None else _LAYOUTS.get(layout)
+        if want not in ('COO', 'CSR', 'CSC'):
+            raise Untranslatable(f'to_sparse with layout {layout}')
+    if not v.sparse:
+        raise Untranslatable('a dense tensor made sparse (its pattern is known only at run time)')
+    if want == v.kind or want == 'COO':
+        return ctx.code(x), v
+    return f'ss.convert({ctx.code(x)}, ss.{want})', Value(want, v.dtype, v.dims, v.index_dtype)
 
 
 TRANSLATIONS: Dict[Any, Callable] = {
@@ -453,6 +496,12 @@ TRANSLATIONS: Dict[Any, Callable] = {
     aten.alias.default: t_identity,
     aten.detach.default: t_identity,
     aten.sparse_sampled_addmm.default: t_sddmm,
+    aten._sparse_softmax.int: t_softmax,
+    aten.to_sparse.default: t_to_sparse,
+    aten.to_sparse.sparse_dim: t_to_sparse,
+    aten.to_sparse_csr.default: t_to_sparse,
+    aten.to_sparse_csc.default: t_to_sparse,
+    aten.numpy_T.default: t_transpose,
 }
 
 
@@ -477,6 +526,9 @@ class Segment:
     dims: Optional[Dims] = None
     values: Optional[Dict[str, Value]] = None
     names: Optional[Dict[str, str]] = None
+    #: torch's layout of every value ('dense', 'CSR', 'CSC', 'COO'); a program may hold a
+    #: COO value in a compressed format (:func:`t_to_sparse`)
+    layouts: Optional[Dict[str, str]] = None
 
     @property
     def label(self) -> str:
@@ -497,9 +549,12 @@ class Segment:
             want = self.values[name]
             if not isinstance(v, torch.Tensor):
                 raise errors.ArgumentError(f'{name}: expected a tensor, got {type(v).__name__}')
-            if _LAYOUTS.get(v.layout) != want.kind:
-                raise errors.ArgumentError(f'{name}: a {_LAYOUTS.get(v.layout, v.layout)} tensor where the model was '
-                                           f'compiled for {want.kind}')
+            have = _LAYOUTS.get(v.layout)
+            if have != self.layouts[name]:
+                raise errors.ArgumentError(f'{name}: a {have or v.layout} tensor where the model was compiled for '
+                                           f'{self.layouts[name]}')
+            if have != want.kind:  # a value the program holds in another format than torch
+                v = _to_layout(v, want.kind)
             if v.dtype != want.dtype:
                 raise errors.DTypeError(f'{name}: dtype {v.dtype}, the model was compiled for {want.dtype}')
             if v.dim() != len(want.dims):
@@ -510,7 +565,15 @@ class Segment:
         for name, r in zip(self.outputs, res):
             if not self.values[name].dims and isinstance(r, torch.Tensor) and r.numel() == 1:
                 r = r.reshape(())  # a full reduction: the program returns one element, torch a 0-d tensor
+            if self.values[name].kind != self.layouts[name]:
+                r = _to_layout(r, self.layouts[name])
             env[name] = r
+
+
+def _to_layout(t: 'torch.Tensor', kind: str) -> 'torch.Tensor':
+    if kind == 'COO':
+        return t.to_sparse_coo().coalesce()
+    return t.to_sparse_csr() if kind == 'CSR' else t.to_sparse_csc()
 
 
 def _op_name(node) -> str:
@@ -524,6 +587,7 @@ def plan_segments(graph, fallback: str, user_inputs: Sequence[str]) -> List[Segm
     dims = Dims()
     values: Dict[str, Value] = {}
     names: Dict[str, str] = {}
+    layouts: Dict[str, str] = {}
     used_names = set()
     steps: List[Step] = []
     for node in graph.nodes:
@@ -531,6 +595,8 @@ def plan_segments(graph, fallback: str, user_inputs: Sequence[str]) -> List[Segm
             continue
         val = node.meta.get('val')
         names[node.name] = _py_name(node.name, used_names)
+        if isinstance(val, torch.Tensor):
+            layouts[node.name] = _LAYOUTS.get(val.layout, str(val.layout))
         if node.op == 'placeholder':
             if not isinstance(val, torch.Tensor):
                 raise errors.UnsupportedOperationError(f'input {node.name}: not a tensor ({type(val).__name__})')
@@ -587,7 +653,7 @@ def plan_segments(graph, fallback: str, user_inputs: Sequence[str]) -> List[Segm
                     reads.append(a.name)
         seg.inputs = reads
         seg.outputs = [s.node.name for s in seg.steps if s.node.name in later]
-        seg.dims, seg.values, seg.names = dims, values, names
+        seg.dims, seg.values, seg.names, seg.layouts = dims, values, names, layouts
     return segments
 
 

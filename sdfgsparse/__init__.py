@@ -14,7 +14,7 @@ _dace_compat.apply()
 from sdfgsparse import errors
 from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, SparseFormat, SparseType
 from sdfgsparse.runtime.container import SparseMatrix
-from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, sddmm, softmax
+from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, spones, sddmm, softmax
 from sdfgsparse.runtime.call import compile
 from sdfgsparse.runtime.convert import convert as _host_convert
 from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
@@ -69,5 +69,5 @@ def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None):
 __all__ = [
     'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
     'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
-    'sigmoid', 'sddmm', 'softmax', 'optimize', 'targets', 'ops', 'to_device'
+    'sigmoid', 'spones', 'sddmm', 'softmax', 'optimize', 'targets', 'ops', 'to_device'
 ]

@@ -140,9 +140,18 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    and (when written) out, and intermediate sparse results become host structs of device
    arrays (:mod:`sdfgsparse.targets.cuda.lower`). Programs without sparse data are
    untouched.
+17. ``ProgramVisitor.parse_program`` (1.0.2): at the end of parsing, the frontend renames
+   each transient to the Python name it was assigned to, one ``SDFG.replace_dict`` per
+   variable, each of which walks every node, memlet and tasklet of the program: parse
+   time grew with (variables x program size); the 4-layer attention model of
+   ``ss.torch.compile`` (64 assignments) spent 40 % of its parse there. The renames of
+   that loop are now collected and applied in one ``replace_dict`` just before the
+   frontend's next step (``propagate_states``); where a new name is also an old one (the
+   order would matter) they are applied one by one as before. The SDFG is the same.
 """
 import os
 import re
+import sys
 
 import dace
 import numpy as np
@@ -856,6 +865,46 @@ def _patch_gpu_transformation():
     GPUTransformSDFG.apply = apply
 
 
+# ---------------------------------------------------------------------- patch 17
+def _struct_keys(desc):
+    return list(desc.keys()) if isinstance(desc, dace.data.Structure) else []
+
+
+def _patch_frontend_renames():
+    from dace.frontend.python import newast
+    code = newast.ProgramVisitor.parse_program.__code__
+    replace = dace.SDFG.replace_dict  # patch 3's (members of structures renamed too)
+    propagate = newast.propagate_states
+    if getattr(propagate, '_sdfgsparse', False):
+        return
+
+    def replace_dict(self, repldict, *args, **kwargs):
+        if not args and not kwargs and sys._getframe(1).f_code is code:
+            self.__dict__.setdefault('_ss_renames', []).append(dict(repldict))
+            return
+        return replace(self, repldict, *args, **kwargs)
+
+    def propagate_states(sdfg, *args, **kwargs):
+        renames = sdfg.__dict__.pop('_ss_renames', None)
+        if renames:
+            merged = {}
+            for r in renames:  # two names of one array (``b = a``): the first rename wins, as before
+                if not merged.keys() & r.keys():
+                    merged.update(r)
+            if merged.keys() & set(merged.values()):
+                for k, v in merged.items():
+                    if k in sdfg.arrays and v not in sdfg.arrays:
+                        replace(sdfg, {k: v, **{f'{k}.{m}': f'{v}.{m}' for m in _struct_keys(sdfg.arrays[k])}})
+            else:
+                replace(sdfg, merged)
+        return propagate(sdfg, *args, **kwargs)
+
+    replace_dict._sdfgsparse = propagate_states._sdfgsparse = True
+    replace_dict.__doc__ = replace.__doc__
+    dace.SDFG.replace_dict = replace_dict
+    newast.propagate_states = propagate_states
+
+
 def apply():
     if _applied['done']:
         return
@@ -880,4 +929,5 @@ def apply():
     _patch_cuda_build()
     _patch_structure_allocation()
     _patch_gpu_transformation()
+    _patch_frontend_renames()  # after patch 3: the batched renames go through it
     _applied['done'] = True

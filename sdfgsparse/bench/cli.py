@@ -156,8 +156,8 @@ def _run_ml(args, config) -> int:
     from sdfgsparse.bench.errors import BenchError
     from sdfgsparse.bench.ml import format_ml, run_ml
     try:
-        results = run_ml(config.matrices, repeat=args.repeat, log=lambda line: print(f'sdfgsparse bench: {line}',
-                                                                                    flush=True))
+        results = run_ml(config.matrices, repeat=args.repeat, seqs=(512, ) if args.quick else (512, 1024, 2048),
+                         log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
     except BenchError as exc:
         print(f'sdfgsparse bench: {exc}', file=sys.stderr)
         return 2

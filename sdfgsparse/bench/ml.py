@@ -9,6 +9,11 @@ Tasks (Scorch's evaluation, as far as built so far):
   inference, and one training step (forward, NLL loss, backward, Adam);
 * ``mlp``: a sparse autoencoder layer pair (``relu(W2 relu(W1 x))``, 1024 -> 256 -> 1024,
   CSR weights at 90 / 95 / 99 % sparsity, batch 64): inference.
+* ``attention``: Longformer-style sparse attention (:func:`attention_class`, 4 layers,
+  width 64, a window of 64 tokens on either side and 8 global tokens,
+  :func:`window_mask`) at sequence lengths 512 / 1024 / 2048, float32: inference. One
+  compile serves every length (the length is a symbol); torch-dense is masked dense
+  attention.
 
 Systems: ``torch-dense`` (the model with dense adjacency / weights, eager), ``torch-sparse``
 (torch.sparse CSR, eager), ``sdfgsparse`` (``ss.torch.compile``; training through its custom
@@ -79,6 +84,54 @@ def _mlp_class(torch):
             return torch.relu(torch.mm(self.W2, h))
 
     return SparseMLP
+
+
+def attention_class(torch):
+    """Longformer-style sparse attention: ``layers`` single-head layers
+    ``x = LayerNorm(x + O(softmax_S(Q K^T / sqrt(d)) V))``, the softmax over the stored
+    entries of the pattern ``S`` (a CSR mask, :func:`window_mask`) only. Called with a
+    dense boolean ``S``, the same model runs as masked dense attention."""
+
+    class SparseAttention(torch.nn.Module):
+
+        def __init__(self, d: int, layers: int):
+            super().__init__()
+            self.scale = 1.0 / float(d)**0.5
+            self.q = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
+            self.k = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
+            self.v = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
+            self.out = torch.nn.ModuleList(torch.nn.Linear(d, d) for _ in range(layers))
+            self.norm = torch.nn.ModuleList(torch.nn.LayerNorm(d) for _ in range(layers))
+
+        def forward(self, x, S):
+            for lq, lk, lv, out, norm in zip(self.q, self.k, self.v, self.out, self.norm):
+                q, k, v = lq(x), lk(x), lv(x)
+                if S.layout == torch.strided:
+                    scores = (q @ k.T * self.scale).masked_fill(~S, float('-inf'))
+                    h = torch.softmax(scores, dim=1) @ v
+                else:
+                    scores = torch.sparse.sampled_addmm(S, q, k.T, beta=0.0, alpha=self.scale)
+                    # torch's sparse softmax takes COO only
+                    h = torch.sparse.mm(torch.sparse.softmax(scores.to_sparse_coo(), 1), v)
+                x = norm(x + out(h))
+            return x
+
+    return SparseAttention
+
+
+def window_mask(n: int, window: int, n_global: int) -> sp.csr_array:
+    """Longformer's pattern: each token sees ``window`` tokens on either side, and the
+    first ``n_global`` tokens see, and are seen by, all (float32 ones, CSR, sorted)."""
+    band = sp.diags_array([np.ones(n - abs(k), dtype=np.float32) for k in range(-window, window + 1)],
+                          offsets=list(range(-window, window + 1)), shape=(n, n), format='csr')
+    g = np.zeros((n, n), dtype=bool)
+    g[:n_global, :] = True
+    g[:, :n_global] = True
+    rows, cols = np.nonzero(g)
+    glob = sp.csr_array((np.ones(rows.size, dtype=np.float32), (rows, cols)), shape=(n, n))
+    M = sp.csr_array(((band + glob) != 0).astype(np.float32))
+    M.sort_indices()
+    return M
 
 
 def normalized(A) -> sp.csr_array:
@@ -161,6 +214,32 @@ def _mlp(torch, ss, sparsity, repeat, log) -> MLResult:
     return res
 
 
+def _attention(torch, ss, seqs, layers, repeat, log) -> List[MLResult]:
+    torch.manual_seed(2)
+    d = 64
+    model = attention_class(torch)(d, layers).eval()
+    out, compiled, compile_s = [], None, None
+    for n in seqs:
+        M = window_mask(n, 64, 8)
+        S = torch.sparse_csr_tensor(torch.from_numpy(M.indptr.astype(np.int64)),
+                                    torch.from_numpy(M.indices.astype(np.int64)), torch.from_numpy(M.data), M.shape)
+        x = torch.randn(n, d)
+        if compiled is None:
+            t0 = time.perf_counter()
+            compiled = ss.torch.compile(model, (x, S))
+            compile_s = time.perf_counter() - t0
+        res = MLResult('attention', f'seq {n}', 'inference', compile_s=compile_s)
+        compile_s = None  # the other lengths run on the same build
+        Sd = S.to_dense() != 0
+        with torch.no_grad():
+            res.correct = bool(torch.allclose(compiled(x, S), model(x, S), rtol=1e-3, atol=1e-4))
+            _time(res, {'torch-dense': lambda: model(x, Sd), 'torch-sparse': lambda: model(x, S),
+                        'sdfgsparse': lambda: compiled(x, S)}, repeat)
+        log(f'attention {res.data} inference: {_line(res)}')
+        out.append(res)
+    return out
+
+
 def _time(res: MLResult, calls: Dict[str, Callable], repeat: int) -> None:
     for k, st in interleaved(calls, repeat).items():
         if st.error:
@@ -175,9 +254,9 @@ def _line(r: MLResult) -> str:
     return ', '.join(parts) + (f'; x{ratio:.2f} vs best torch' if ratio else '') + ('' if r.correct else ' WRONG')
 
 
-def run_ml(matrices, repeat: int = 10, log=print) -> List[MLResult]:
+def run_ml(matrices, repeat: int = 10, log=print, seqs=(512, 1024, 2048), attention_layers: int = 4) -> List[MLResult]:
     """Run the ML tasks; ``matrices``: :class:`~sdfgsparse.bench.matrices.MatrixSource` list
-    (the square ones are GCN graphs)."""
+    (the square ones are GCN graphs); ``seqs``: the attention task's sequence lengths."""
     try:
         import torch
     except ImportError as e:
@@ -193,17 +272,19 @@ def run_ml(matrices, repeat: int = 10, log=print) -> List[MLResult]:
         results.extend(_gcn(torch, ss, src.name, A, repeat, log))
     for sparsity in (0.9, 0.95, 0.99):
         results.append(_mlp(torch, ss, sparsity, repeat, log))
+    if seqs:
+        results.extend(_attention(torch, ss, seqs, attention_layers, repeat, log))
     return results
 
 
 def format_ml(results: List[MLResult]) -> str:
-    head = f'{"task":<5} {"data":<14} {"mode":<10} ' + ' '.join(f'{s:>13}' for s in SYSTEMS) + \
+    head = f'{"task":<9} {"data":<14} {"mode":<10} ' + ' '.join(f'{s:>13}' for s in SYSTEMS) + \
         f' {"vs best":>8} {"compile":>8}  ok'
     lines = [head, '-' * len(head)]
     for r in results:
         cells = ' '.join(f'{r.seconds[s] * 1e3:>10.2f} ms' if s in r.seconds else f'{"-":>13}' for s in SYSTEMS)
         ratio = r.ratio()
-        lines.append(f'{r.task:<5} {r.data[:14]:<14} {r.mode:<10} {cells} '
+        lines.append(f'{r.task:<9} {r.data[:14]:<14} {r.mode:<10} {cells} '
                      f'{f"x{ratio:.2f}" if ratio else "-":>8} {f"{r.compile_s:.1f} s" if r.compile_s else "-":>8}  '
                      f'{"yes" if r.correct else "NO"}')
     ratios = [r.ratio() for r in results if r.ratio()]

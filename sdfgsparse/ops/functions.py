@@ -3,7 +3,7 @@ and on host values (scipy / ``SparseMatrix``) alike."""
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ['relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid', 'sddmm', 'softmax']
+__all__ = ['relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid', 'spones', 'sddmm', 'softmax']
 
 _NUMPY = {
     'relu': lambda v: np.maximum(v, 0),
@@ -14,6 +14,7 @@ _NUMPY = {
     'tanh': np.tanh,
     'square': np.square,
     'sigmoid': lambda v: 1 / (1 + np.exp(-v)),
+    'spones': np.ones_like,
 }
 
 
@@ -43,6 +44,9 @@ def _host(name):
                 B = B.tocsr()
             B.data = _NUMPY[name](B.data)
             return B
+        if name == 'spones':
+            A = _dense('A', A)
+            return (A != 0).astype(A.dtype)
         return _NUMPY[name](np.asarray(A))
 
     f.__name__ = name
@@ -60,6 +64,10 @@ sin = _host('sin')
 tanh = _host('tanh')
 square = _host('square')
 sigmoid = _host('sigmoid')
+spones = _host('spones')
+spones.__doc__ = ('1 at every stored entry of a sparse matrix (its pattern as a matrix, explicit zeros '
+                  'included); of a dense array, 1 where it is nonzero (MATLAB\'s ``spones``). Inside a '
+                  '``@dace.program`` it becomes a ``MapValues`` library node.')
 
 
 def sddmm(S, X, Y):

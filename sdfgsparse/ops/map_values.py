@@ -34,6 +34,7 @@ FUNCTIONS = {
     'square': ('v * v', True),
     'exp': ('math.exp(v)', False),
     'sigmoid': ('1 / (1 + math.exp(-v))', False),
+    'spones': ('1', False),  # every stored entry 1: the pattern as a matrix (torch's sampled_addmm with beta=0)
 }
 
 ALPHA = '_alpha'

@@ -151,6 +151,67 @@ def test_bad_inputs_are_named(gcn):
         ss.torch.compile(model, (A, X), fallback='eager')
 
 
+# ---------------------------------------------------------------------- sparse attention
+def _mask(n, seed):
+    from sdfgsparse.bench.ml import window_mask
+    M = window_mask(n, 2, 1)
+    return torch.sparse_csr_tensor(torch.from_numpy(M.indptr.astype(np.int64)),
+                                   torch.from_numpy(M.indices.astype(np.int64)), torch.from_numpy(M.data), M.shape)
+
+
+def test_sparse_attention_is_fused_and_matches_eager():
+    """Longformer-style attention, 2 layers: sampled_addmm -> to_sparse_coo -> sparse
+    softmax -> sparse.mm becomes one fused SparseAttention node per layer; another
+    sequence length runs on the same build."""
+    from sdfgsparse.bench.ml import attention_class, window_mask
+    torch.manual_seed(4)
+    model = attention_class(torch)(8, 2).eval()
+    x, S = torch.randn(20, 8), _mask(20, 0)
+    compiled = ss.torch.compile(model, (x, S))
+    assert compiled.graph_breaks() == []
+    assert 'SparseFusion           applied 2x' in compiled.report()
+    for n in (20, 33):
+        x, S = torch.randn(n, 8), _mask(n, n)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x, S), model(x, S), rtol=1e-4, atol=1e-5)
+            torch.testing.assert_close(model(x, S.to_dense() != 0), model(x, S), rtol=1e-4, atol=1e-5)
+    i, j = np.indices((6, 6))
+    np.testing.assert_array_equal(window_mask(6, 1, 1).toarray(), (abs(i - j) <= 1) | (i == 0) | (j == 0))
+
+
+def test_sampled_addmm_and_layouts_match_eager():
+    """beta / alpha of sampled_addmm; a COO result handed to torch as COO, a CSC one as
+    CSC."""
+
+    def f(S, q, k):
+        s1 = torch.sparse.sampled_addmm(S, q, k.T, beta=0.0, alpha=0.5)
+        s2 = torch.sparse.sampled_addmm(S, q, k.T, beta=2.0)
+        p = torch.sparse.softmax(s1.to_sparse_coo(), 1)
+        return p, s2, s1.to_sparse_csc(), torch.sparse.mm(p, k)
+
+    g = torch.Generator().manual_seed(5)
+    S = (torch.rand(7, 7, generator=g) < 0.4) * torch.randn(7, 7, generator=g, dtype=torch.float64)
+    S = S.to_sparse_csr()
+    q, k = torch.randn(7, 3, dtype=torch.float64, generator=g), torch.randn(7, 3, dtype=torch.float64, generator=g)
+    compiled = ss.torch.compile(f, (S, q, k))
+
+    def check(got, want, which):
+        for k_ in which:
+            a, b = got[k_], want[k_]
+            assert a.layout == b.layout, f'result {k_}: {a.layout}, torch {b.layout}'
+            a = a.to_dense() if a.layout != torch.strided else a
+            b = b.to_dense() if b.layout != torch.strided else b
+            torch.testing.assert_close(a, b, equal_nan=True, msg=f'result {k_}')
+
+    check(compiled(S, q, k), f(S, q, k), range(4))
+    # beta=0 samples at S's pattern without reading its values (torch's CPU kernel
+    # multiplies them by 0, so a NaN there turns into NaN in torch, not here)
+    S.values()[0] = float('nan')
+    got, want = compiled(S, q, k), f(S, q, k)
+    check(got, want, [1])
+    assert torch.isnan(want[0].values()).any() and not torch.isnan(got[0].values()).any()
+
+
 # ---------------------------------------------------------------------- gradients
 def _csr64(m, n, seed, density=0.5):
     g = torch.Generator().manual_seed(seed)

@@ -1,8 +1,8 @@
 """The ``pure`` expansions of the element-wise nodes, reductions and softmax against NumPy:
 ``SparseMulDense`` (``A * D``), ``SparseAddDense`` (``A + D``, ``D - A``, ``A - D``),
 ``MapValues`` (scaling by a constant, a symbol and a data scalar, every function of
-``map_values.FUNCTIONS``), ``SparseSum`` (total, per column, per row, the entry count of
-``A.nnz``) and ``SparseSoftmax`` (rows, columns, ``A.T``), plus the transposed views.
+``map_values.FUNCTIONS``, ``ss.spones`` among them), ``SparseSum`` (total, per column,
+per row, the entry count of ``A.nnz``) and ``SparseSoftmax`` (rows, columns, ``A.T``), plus the transposed views.
 
 One program per (format, value dtype, index dtype) computes every op at once: all formats
 in (float64, int32), CSR and COO in the other three combinations. Each runs the zoo and a
@@ -54,6 +54,7 @@ SLOT_FUNCTIONS = [
     ('square', lambda v, al, n: np.square(v)),
     ('exp', lambda v, al, n: np.exp(v)),
     ('sigmoid', lambda v, al, n: 1 / (1 + np.exp(-v))),
+    ('spones', lambda v, al, n: np.ones_like(v)),
 ]
 
 _PROGRAMS = {}
@@ -73,7 +74,7 @@ def program(fmt, vt, it):
         return (A * D, A + D, D - A, A - D,
                 2 * A, -A, al * A, A / 4, N * A,
                 ss.relu(A), ss.abs(A), ss.sqrt(ss.abs(A)), ss.sin(A), ss.tanh(A), ss.square(A), ss.exp(A),
-                ss.sigmoid(A),
+                ss.sigmoid(A), ss.spones(A),
                 A.sum(), A.sum(axis=0), A.sum(axis=1),
                 ss.softmax(A), ss.softmax(A, axis=0),
                 A.T * Dt, Dt - A.T, A.T.sum(axis=1), ss.softmax(A.T))
@@ -83,7 +84,7 @@ def program(fmt, vt, it):
         return (A * D, A + D, D - A, A - D,
                 2 * A, -A, al * A, A / 4, N * A,
                 ss.relu(A), ss.abs(A), ss.sqrt(ss.abs(A)), ss.sin(A), ss.tanh(A), ss.square(A), ss.exp(A),
-                ss.sigmoid(A),
+                ss.sigmoid(A), ss.spones(A),
                 A.sum(), A.sum(axis=0), A.sum(axis=1),
                 ss.softmax(A), ss.softmax(A, axis=0),
                 A.T * Dt, Dt - A.T, A.T.sum(axis=1), ss.softmax(A.T), A.nnz)
@@ -177,7 +178,7 @@ def run_case(fmt, vt, it, A, seed=0):
         for name, got, want in zip(['A+D', 'D-A', 'A-D'], out[1:4], [Ad + D, D - Ad, Ad - D]):
             check_dense(got, want, npv, name)
         # every value slot mapped (padding too, as the cpu expansion does)
-        for (name, f), got in zip(SLOT_FUNCTIONS, out[4:17]):
+        for (name, f), got in zip(SLOT_FUNCTIONS, out[4:18]):
             gvals = check_same_pattern(got, sfmt, arrays, name)
             want = f(arrays['vals'], al, n).astype(npv)
             assert gvals.dtype == npv, f'{name}: dtype {gvals.dtype}'
@@ -185,22 +186,22 @@ def run_case(fmt, vt, it, A, seed=0):
             dref = np.zeros((m, n))
             np.add.at(dref, (r, c), want[q].astype(np.float64))
             check_dense(got, dref, npv, f'{name} (dense)')
-        check_dense(out[17], np.array([Ad.sum()]), npv, 'A.sum()')
-        check_dense(out[18], Ad.sum(axis=0), npv, 'A.sum(axis=0)')
-        check_dense(out[19], Ad.sum(axis=1), npv, 'A.sum(axis=1)')
+        check_dense(out[18], np.array([Ad.sum()]), npv, 'A.sum()')
+        check_dense(out[19], Ad.sum(axis=0), npv, 'A.sum(axis=0)')
+        check_dense(out[20], Ad.sum(axis=1), npv, 'A.sum(axis=1)')
         for k, (axis, lines) in enumerate(((1, r), (0, c))):
-            got = check_same_pattern(out[20 + k], sfmt, arrays, f'softmax axis={axis}')
+            got = check_same_pattern(out[21 + k], sfmt, arrays, f'softmax axis={axis}')
             check_entries(got, r, c, q, softmax_reference(lines, v), nslots, npv, f'softmax axis={axis}')
         # transposed views: the same storage seen as A.T
-        got = check_same_pattern(out[22], sfmt, arrays, 'A.T*Dt')
+        got = check_same_pattern(out[23], sfmt, arrays, 'A.T*Dt')
         check_entries(got, r, c, q, v * Dt[c, r], nslots, npv, 'A.T*Dt')
-        check_dense(out[23], Dt - Ad.T, npv, 'Dt-A.T')
-        check_dense(out[24], Ad.T.sum(axis=1), npv, 'A.T.sum(axis=1)')
-        got = check_same_pattern(out[25], sfmt, arrays, 'softmax(A.T)')
+        check_dense(out[24], Dt - Ad.T, npv, 'Dt-A.T')
+        check_dense(out[25], Ad.T.sum(axis=1), npv, 'A.T.sum(axis=1)')
+        got = check_same_pattern(out[26], sfmt, arrays, 'softmax(A.T)')
         check_entries(got, r, c, q, softmax_reference(c, v), nslots, npv, 'softmax(A.T)')
     if fmt in ('ELL', 'DIA'):
-        check_dense(out[26], np.array([r.size]), np.int64, 'A.nnz')
-    assert len(out) == (27 if fmt in ('ELL', 'DIA') else 26)
+        check_dense(out[27], np.array([r.size]), np.int64, 'A.nnz')
+    assert len(out) == (28 if fmt in ('ELL', 'DIA') else 27)
 
 
 def check_pure_sdfg(fmt, vt, it):
