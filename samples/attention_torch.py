@@ -17,7 +17,8 @@ from sdfgsparse.bench.ml import attention_class, window_mask
 
 def as_torch(M):
     return torch.sparse_csr_tensor(torch.from_numpy(M.indptr.astype(np.int64)),
-                                   torch.from_numpy(M.indices.astype(np.int64)), torch.from_numpy(M.data), M.shape)
+                                   torch.from_numpy(M.indices.astype(np.int64)), torch.from_numpy(M.data), M.shape,
+                                   check_invariants=True)
 
 
 def main(seqs=(512, 1024), d=64, layers=4, window=64, n_global=8):

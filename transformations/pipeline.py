@@ -15,8 +15,9 @@ Order (each step is a transformation a user can also apply by hand; see
 5. :class:`SparseDenseTiling` — tiles of the dense loop of SpMM, sized for the cache
    (needs the sizes: given by ``matrices``, or constant in the program);
 6. dense 2-D ``MatMul`` nodes (``X @ W``) take the register-blocked SIMD expansion of
-   :mod:`sdfgsparse.ops.dense_matmul` instead of DaCe's default, and ``Dot`` nodes
-   (``np.dot`` of vectors) one SIMD reduction instead of atomic adds;
+   :mod:`sdfgsparse.ops.dense_matmul` instead of DaCe's default, ``Dot`` nodes
+   (``np.dot`` of vectors) one SIMD reduction instead of atomic adds, and ``Reduce``
+   nodes along an axis DaCe's ``'pure-seq'`` expansion (no atomics);
 7. DaCe's own clean-up (``simplify``).
 
 Fusion runs before tiling so that tiling sees the final nodes. The report says what each
@@ -244,9 +245,10 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
 
     step('SparseDenseTiling', lambda: _run(sdfg, SparseDenseTiling, tiling), tiles)
     if target == 'cpu':
-        step('dense products', lambda: select_dense_products(sdfg),
-             lambda n: f'{n} dense products (X @ W register-blocked, dot products as one SIMD reduction; '
-             'ops/dense_matmul.py)' if n else 'no dense 2-D product or dot product')
+        step('dense nodes', lambda: select_dense_products(sdfg),
+             lambda n: f'{n} dense nodes (X @ W register-blocked, dot products as one SIMD reduction, axis '
+             'reductions without atomics; ops/dense_matmul.py)' if n else 'no dense 2-D product, dot product '
+             'or axis reduction')
     step('simplify', lambda: len(sdfg.simplify() or {}), lambda n: 'DaCe simplification passes')
     if target == 'gpu':
         from sdfgsparse.targets.cuda.lower import expand_sparse_nodes, to_gpu

@@ -21,11 +21,20 @@ product is an atomic add into one scalar: two threads fight over its cache line 
 iteration on cora_A took 0.39 ms at 2 threads, 0.15 ms at 1). :class:`ExpandDotReduce`
 is one tasklet: an OpenMP SIMD reduction, run in parallel only above
 :data:`DOT_PARALLEL` elements (:func:`dot_applicable` says where it applies).
+
+DaCe's pure ``Reduce`` expansion (``np.sum(x, axis=1)``, ``np.max(x, axis=1)``) has the
+same fault along an axis: every element is an atomic update of its output (a compare-
+and-swap loop for float sums, an OpenMP critical section for ``max``): the row max and sum
+of a GCN's ``log_softmax`` over 2708 x 7 took about half of the model's time. A reduction
+that keeps at least one axis takes DaCe's own ``'pure-seq'`` expansion instead (a
+parallel map over the kept elements, each accumulated in a register by a sequential
+loop; :func:`reduce_applicable`).
 """
 import dace
 import dace.library
 from dace import hooks
 from dace.libraries.blas import Dot, MatMul
+from dace.libraries.standard import Reduce
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
@@ -33,7 +42,8 @@ from sdfgsparse.targets.cpu.dense_loops import GEMM_ROWS, contiguous_rows, gemm_
 from sdfgsparse.targets.cpu.entries import kernel_for_node
 
 __all__ = ['ExpandMatMulRows', 'ExpandDotReduce', 'IMPLEMENTATION', 'rows_applicable', 'dot_applicable',
-           'DOT_PARALLEL', 'select_dense_products', 'sparse_program_defaults']
+           'reduce_applicable', 'REDUCE_IMPLEMENTATION', 'DOT_PARALLEL', 'select_dense_products',
+           'sparse_program_defaults']
 
 IMPLEMENTATION = 'sdfgsparse'
 
@@ -138,20 +148,45 @@ class ExpandDotReduce(ExpandTransformation):
 
 Dot.register_implementation(IMPLEMENTATION, ExpandDotReduce)
 
+#: DaCe's expansion of a ``Reduce`` along an axis without atomics
+REDUCE_IMPLEMENTATION = 'pure-seq'
+
+
+def reduce_applicable(node, state) -> bool:
+    """A reduction in host memory that keeps at least one axis of its input and has an
+    identity (``'pure-seq'`` starts each accumulator from it). A full reduction (one
+    output element) keeps DaCe's parallel expansion."""
+    if not isinstance(node, Reduce) or node.identity is None:
+        return False
+    ins, outs = state.in_edges(node), state.out_edges(node)
+    if len(ins) != 1 or len(outs) != 1 or ins[0].data.data is None or outs[0].data.data is None:
+        return False
+    sdfg = state.sdfg
+    src, dst = sdfg.arrays[ins[0].data.data], sdfg.arrays[outs[0].data.data]
+    if src.storage not in _HOST or dst.storage not in _HOST:
+        return False
+    kept = [d for d in range(len(ins[0].data.subset)) if node.axes is not None and d not in node.axes]
+    return any(ins[0].data.subset.size()[d] != 1 for d in kept)
+
 
 def select_dense_products(sdfg: dace.SDFG, apply: bool = True) -> int:
     """Select sdfgsparse's expansions for the dense 2-D ``MatMul`` and ``Dot`` nodes of
-    ``sdfg`` they apply to; returns how many nodes it switched (``apply=False``: would
-    switch). Only nodes left to DaCe's default are switched — not those with an
-    implementation of their own, and none while DaCe's BLAS default is not ``'pure'``
-    (a BLAS library configured by the user)."""
-    if dace.Config.get('library', 'blas', 'default_implementation') != 'pure':
-        return 0
+    ``sdfg`` they apply to, and DaCe's ``'pure-seq'`` for its ``Reduce`` nodes along an
+    axis; returns how many nodes it switched (``apply=False``: would switch). Only nodes
+    left to DaCe's default are switched — not those with an implementation of their own,
+    and no product while DaCe's BLAS default is not ``'pure'`` (a BLAS library configured
+    by the user)."""
+    blas = dace.Config.get('library', 'blas', 'default_implementation') == 'pure'
     n = 0
     for node, state in sdfg.all_nodes_recursive():
-        if not isinstance(state, dace.SDFGState) or not isinstance(node, (MatMul, Dot)) or node.implementation:
+        if not isinstance(state, dace.SDFGState) or node.__class__ not in (MatMul, Dot, Reduce):
             continue
-        if rows_applicable(node, state) or dot_applicable(node, state):
+        if isinstance(node, Reduce):
+            if not node.implementation and reduce_applicable(node, state):
+                if apply:
+                    node.implementation = REDUCE_IMPLEMENTATION
+                n += 1
+        elif blas and not node.implementation and (rows_applicable(node, state) or dot_applicable(node, state)):
             if apply:
                 node.implementation = IMPLEMENTATION
             n += 1

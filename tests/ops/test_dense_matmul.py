@@ -1,15 +1,20 @@
 """The register-blocked SIMD expansion of DaCe's dense MatMul (selected by ss.optimize and
 by default in programs with sparse data): compared with NumPy on rectangular, one-column
 and float32/float64 products; refused where it does not apply. The dot-product reduction
-that replaces DaCe's atomic-add map, likewise."""
+that replaces DaCe's atomic-add map, and DaCe's 'pure-seq' for reductions along an axis
+(a row-wise log_softmax after SpMM), likewise."""
+import copy
+
 import dace
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from dace.libraries.blas import MatMul
+from dace.libraries.standard import Reduce
 
 import sdfgsparse as ss
-from sdfgsparse.ops.dense_matmul import DOT_PARALLEL, IMPLEMENTATION, dot_applicable, rows_applicable
+from sdfgsparse.ops.dense_matmul import (DOT_PARALLEL, IMPLEMENTATION, REDUCE_IMPLEMENTATION, dot_applicable,
+                                         rows_applicable)
 
 M, K, N = (dace.symbol(s) for s in 'MKN')
 
@@ -209,3 +214,37 @@ def test_explicit_implementations_and_blas_defaults_are_kept(rng):
         assert select_dense_products(sdfg) == 0 and node.implementation is None
     assert select_dense_products(sdfg, apply=False) == 1 and node.implementation is None
     assert select_dense_products(sdfg) == 1 and node.implementation == IMPLEMENTATION
+
+
+@dace.program
+def spmm_reductions(A: ss.CSR[dace.float32, M, N], Y: dace.float32[N, 7]):
+    Z = A @ Y
+    mx = np.reshape(np.max(Z, axis=1), (M, 1))
+    e = np.exp(Z - mx)
+    lsm = Z - mx - np.log(np.reshape(np.sum(e, axis=1), (M, 1)))
+    return lsm, np.min(Z, axis=0), np.sum(Z)
+
+
+def test_axis_reductions_take_the_sequential_expansion(rng):
+    """Row max / row sum / column min of a dense result keep one register accumulator per
+    output (DaCe's 'pure-seq'), no atomic update per element; the full sum keeps DaCe's
+    parallel expansion. Results against NumPy, with rows longer than a vector, empty rows
+    and 2 threads."""
+    A = sp.random(300, 120, density=0.05, format='csr', random_state=3, dtype=np.float32)
+    Y = rng.standard_normal((120, 7)).astype(np.float32)
+    opt = ss.optimize(spmm_reductions)
+    reduces = [n for n, _ in opt.sdfg.all_nodes_recursive() if isinstance(n, Reduce)]
+    assert sorted(map(str, (r.implementation for r in reduces))) == ['None'] + [REDUCE_IMPLEMENTATION] * 3
+    Z = (A @ Y).astype(np.float64)
+    lsm, cmin, total = opt(A=A, Y=Y)
+    mx = Z.max(axis=1, keepdims=True)
+    want = Z - mx - np.log(np.exp(Z - mx).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(lsm, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(cmin, Z.min(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(total.ravel()[0], Z.sum(), rtol=1e-4, atol=1e-4)
+    sdfg = copy.deepcopy(opt.sdfg)
+    sdfg.expand_library_nodes()
+    code = '\n'.join(c.clean_code for c in sdfg.generate_code())
+    atomics = [line.split('reduce_atomic')[0].split('ReductionType::')[1] for line in code.splitlines()
+               if 'reduce_atomic' in line and 'ReductionType::' in line]
+    assert atomics == ['Sum, float>::'], atomics  # the full sum only

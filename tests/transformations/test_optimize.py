@@ -89,7 +89,7 @@ def test_tiling_needs_sizes_and_uses_them(rng):
 def test_dot_products_take_the_reduction_expansion(rng):
     from sdfgsparse.ops.dense_matmul import IMPLEMENTATION
     opt = ss.optimize(cg_step)
-    assert _steps(opt)['dense products'] == 2
+    assert _steps(opt)['dense nodes'] == 2
     dots = [n for n, _ in opt.sdfg.all_nodes_recursive() if type(n).__name__ == 'Dot']
     assert len(dots) == 2 and all(d.implementation == IMPLEMENTATION for d in dots)
     for A in (sp.random_array((60, 60), density=0.1, format='csr', rng=rng) + sp.eye_array(60), real_matrix('cora_A')):

@@ -201,8 +201,9 @@ def spmm_row(y: str, i: str, b: str, crd: str, vals: str, lo: str, hi: str, k: s
     over the stored entries ``p`` in ``[lo, hi)`` of a row-major operand, as one tasklet.
 
     Register blocking of the dense columns: the row is computed a panel of
-    ``SPMM_PANEL`` 64-byte vectors at a time (then two, one, and a scalar tail; panels of
-    at most two vectors keep two sets of accumulators, for even and odd entries),
+    ``SPMM_PANEL`` 64-byte vectors at a time (then two, one, and a tail of fewer columns
+    than a vector, in one pass over the entries: a GCN's 7 classes were 7 scalar passes;
+    panels of at most two vectors keep two sets of accumulators, for even and odd entries),
     the panel's accumulators held in registers over all of the row's entries, and ``y`` is
     written once — no zero fill, no load and store of ``y`` per entry as in
     :func:`axpy_row`. The accumulators are GCC/Clang vector-extension variables
@@ -248,10 +249,15 @@ for (; s_c0 + {SPMM_PANEL} * s_L <= s_K; s_c0 += {SPMM_PANEL} * s_L)
     s_panel(s_c0, std::integral_constant<int, {SPMM_PANEL}>());
 if (s_c0 + 2 * s_L <= s_K) {{ s_panel(s_c0, std::integral_constant<int, 2>()); s_c0 += 2 * s_L; }}
 for (; s_c0 + s_L <= s_K; s_c0 += s_L) s_panel(s_c0, std::integral_constant<int, 1>());
-for (; s_c0 < s_K; ++s_c0) {{
-    s_V acc = 0;
-    for (long long p = s_lo; p < s_hi; ++p) acc += s_v[p] * s_b[(long long)s_c[p] * s_ldb + s_c0];
-    s_y[s_c0] = acc;
+if (s_c0 < s_K) {{  // fewer columns than a vector: one pass over the entries for all of them
+    const long s_r = s_K - s_c0;
+    s_V acc[s_L] = {{}};
+    for (long long p = s_lo; p < s_hi; ++p) {{
+        const s_V a = s_v[p];
+        const s_V* br = s_b + (long long)s_c[p] * s_ldb + s_c0;
+        for (long j = 0; j < s_r; ++j) acc[j] += a * br[j];
+    }}
+    for (long j = 0; j < s_r; ++j) s_y[s_c0 + j] = acc[j];
 }}
 '''
     return [
