@@ -123,24 +123,37 @@ class CompiledModel(torch.nn.Module):
 
     # ------------------------------------------------------------------ calls
     def _inputs(self, args) -> Dict[str, Any]:
-        sig = self._exported.graph_signature
-        user = [spec for spec in sig.input_specs if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
-        if len(args) != len(user):
-            raise errors.ArgumentError(f'the compiled model takes {len(user)} inputs, got {len(args)}')
-        state = dict(self.module.named_parameters())
-        state.update(self.module.named_buffers())
-        state.update(self._exported.constants)
+        specs = self._input_specs()
+        if len(args) != self._n_user:
+            raise errors.ArgumentError(f'the compiled model takes {self._n_user} inputs, got {len(args)}')
         env = {}
         it = iter(args)
-        for spec in sig.input_specs:
-            if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT:
+        for name, target in specs:
+            if target is None:  # a user input
                 v = next(it)
                 if not isinstance(v, torch.Tensor):
-                    raise errors.ArgumentError(f'{spec.arg.name}: expected a tensor, got {type(v).__name__}')
-                env[spec.arg.name] = v
-            else:
-                env[spec.arg.name] = state[spec.target]
+                    raise errors.ArgumentError(f'{name}: expected a tensor, got {type(v).__name__}')
+                env[name] = v
+            elif target in self._exported.constants:
+                env[name] = self._exported.constants[target]
+            else:  # a parameter or buffer, looked up on every call (training may replace it)
+                v = self.module
+                for part in target.split('.'):
+                    v = getattr(v, part)
+                env[name] = v
         return env
+
+    def _input_specs(self) -> List[Tuple[str, Any]]:
+        """(graph input name, None for a user input or the parameter/buffer/constant's
+        target), computed once: walking ``named_parameters()`` on every call cost ~35 us."""
+        specs = self.__dict__.get('_specs')
+        if specs is None:
+            user = torch.export.graph_signature.InputKind.USER_INPUT
+            specs = [(spec.arg.name, None if spec.kind == user else spec.target)
+                     for spec in self._exported.graph_signature.input_specs]
+            self.__dict__['_specs'] = specs
+            self.__dict__['_n_user'] = sum(t is None for _, t in specs)
+        return specs
 
     def forward(self, *args):
         env = self._inputs(args)

@@ -285,3 +285,29 @@ def test_ss_torch_is_the_frontend():
     import sdfgsparse.frontends.torch as frontend
     assert ss.torch is frontend and callable(ss.torch.compile)
     assert np.__name__ == 'numpy'
+
+
+class WithState(torch.nn.Module):
+    """A buffer, a plain tensor attribute (torch.export lifts it as a constant) and a
+    parameter of a submodule."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(5, 5)
+        self.register_buffer('scale', torch.full((5, ), 2.0))
+        self.shift = torch.arange(5, dtype=torch.float32)
+
+    def forward(self, A, X):
+        return torch.sparse.mm(A, self.lin(X)) * self.scale + self.shift
+
+
+def test_buffers_constants_and_replaced_parameters():
+    torch.manual_seed(3)
+    model = WithState()
+    A, X = adjacency(12, 0.3, 4), torch.randn(12, 5)
+    compiled = ss.torch.compile(model, (A, X))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(A, X), model(A, X))
+        model.lin.weight = torch.nn.Parameter(torch.randn(5, 5))  # replaced, not updated in place
+        model.scale.mul_(3)
+        torch.testing.assert_close(compiled(A, X), model(A, X))
