@@ -21,6 +21,9 @@ How a model becomes an SDFG:
    the default), before anything is compiled.
 3. ``ss.optimize`` runs the sparse pipeline on each SDFG.
 
+Sparse weights: a parameter may be a torch sparse CSR tensor; :func:`sparsify` prunes the
+``nn.Linear`` weights of a model by magnitude into such parameters.
+
 Training: when autograd is on and a parameter or input requires a gradient, the model
 runs as its ATen graph in torch with every sparse product replaced by the custom operator
 ``sdfgsparse::spmm`` (:mod:`frontends.torch_ops`), whose forward and backward are
@@ -36,7 +39,7 @@ import torch
 from sdfgsparse import errors
 from sdfgsparse.frontends.torch_graph import Segment, plan_segments, translate
 
-__all__ = ['compile', 'CompiledModel']
+__all__ = ['compile', 'CompiledModel', 'sparsify']
 
 FALLBACKS = ('raise', 'torch')
 
@@ -203,3 +206,47 @@ def compile(model, example_inputs: Tuple[Any, ...], fallback: str = 'raise') -> 
 def _identifier(name: str) -> str:
     out = ''.join(c if c.isalnum() else '_' for c in name)
     return out if out and not out[0].isdigit() else f'm_{out}'
+
+
+def sparsify(module, density: float):
+    """Prune every ``torch.nn.Linear`` weight of ``module`` (itself included) to its
+    ``density`` fraction of largest-magnitude entries (``round(density * numel)``, at least
+    one; ties to the lower flat index), stored as a sparse CSR parameter. **In place**, as
+    ``torch.nn.utils.prune`` does; returns ``module``. Biases stay dense; a weight keeps its
+    ``requires_grad``.
+
+    The compiled model (:func:`compile`) reads such weights as CSR arguments and, in
+    training, gives each a gradient on its pattern (a CSR tensor, from an SDDMM; the
+    pattern never grows). Optimizers that update a CSR parameter in place (``torch.optim.SGD``
+    without momentum) train it; torch's ``Adam`` does not take CSR parameters (a torch
+    limitation), nor does ``copy.deepcopy`` copy a module with CSR parameters (torch clones a
+    parameter "preserving format", which CSR refuses): sparsify each copy you need. Eager
+    torch runs the pruned model for inference (``F.linear`` takes a CSR weight), not its
+    training (its SGD step fails on CSR parameters)."""
+    if not isinstance(module, torch.nn.Module):
+        raise errors.ArgumentError(f'ss.torch.sparsify: module must be a torch.nn.Module, got {type(module).__name__}')
+    if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0 < density <= 1:
+        raise errors.ArgumentError(f'ss.torch.sparsify: density must be a number in (0, 1], got {density!r}')
+    layers = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    if not layers:
+        raise errors.ArgumentError(f'ss.torch.sparsify: {type(module).__name__} has no torch.nn.Linear layer')
+    for lin in layers:
+        W = lin.weight
+        if W.layout != torch.strided:
+            raise errors.ArgumentError(f'ss.torch.sparsify: a weight of {type(module).__name__} is already '
+                                       f'{W.layout}; sparsify a dense model')
+    for lin in layers:
+        W = lin.weight.detach()
+        keep = max(1, round(float(density) * W.numel()))
+        order = torch.argsort(W.abs().flatten(), descending=True, stable=True)[:keep]
+        mask = torch.zeros(W.numel(), dtype=torch.bool)
+        mask[order] = True
+        pruned = torch.where(mask.reshape(W.shape), W, torch.zeros((), dtype=W.dtype))
+        csr = pruned.to_sparse_csr()
+        if csr.values().numel() != keep:  # kept entries that are 0.0 are stored explicitly
+            rows, cols = mask.reshape(W.shape).nonzero(as_tuple=True)
+            crow = torch.zeros(W.shape[0] + 1, dtype=torch.int64)
+            crow[1:] = torch.bincount(rows, minlength=W.shape[0]).cumsum(0)
+            csr = torch.sparse_csr_tensor(crow, cols, W[rows, cols], W.shape)
+        lin.weight = torch.nn.Parameter(csr, requires_grad=lin.weight.requires_grad)
+    return module

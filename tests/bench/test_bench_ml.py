@@ -21,19 +21,22 @@ def test_ml_suite_rows_are_checked_and_reported():
     results = run_ml([MatrixSource('g300', lambda: graph.tocsr(), 'generated'),
                       MatrixSource('rect', lambda: rect, 'generated')], repeat=2, log=lines.append,
                      seqs=(160, 200), attention_layers=1)
+    mlp = [('mlp', f'{p}% sparse', mode) for p in (90, 95, 99) for mode in ('inference', 'train step')]
     assert [(r.task, r.data, r.mode) for r in results] == [
-        ('gcn', 'g300', 'inference'), ('gcn', 'g300', 'train step'), ('mlp', '90% sparse', 'inference'),
-        ('mlp', '95% sparse', 'inference'), ('mlp', '99% sparse', 'inference'),  # rect: not a graph
+        ('gcn', 'g300', 'inference'), ('gcn', 'g300', 'train step'), *mlp,  # rect: not a graph
         ('attention', 'seq 160', 'inference'), ('attention', 'seq 200', 'inference')]
     for r in results:
         assert r.correct, r
-        assert set(r.seconds) == {'torch-dense', 'torch-sparse', 'sdfgsparse'} and not r.errors, r
-        assert r.ratio() == pytest.approx(min(r.seconds['torch-dense'], r.seconds['torch-sparse']) /
+        if (r.task, r.mode) == ('mlp', 'train step'):  # eager torch cannot train CSR weights
+            assert set(r.seconds) == {'torch-dense', 'sdfgsparse'} and list(r.errors) == ['torch-sparse'], r
+        else:
+            assert set(r.seconds) == {'torch-dense', 'torch-sparse', 'sdfgsparse'} and not r.errors, r
+        assert r.ratio() == pytest.approx(min(v for k, v in r.seconds.items() if k != 'sdfgsparse') /
                                           r.seconds['sdfgsparse'])
         assert (r.compile_s is None) == (r.data == 'seq 200'), r  # one build for every sequence length
     table = format_ml(results)
-    assert 'geomean vs the best torch system' in table and table.count(' yes') == 7
-    assert len(lines) == 7
+    assert 'geomean vs the best torch system' in table and table.count(' yes') == 10
+    assert len(lines) == 10
 
 
 def test_suite_option_is_parsed_and_passed_to_the_child():

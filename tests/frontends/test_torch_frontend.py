@@ -311,3 +311,69 @@ def test_buffers_constants_and_replaced_parameters():
         model.lin.weight = torch.nn.Parameter(torch.randn(5, 5))  # replaced, not updated in place
         model.scale.mul_(3)
         torch.testing.assert_close(compiled(A, X), model(A, X))
+
+
+def _autoencoder():
+    torch.manual_seed(5)
+    return torch.nn.Sequential(torch.nn.Linear(40, 24), torch.nn.ReLU(), torch.nn.Linear(24, 40), torch.nn.ReLU())
+
+
+def test_sparsify_keeps_the_largest_weights():
+    dense = _autoencoder()
+    model = ss.torch.sparsify(copy.deepcopy(dense), 0.1)
+    for k in (0, 2):
+        W, S = dense[k].weight.detach(), model[k].weight
+        assert S.layout == torch.sparse_csr and isinstance(S, torch.nn.Parameter) and S.requires_grad
+        assert S.values().numel() == round(0.1 * W.numel())
+        kept = S.to_dense() != 0
+        assert W.abs()[kept].min() >= W.abs()[~kept].max()  # by magnitude
+        torch.testing.assert_close(S.to_dense(), W * kept)
+        torch.testing.assert_close(model[k].bias, dense[k].bias)
+    x = torch.randn(9, 40)
+    with torch.no_grad():
+        compiled = ss.torch.compile(model, (x, ))
+        torch.testing.assert_close(compiled(x), model(x))  # eager torch with CSR weights
+        torch.testing.assert_close(compiled(torch.randn(3, 40)).shape, torch.Size([3, 40]))
+
+
+def test_sparsified_model_trains_like_masked_dense():
+    """5 SGD steps: the compiled model with CSR weights (gradients on the pattern) and
+    eager torch with dense weights whose gradients are masked end equal."""
+    model = ss.torch.sparsify(_autoencoder(), 0.2)
+    masks = {k: model[k].weight.to_dense() != 0 for k in (0, 2)}
+    eager = _autoencoder()
+    with torch.no_grad():
+        for k in (0, 2):
+            eager[k].weight.copy_(model[k].weight.to_dense())
+    x = torch.randn(16, 40)
+    compiled = ss.torch.compile(model, (x, ))
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (eager, compiled)]
+    for _ in range(5):
+        for m, opt in zip((eager, compiled), opts):
+            opt.zero_grad()
+            ((m(x) - x)**2).mean().backward()
+            if m is eager:
+                for k in (0, 2):
+                    m[k].weight.grad *= masks[k]
+            opt.step()
+    assert compiled.calls['autograd'] == 5
+    for k in (0, 2):
+        W = model[k].weight
+        assert W.layout == torch.sparse_csr and W.values().numel() == int(masks[k].sum())
+        torch.testing.assert_close(W.to_dense(), eager[k].weight, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(model[k].bias, eager[k].bias, rtol=1e-4, atol=1e-6)
+
+
+def test_sparsify_checks_its_arguments():
+    for bad in (0, 1.5, -0.1, '0.5', None, True):
+        with pytest.raises(ss.errors.ArgumentError, match='density must be a number in'):
+            ss.torch.sparsify(_autoencoder(), bad)
+    with pytest.raises(ss.errors.ArgumentError, match='module must be a torch.nn.Module'):
+        ss.torch.sparsify('model', 0.5)
+    with pytest.raises(ss.errors.ArgumentError, match='has no torch.nn.Linear'):
+        ss.torch.sparsify(torch.nn.ReLU(), 0.5)
+    model = ss.torch.sparsify(_autoencoder(), 0.5)
+    with pytest.raises(ss.errors.ArgumentError, match='already'):
+        ss.torch.sparsify(model, 0.5)
+    one = ss.torch.sparsify(torch.nn.Linear(4, 3), 1e-6)  # at least one entry
+    assert one.weight.values().numel() == 1

@@ -248,3 +248,28 @@ def test_axis_reductions_take_the_sequential_expansion(rng):
     atomics = [line.split('reduce_atomic')[0].split('ReductionType::')[1] for line in code.splitlines()
                if 'reduce_atomic' in line and 'ReductionType::' in line]
     assert atomics == ['Sum, float>::'], atomics  # the full sum only
+
+
+@dace.program
+def sparse_linear(W: ss.CSR[dace.float32, M, N], X: dace.float32[K, N], b: dace.float32[M]):
+    return np.transpose(W @ np.transpose(X)) + b
+
+
+def test_transposes_take_the_tiled_expansion(rng):
+    """x @ W.T of a sparse linear layer, as the torch frontend writes it: both transposes
+    take DaCe's MapTiling-ed expansion (tiles in parallel, sequential inside); shapes that
+    are not multiples of the tile, and a single row, against NumPy."""
+    from dace.libraries.standard import Transpose
+    from sdfgsparse.ops.dense_matmul import TRANSPOSE_TILE
+    opt = ss.optimize(sparse_linear)
+    nodes = [n for n, _ in opt.sdfg.all_nodes_recursive() if isinstance(n, Transpose)]
+    assert len(nodes) == 2 and all(n.implementation == IMPLEMENTATION for n in nodes)
+    sdfg = copy.deepcopy(opt.sdfg)
+    sdfg.expand_library_nodes()
+    tiled = [n for n, _ in sdfg.all_nodes_recursive()
+             if isinstance(n, dace.nodes.MapEntry) and n.map.params[0].startswith('tile_')]
+    assert len(tiled) == 2 and all(str(n.map.range[0][2]) == str(TRANSPOSE_TILE) for n in tiled)
+    for m, n, k in ((37, 50, 21), (16, 16, 16), (5, 70, 1)):
+        W = sp.random(m, n, density=0.2, format='csr', random_state=m, dtype=np.float32)
+        X, b = rng.standard_normal((k, n)).astype(np.float32), rng.standard_normal(m).astype(np.float32)
+        np.testing.assert_allclose(opt(W=W, X=X, b=b), X @ W.T.toarray() + b, rtol=1e-5, atol=1e-5)
