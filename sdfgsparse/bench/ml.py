@@ -9,9 +9,9 @@ Tasks (Scorch's evaluation, as far as built so far):
   inference, and one training step (forward, NLL loss, backward, Adam);
 * ``mlp``: a sparse autoencoder (``Linear(1024, 256), ReLU, Linear(256, 1024), ReLU``,
   batch 64, float32), pruned by magnitude with :func:`ss.torch.sparsify` to 90 / 95 / 99 %
-  sparsity: inference, and one SGD step of its reconstruction loss (torch-dense masks its
-  gradients to keep the pattern; eager torch.sparse cannot train CSR weights, its error is
-  reported);
+  sparsity: inference, and one Adam step of its reconstruction loss (the sparse models
+  through ``ss.torch.SparseOptimizer``; torch-dense masks its gradients to keep the
+  pattern);
 * ``attention``: Longformer-style sparse attention (:func:`attention_class`, 4 layers,
   width 64, a window of 64 tokens on either side and 8 global tokens,
   :func:`window_mask`) at sequence lengths 512 / 1024 / 2048, float32: inference. One
@@ -205,10 +205,12 @@ def _mlp(torch, ss, sparsity, repeat, log) -> List[MLResult]:
         _time(res, {'torch-dense': lambda: dense(x), 'torch-sparse': lambda: sparse(x),
                     'sdfgsparse': lambda: compiled(x)}, repeat)
     log(f'mlp {data} inference: {_line(res)}')
-    # one SGD step of the autoencoder's reconstruction loss; torch-dense masks its gradients
-    # to keep the pattern; eager torch.sparse cannot train CSR weights (its error is reported)
+    # one Adam step of the autoencoder's reconstruction loss: the sparse models through
+    # ss.torch.SparseOptimizer (torch's optimizers do not take CSR parameters), torch-dense
+    # with its gradients masked to keep the pattern
     models = {'torch-dense': dense, 'torch-sparse': sparse, 'sdfgsparse': compiled}
-    opts = {k: torch.optim.SGD(m.parameters(), lr=1e-3) for k, m in models.items()}
+    opts = {k: (torch.optim.Adam(m.parameters(), lr=1e-3) if k == 'torch-dense' else
+                ss.torch.SparseOptimizer(torch.optim.Adam, m.parameters(), lr=1e-3)) for k, m in models.items()}
 
     def step(k):
 
@@ -227,8 +229,8 @@ def _mlp(torch, ss, sparsity, repeat, log) -> List[MLResult]:
     linears = [m for m in compiled.module if isinstance(m, torch.nn.Linear)]
     train.correct = all(
         torch.allclose(w.to_dense(), m.weight.to_dense(), rtol=1e-3, atol=1e-5) and
-        torch.allclose(b, m.bias, rtol=1e-3, atol=1e-5)
-        for (w, _), m, b in zip(masks, linears, [d.bias for d in dense if isinstance(d, torch.nn.Linear)]))
+        torch.allclose(d.bias, m.bias, rtol=1e-3, atol=1e-5) for (w, _), d, m in zip(
+            masks, [d for d in dense if isinstance(d, torch.nn.Linear)], linears))
     log(f'mlp {data} train step: {_line(train)}')
     return [res, train]
 

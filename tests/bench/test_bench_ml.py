@@ -27,11 +27,8 @@ def test_ml_suite_rows_are_checked_and_reported():
         ('attention', 'seq 160', 'inference'), ('attention', 'seq 200', 'inference')]
     for r in results:
         assert r.correct, r
-        if (r.task, r.mode) == ('mlp', 'train step'):  # eager torch cannot train CSR weights
-            assert set(r.seconds) == {'torch-dense', 'sdfgsparse'} and list(r.errors) == ['torch-sparse'], r
-        else:
-            assert set(r.seconds) == {'torch-dense', 'torch-sparse', 'sdfgsparse'} and not r.errors, r
-        assert r.ratio() == pytest.approx(min(v for k, v in r.seconds.items() if k != 'sdfgsparse') /
+        assert set(r.seconds) == {'torch-dense', 'torch-sparse', 'sdfgsparse'} and not r.errors, r
+        assert r.ratio() == pytest.approx(min(r.seconds['torch-dense'], r.seconds['torch-sparse']) /
                                           r.seconds['sdfgsparse'])
         assert (r.compile_s is None) == (r.data == 'seq 200'), r  # one build for every sequence length
     table = format_ml(results)

@@ -337,31 +337,59 @@ def test_sparsify_keeps_the_largest_weights():
 
 
 def test_sparsified_model_trains_like_masked_dense():
-    """5 SGD steps: the compiled model with CSR weights (gradients on the pattern) and
-    eager torch with dense weights whose gradients are masked end equal."""
+    """8 Adam steps through ss.torch.SparseOptimizer: the compiled model with CSR weights
+    (CSR gradients on the pattern), the same model in eager torch (dense gradients, read
+    on the pattern) and eager torch with dense weights whose gradients are masked end
+    equal, and the CSR weights keep their pattern."""
     model = ss.torch.sparsify(_autoencoder(), 0.2)
+    eager_sparse = ss.torch.sparsify(_autoencoder(), 0.2)
     masks = {k: model[k].weight.to_dense() != 0 for k in (0, 2)}
-    eager = _autoencoder()
+    dense = _autoencoder()
     with torch.no_grad():
         for k in (0, 2):
-            eager[k].weight.copy_(model[k].weight.to_dense())
+            dense[k].weight.copy_(model[k].weight.to_dense())
     x = torch.randn(16, 40)
     compiled = ss.torch.compile(model, (x, ))
-    opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (eager, compiled)]
-    for _ in range(5):
-        for m, opt in zip((eager, compiled), opts):
+    opts = [torch.optim.Adam(dense.parameters(), lr=0.01),
+            ss.torch.SparseOptimizer(torch.optim.Adam, eager_sparse.parameters(), lr=0.01),
+            ss.torch.SparseOptimizer(torch.optim.Adam, compiled.parameters(), lr=0.01)]
+    for _ in range(8):
+        for m, opt in zip((dense, eager_sparse, compiled), opts):
             opt.zero_grad()
             ((m(x) - x)**2).mean().backward()
-            if m is eager:
+            if m is dense:
                 for k in (0, 2):
                     m[k].weight.grad *= masks[k]
             opt.step()
-    assert compiled.calls['autograd'] == 5
-    for k in (0, 2):
-        W = model[k].weight
-        assert W.layout == torch.sparse_csr and W.values().numel() == int(masks[k].sum())
-        torch.testing.assert_close(W.to_dense(), eager[k].weight, rtol=1e-4, atol=1e-6)
-        torch.testing.assert_close(model[k].bias, eager[k].bias, rtol=1e-4, atol=1e-6)
+    assert compiled.calls['autograd'] == 8
+    for trained in (model, eager_sparse):
+        for k in (0, 2):
+            W = trained[k].weight
+            assert W.layout == torch.sparse_csr and W.values().numel() == int(masks[k].sum())
+            torch.testing.assert_close(W.to_dense(), dense[k].weight, rtol=1e-4, atol=1e-6)
+            torch.testing.assert_close(trained[k].bias, dense[k].bias, rtol=1e-4, atol=1e-6)
+    assert not torch.equal(model[0].weight.values(), ss.torch.sparsify(_autoencoder(), 0.2)[0].weight.values())
+
+
+def test_sparse_optimizer_checks_its_arguments():
+    model = ss.torch.sparsify(_autoencoder(), 0.3)
+    with pytest.raises(ss.errors.ArgumentError, match='optimizer_cls must be a torch.optim.Optimizer'):
+        ss.torch.SparseOptimizer('adam', model.parameters())
+    with pytest.raises(ss.errors.ArgumentError, match='got one tensor'):
+        ss.torch.SparseOptimizer(torch.optim.SGD, model[0].bias, lr=0.1)
+    with pytest.raises(ss.errors.ArgumentError, match=r'params\[0\] is str'):
+        ss.torch.SparseOptimizer(torch.optim.SGD, ['w'], lr=0.1)
+    coo = torch.nn.Parameter(torch.eye(3).to_sparse_coo())
+    with pytest.raises(ss.errors.ArgumentError, match='dense and CSR parameters are supported'):
+        ss.torch.SparseOptimizer(torch.optim.SGD, [coo], lr=0.1)
+    opt = ss.torch.SparseOptimizer(torch.optim.SGD, model.parameters(), lr=0.1)
+    W = model[0].weight
+    other = torch.sparse_csr_tensor(W.crow_indices(), W.col_indices().flip(0), W.values(), W.shape)
+    W.grad = other
+    before = W.values().clone()
+    with pytest.raises(ss.errors.ArgumentError, match='another pattern'):
+        opt.step()
+    torch.testing.assert_close(W.values(), before)  # nothing was updated
 
 
 def test_sparsify_checks_its_arguments():
