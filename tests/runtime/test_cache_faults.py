@@ -3,7 +3,8 @@ a library truncated to 0 bytes or to half, overwritten in the middle, deleted, o
 build killed while linking or compiling is listed as broken and built again by the next
 process, which gets the right result; a library that does not load is built again once; a
 read-only folder holding a complete build is used without writing anything, and one
-without a complete build raises an error that names it.
+without a complete build raises an error that names it; a complete build is loaded by a
+later process without generating code, unless its program.sdfg does not match the record.
 
 The damaged programs run in separate processes, so that a crash (SIGBUS / SIGSEGV, as
 before the fix) is a return code, not a dead test run."""
@@ -47,6 +48,13 @@ if mode == 'no-lock':  # the lock file cannot be created, as in a read-only fold
         raise PermissionError(13, 'Permission denied', self.path)
 
     _dace_compat._locked.acquire = acquire
+if mode == 'no-codegen':  # a warm load must not generate code
+    from dace.codegen import codegen
+
+    def refuse(*args, **kwargs):
+        raise AssertionError('code was generated')
+
+    codegen.generate_code = refuse
 M, N = dace.symbol('M'), dace.symbol('N')
 
 
@@ -190,6 +198,20 @@ def _killed(proc):
     if proc.returncode == 0:  # GCC and Clang look there first; another compiler may not
         pytest.skip('the compiler did not run the assembler or linker found through COMPILER_PATH')
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-3000:])
+
+
+def test_a_complete_build_loads_without_generating_code(child, built):
+    """A later process loads the recorded program.sdfg and library (no code generation,
+    no CMake); a program.sdfg that does not match the record sends it down the build
+    path, which records it again."""
+    path = _complete(child, built)
+    _ok(child(built, mode='no-codegen', calls=2))
+    with open(os.path.join(path, 'program.sdfg'), 'a') as f:
+        f.write(' ')  # still valid JSON, no longer the recorded file
+    refused = child(built, mode='no-codegen')
+    assert refused.returncode != 0 and 'code was generated' in refused.stderr
+    _ok(child(built))
+    _ok(child(built, mode='no-codegen'))
 
 
 def test_a_build_killed_while_linking_is_built_again(child, tmp_path):
