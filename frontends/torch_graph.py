@@ -15,6 +15,7 @@ the values it reads from before it and whose results are the values read after i
 """
 import linecache
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -201,7 +202,11 @@ def t_linear(ctx):
         if len(vx.dims) != 2:
             raise Untranslatable('linear with a sparse weight of a non-2-D input')
         ctx.dims.unify(vx.dims[1], vw.dims[1], 'linear')
-        expr = f'np.transpose({ctx.code(w)} @ np.transpose({ctx.code(x)}))'
+        if b is not None:
+            ctx.dims.unify(_dense(ctx.value(b), 'linear bias').dims[-1], vw.dims[0], 'linear bias')
+        # (W @ x.T).T: written by _lines, which keeps the product feature-major (see _FEATURE_MAJOR)
+        return ('sparse_linear', ctx.code(w), ctx.code(x), None if b is None else ctx.code(b)), \
+            Value('dense', ctx.same_dtype(vx, vw), (vx.dims[0], vw.dims[0]))
     else:
         if len(vx.dims) not in (1, 2) or len(vw.dims) != 2:
             raise Untranslatable(f'linear of a {len(vx.dims)}-D input (1-D or 2-D only)')
@@ -702,13 +707,43 @@ def _type(v: Value, dims: Dims) -> str:
     return f'{dt}[{sizes}]'
 
 
+#: Element-wise operations of one tensor that commute with a transpose: applied to the
+#: feature-major form of a sparse linear layer's output (see :func:`_lines`).
+_FEATURE_MAJOR = {aten.relu.default, aten.sigmoid.default, aten.tanh.default, aten.exp.default, aten.neg.default}
+_IDENTITIES = {aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
+               aten.dropout.default}
+
+
 def _lines(seg: Segment, step: Step) -> List[str]:
+    """The program lines of one step. ``x @ W.T`` with a sparse ``W`` is computed as
+    ``W @ x.T`` (an SpMM over W's rows) and transposed back; the feature-major result is
+    kept (``seg.feature_major``: name -> name of its transpose), so that element-wise
+    operations in :data:`_FEATURE_MAJOR` run on it and the next sparse layer reads it
+    without transposing: a chain of sparse layers transposes its input once and its output
+    once. Transposes nothing reads are removed by DaCe's dead-dataflow elimination."""
     out = seg.names[step.node.name]
     code = step.code
     v = seg.values[step.node.name]
+    major = seg.__dict__.setdefault('feature_major', {})
     if isinstance(code, str):
+        args = [a for a in _flat_nodes((step.node.args, step.node.kwargs))]
+        if len(args) == 1 and seg.names.get(args[0].name) in major:
+            x = seg.names[args[0].name]
+            if step.node.target in _IDENTITIES and code == x:
+                major[out] = major[x]
+            elif step.node.target in _FEATURE_MAJOR and len(seg.dims.resolve(v.dims)) == 2:
+                body = re.sub(r'\b' + re.escape(x) + r'\b', major[x], code)
+                major[out] = f'{out}_fm'
+                return [f'{out}_fm = {body}', f'{out} = np.transpose({out}_fm)']
         return [f'{out} = {code}']
     form = code[0]
+    if form == 'sparse_linear':
+        _, w, x, b = code
+        rows = str(seg.dims.resolve(v.dims)[1])
+        product = f'{w} @ {major.get(x, f"np.transpose({x})")}'
+        major[out] = f'{out}_fm'
+        return [f'{out}_fm = {product}' + (f' + np.reshape({b}, ({rows}, 1))' if b is not None else ''),
+                f'{out} = np.transpose({out}_fm)']
     if form == 'reshape':
         sizes = ', '.join(str(d) for d in seg.dims.resolve(code[2]))
         return [f'{out} = np.reshape({code[1]}, ({sizes},))']
@@ -717,10 +752,11 @@ def _lines(seg: Segment, step: Step) -> List[str]:
         m, n = (str(d) for d in seg.dims.resolve(v.dims))
         keep = f'({m}, 1)' if axis == 1 else f'(1, {n})'
         lines = [f'{out}_max = np.reshape(np.max({x}, axis={axis}), {keep})',
-                 f'{out}_exp = np.exp({x} - {out}_max)',
+                 f'{out}_shift = {x} - {out}_max',
+                 f'{out}_exp = np.exp({out}_shift)',
                  f'{out}_sum = np.reshape(np.sum({out}_exp, axis={axis}), {keep})']
         if log:
-            lines.append(f'{out} = {x} - {out}_max - np.log({out}_sum)')
+            lines.append(f'{out} = {out}_shift - np.log({out}_sum)')
         else:
             lines.append(f'{out} = {out}_exp / {out}_sum')
         return lines

@@ -29,8 +29,10 @@ as DaCe's code generation left it (DaCe writes it beside the sources). A folder 
 record, libraries and ``program.sdfg`` all agree is loaded without generating code again:
 the SDFG is read from that file and the library loaded, as DaCe's own
 ``load_precompiled_sdfg`` does (:func:`load_complete`): the GCN model's warm build went
-from 1.7 s (code generation, CMake's check) to the load. Anything that does not agree, or
-fails to load, takes the build path above.
+from 1.7 s (code generation, CMake's check) to the load. Anything that does not agree, a
+library this process has loaded already (DaCe's path builds a renamed copy then; loading
+the same library again through its loader crashed), or a load that fails takes the build
+path above.
 
 **Read-only caches.** Where the lock file cannot be created (a read-only file system or
 folder: no lock is taken then), or the folder (or its ``build``) is not writable, a folder
@@ -285,6 +287,8 @@ def load_complete(sdfg, folder: str):
         if problem(folder, [os.path.basename(library), stub]):
             return None
         program.build_folder = folder
+        if program.is_loaded():  # loaded by this process already: DaCe's path builds another copy
+            return None
         return compiled_sdfg.CompiledSDFG(program, compiled_sdfg.ReloadableDLL(library, program.name),
                                           program.arg_names)
     except Exception:  # anything unexpected: the build path decides (and reports)
