@@ -31,7 +31,7 @@ PURE_SUITE = tests/ops/test_ops_zoo.py tests/ops/test_sparse_sparse_zoo.py tests
              tests/ops/test_elementwise_result_format.py tests/ops/test_one_element_operands.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests
 	SDFGSPARSE_IMPLEMENTATION=pure $(PY) -m pytest -q -n 2 --dist loadgroup -p no:warnings $(PURE_SUITE)
 
 # coverage-guided fuzzing of the argument checks (atheris); not part of `make test`

@@ -148,7 +148,7 @@ class CompiledModel(torch.nn.Module):
 
     def _input_specs(self) -> List[Tuple[str, Any]]:
         """(graph input name, None for a user input or the parameter/buffer/constant's
-        target), computed once: walking ``named_parameters()`` on every call cost ~35 us."""
+        target), computed once (not ``named_parameters()`` walked on every call)."""
         specs = self.__dict__.get('_specs')
         if specs is None:
             user = torch.export.graph_signature.InputKind.USER_INPUT
@@ -219,7 +219,7 @@ def sparsify(module, density: float):
     training, gives each a gradient on its pattern (a CSR tensor, from an SDDMM; the
     pattern never grows). Train it with any torch optimizer through :class:`SparseOptimizer`
     (torch's own optimizers do not take CSR parameters: ``Adam`` refuses them, ``SGD`` adds
-    the gradient by a general sparse addition, ~1 ms per 26k-entry weight), nor does ``copy.deepcopy`` copy a module with CSR parameters (torch clones a
+    the gradient by a slow general sparse addition), nor does ``copy.deepcopy`` copy a module with CSR parameters (torch clones a
     parameter "preserving format", which CSR refuses): sparsify each copy you need. Eager
     torch runs the pruned model for inference (``F.linear`` takes a CSR weight), and trains
     it through :class:`SparseOptimizer` (its dense weight gradients are read on the pattern)."""

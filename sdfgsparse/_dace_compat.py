@@ -151,8 +151,8 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
 18. ``dace.sdfg.state._getdebuginfo`` (1.0.2): every node added to a state without debug
    information records its caller's file and line through ``inspect.stack()``, which
    builds the whole call stack and reads a source line of every frame of it (module
-   lookups, file reads): the GCN model's compile spent ~1 s there, in parsing and in the
-   expansion of library nodes. The patch reads the same frame with ``sys._getframe``;
+   lookups, file reads), a visible part of parsing and of expanding library nodes. The
+   patch reads the same frame with ``sys._getframe``;
    the recorded file and line are the same.
 """
 import os

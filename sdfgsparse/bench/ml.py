@@ -275,9 +275,11 @@ def _line(r: MLResult) -> str:
     return ', '.join(parts) + (f'; x{ratio:.2f} vs best torch' if ratio else '') + ('' if r.correct else ' WRONG')
 
 
-def run_ml(matrices, repeat: int = 10, log=print, seqs=(512, 1024, 2048), attention_layers: int = 4) -> List[MLResult]:
+def run_ml(matrices, repeat: int = 10, log=print, seqs=(512, 1024, 2048), attention_layers: int = 4,
+           sparsities=(0.9, 0.95, 0.99)) -> List[MLResult]:
     """Run the ML tasks; ``matrices``: :class:`~sdfgsparse.bench.matrices.MatrixSource` list
-    (the square ones are GCN graphs); ``seqs``: the attention task's sequence lengths."""
+    (the square ones are GCN graphs); ``seqs``: the attention task's sequence lengths;
+    ``sparsities``: the autoencoder's."""
     try:
         import torch
     except ImportError as e:
@@ -291,7 +293,7 @@ def run_ml(matrices, repeat: int = 10, log=print, seqs=(512, 1024, 2048), attent
         if A.shape[0] != A.shape[1]:
             continue
         results.extend(_gcn(torch, ss, src.name, A, repeat, log))
-    for sparsity in (0.9, 0.95, 0.99):
+    for sparsity in sparsities:
         results.extend(_mlp(torch, ss, sparsity, repeat, log))
     if seqs:
         results.extend(_attention(torch, ss, seqs, attention_layers, repeat, log))

@@ -24,16 +24,15 @@ is one tasklet: an OpenMP SIMD reduction, run in parallel only above
 
 DaCe's pure ``Reduce`` expansion (``np.sum(x, axis=1)``, ``np.max(x, axis=1)``) has the
 same fault along an axis: every element is an atomic update of its output (a compare-
-and-swap loop for float sums, an OpenMP critical section for ``max``): the row max and sum
-of a GCN's ``log_softmax`` over 2708 x 7 took about half of the model's time. A reduction
+and-swap loop for float sums, an OpenMP critical section for ``max``), which made the
+row max and sum of a GCN's ``log_softmax`` its most expensive step. A reduction
 that keeps at least one axis takes DaCe's own ``'pure-seq'`` expansion instead (a
 parallel map over the kept elements, each accumulated in a register by a sequential
 loop; :func:`reduce_applicable`).
 
 DaCe's pure ``Transpose`` is one parallel map over the input's elements, writing the
-output with the stride of a whole row: ``x @ W.T`` of a sparse ``nn.Linear`` becomes
-``(W @ x.T).T``, and its two transposes of 64 x 1024 float32 took a third of the model's
-time. :class:`ExpandTransposeTiled` is DaCe's own pure expansion with DaCe's
+output with the stride of a whole row (the transposes around the sparse products of a
+torch ``nn.Linear`` chain). :class:`ExpandTransposeTiled` is DaCe's own pure expansion with DaCe's
 ``MapTiling`` applied to its map (:data:`TRANSPOSE_TILE` square tiles in parallel, each
 walked sequentially: both sides stay in cache).
 """

@@ -28,8 +28,8 @@ under the folder's lock:
 as DaCe's code generation left it (DaCe writes it beside the sources). A folder whose
 record, libraries and ``program.sdfg`` all agree is loaded without generating code again:
 the SDFG is read from that file and the library loaded, as DaCe's own
-``load_precompiled_sdfg`` does (:func:`load_complete`): the GCN model's warm build went
-from 1.7 s (code generation, CMake's check) to the load. Anything that does not agree, a
+``load_precompiled_sdfg`` does (:func:`load_complete`), instead of code generation and
+CMake's check (figures: docs/performance.md). Anything that does not agree, a
 library this process has loaded already (DaCe's path builds a renamed copy then; loading
 the same library again through its loader crashed), or a load that fails takes the build
 path above.

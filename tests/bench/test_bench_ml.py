@@ -20,8 +20,8 @@ def test_ml_suite_rows_are_checked_and_reported():
     lines = []
     results = run_ml([MatrixSource('g300', lambda: graph.tocsr(), 'generated'),
                       MatrixSource('rect', lambda: rect, 'generated')], repeat=2, log=lines.append,
-                     seqs=(160, 200), attention_layers=1)
-    mlp = [('mlp', f'{p}% sparse', mode) for p in (90, 95, 99) for mode in ('inference', 'train step')]
+                     seqs=(160, 200), attention_layers=1, sparsities=(0.9, 0.99))
+    mlp = [('mlp', f'{p}% sparse', mode) for p in (90, 99) for mode in ('inference', 'train step')]
     assert [(r.task, r.data, r.mode) for r in results] == [
         ('gcn', 'g300', 'inference'), ('gcn', 'g300', 'train step'), *mlp,  # rect: not a graph
         ('attention', 'seq 160', 'inference'), ('attention', 'seq 200', 'inference')]
@@ -32,8 +32,8 @@ def test_ml_suite_rows_are_checked_and_reported():
                                           r.seconds['sdfgsparse'])
         assert (r.compile_s is None) == (r.data == 'seq 200'), r  # one build for every sequence length
     table = format_ml(results)
-    assert 'geomean vs the best torch system' in table and table.count(' yes') == 10
-    assert len(lines) == 10
+    assert 'geomean vs the best torch system' in table and table.count(' yes') == 8
+    assert len(lines) == 8
 
 
 def test_suite_option_is_parsed_and_passed_to_the_child():

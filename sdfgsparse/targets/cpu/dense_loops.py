@@ -202,7 +202,7 @@ def spmm_row(y: str, i: str, b: str, crd: str, vals: str, lo: str, hi: str, k: s
 
     Register blocking of the dense columns: the row is computed a panel of
     ``SPMM_PANEL`` 64-byte vectors at a time (then two, one, and a tail of fewer columns
-    than a vector, in one pass over the entries: a GCN's 7 classes were 7 scalar passes;
+    than a vector, in one pass over the entries, not one scalar pass per column;
     panels of at most two vectors keep two sets of accumulators, for even and odd entries),
     the panel's accumulators held in registers over all of the row's entries, and ``y`` is
     written once — no zero fill, no load and store of ``y`` per entry as in
