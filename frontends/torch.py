@@ -219,8 +219,9 @@ def sparsify(module, density: float):
     training, gives each a gradient on its pattern (a CSR tensor, from an SDDMM; the
     pattern never grows). Train it with any torch optimizer through :class:`SparseOptimizer`
     (torch's own optimizers do not take CSR parameters: ``Adam`` refuses them, ``SGD`` adds
-    the gradient by a slow general sparse addition), nor does ``copy.deepcopy`` copy a module with CSR parameters (torch clones a
-    parameter "preserving format", which CSR refuses): sparsify each copy you need. Eager
+    the gradient by a slow general sparse addition). ``copy.deepcopy`` cannot copy a module
+    with CSR parameters (torch clones a parameter "preserving format", which CSR refuses):
+    sparsify each copy you need. Eager
     torch runs the pruned model for inference (``F.linear`` takes a CSR weight), and trains
     it through :class:`SparseOptimizer` (its dense weight gradients are read on the pattern)."""
     if not isinstance(module, torch.nn.Module):
@@ -241,13 +242,11 @@ def sparsify(module, density: float):
         order = torch.argsort(W.abs().flatten(), descending=True, stable=True)[:keep]
         mask = torch.zeros(W.numel(), dtype=torch.bool)
         mask[order] = True
-        pruned = torch.where(mask.reshape(W.shape), W, torch.zeros((), dtype=W.dtype))
-        csr = pruned.to_sparse_csr()
-        if csr.values().numel() != keep:  # kept entries that are 0.0 are stored explicitly
-            rows, cols = mask.reshape(W.shape).nonzero(as_tuple=True)
-            crow = torch.zeros(W.shape[0] + 1, dtype=torch.int64)
-            crow[1:] = torch.bincount(rows, minlength=W.shape[0]).cumsum(0)
-            csr = torch.sparse_csr_tensor(crow, cols, W[rows, cols], W.shape)
+        # built from the mask (kept entries that are 0.0 stay stored), rows in order
+        rows, cols = mask.reshape(W.shape).nonzero(as_tuple=True)
+        crow = torch.zeros(W.shape[0] + 1, dtype=torch.int64)
+        crow[1:] = torch.bincount(rows, minlength=W.shape[0]).cumsum(0)
+        csr = torch.sparse_csr_tensor(crow, cols, W[rows, cols], W.shape)
         lin.weight = torch.nn.Parameter(csr, requires_grad=lin.weight.requires_grad)
     return module
 

@@ -141,10 +141,23 @@ def _digest(path: str) -> Tuple[int, str]:
     return size, h.hexdigest()
 
 
+def _record_content(build: str) -> dict:
+    """The build record of ``build`` as written (see RECORD); raises OSError / ValueError."""
+    with open(os.path.join(build, RECORD)) as f:
+        return json.load(f)
+
+
+def _program_libraries(folder: str, name: str) -> Tuple[str, str]:
+    """The paths of program ``name``'s library and of DaCe's loader stub in ``folder``."""
+    from dace.codegen import compiler
+    library = compiler.get_binary_name(folder, name)
+    ext = dace.Config.get('compiler', 'library_extension')
+    return library, os.path.join(os.path.dirname(library), f'libdacestub_{name}.{ext}')
+
+
 def _read_record(build: str) -> Optional[Dict[str, dict]]:
     try:
-        with open(os.path.join(build, RECORD)) as f:
-            libraries = json.load(f)['libraries']
+        libraries = _record_content(build)['libraries']
         if all(isinstance(e['size'], int) and isinstance(e['sha256'], str) for e in libraries.values()):
             return libraries
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -270,25 +283,26 @@ def load_complete(sdfg, folder: str):
     """A loaded program for ``sdfg`` from ``folder``'s complete build, without generating
     code (see the module), or None where the folder's record, libraries or ``program.sdfg``
     do not agree or the load fails (then the caller builds). Called under the lock."""
-    from dace.codegen import compiled_sdfg, compiler
+    from dace.codegen import compiled_sdfg
     folder = os.path.abspath(folder)
     build = os.path.join(folder, 'build')
     try:
-        with open(os.path.join(build, RECORD)) as f:
-            entry = json.load(f).get('program') or {}
+        library, stub = _program_libraries(folder, sdfg.name)
+        if os.path.exists(os.path.join(build, BUILDING)) or \
+                problem(folder, [os.path.basename(library), os.path.basename(stub)]):
+            return None
+        # loaded by this process already (the stub, checked above, says): DaCe's path builds
+        # another copy; before reading program.sdfg, which costs more
+        if compiled_sdfg.ReloadableDLL(library, sdfg.name).is_loaded():
+            return None
+        entry = _record_content(build).get('program') or {}
         path = os.path.join(folder, PROGRAM)
-        if os.path.exists(os.path.join(build, BUILDING)) or _digest(path) != (entry.get('size'), entry.get('sha256')):
+        if _digest(path) != (entry.get('size'), entry.get('sha256')):
             return None
         program = dace.SDFG.from_file(path)
         if program.name != sdfg.name or program.arg_names != sdfg.arg_names:
             return None
-        library = compiler.get_binary_name(folder, program.name)
-        stub = f'libdacestub_{program.name}.{dace.Config.get("compiler", "library_extension")}'
-        if problem(folder, [os.path.basename(library), stub]):
-            return None
         program.build_folder = folder
-        if program.is_loaded():  # loaded by this process already: DaCe's path builds another copy
-            return None
         return compiled_sdfg.CompiledSDFG(program, compiled_sdfg.ReloadableDLL(library, program.name),
                                           program.arg_names)
     except Exception:  # anything unexpected: the build path decides (and reports)
@@ -338,11 +352,9 @@ def _private_copy(folder: str, names: List[str]) -> str:
 def load_read_only(sdfg, folder: str, why: str, output_file=None, validate=True, return_program_handle=True):
     """``SDFG.compile`` for a folder that cannot be written (``why``): load its complete
     build without writing there, or raise :class:`BuildCacheError` (see the module)."""
-    from dace.codegen import codegen, compiled_sdfg, compiler
+    from dace.codegen import codegen, compiled_sdfg
     folder = os.path.abspath(folder)
-    library = compiler.get_binary_name(folder, sdfg.name)
-    stub = os.path.join(os.path.dirname(library),
-                        f'libdacestub_{sdfg.name}.{dace.Config.get("compiler", "library_extension")}')
+    library, stub = _program_libraries(folder, sdfg.name)
     names = [os.path.basename(library), os.path.basename(stub)]
     missing = problem(folder, names)
     if missing:
