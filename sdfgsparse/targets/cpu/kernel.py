@@ -5,11 +5,15 @@ Python function (maps for parallel loops, ``range`` for sequential and data-depe
 ones) and let DaCe's own frontend turn it into an SDFG. Level formats contribute the
 loop headers (:meth:`SparseFormat.iteration`), so every format gets every operation.
 """
+import collections
 import hashlib
 import itertools
+import json
 import linecache
 import re
-from typing import Dict, List, Sequence, Tuple
+import threading
+import types
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import dace
 import numpy as np
@@ -97,6 +101,30 @@ class KernelBuilder:
 
     def build(self) -> dace.SDFG:
         src = self.source()
+        key = _memo_key(src, self.globals)
+        with _MEMO_LOCK:
+            text = _MEMO.get(key) if key else None
+            if text is not None:
+                _MEMO.move_to_end(key)
+        if text is None:
+            sdfg = self._parse(src)
+            if key:  # the first use takes the serialised SDFG too: every use gets the same
+                text = json.dumps(sdfg.to_json())
+                with _MEMO_LOCK:
+                    _MEMO[key] = text
+                    while len(_MEMO) > MEMO_SIZE:
+                        _MEMO.popitem(last=False)
+        if text is not None:
+            sdfg = dace.SDFG.from_json(json.loads(text))
+        if 'ss_in(' in src or 'ss_out(' in src:  # C++ tasklets of targets/cpu/dense_loops.py
+            from sdfgsparse.targets.cpu.dense_loops import INPUT_POINTER
+            sdfg.append_global_code(INPUT_POINTER)
+        for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
+            storage_check.add_to(sdfg, d)
+        return sdfg
+
+    def _parse(self, src: str) -> dace.SDFG:
+        """The SDFG of ``src`` by DaCe's frontend (and its simplification)."""
         # named by its text: the name ends up in the SDFG's debug info, which DaCe's hash
         # cache keys builds by (a per-process counter here made each later build miss)
         fname = f'<sdfgsparse-kernel-{self.name}-{hashlib.sha256(src.encode()).hexdigest()[:12]}>'
@@ -109,9 +137,35 @@ class KernelBuilder:
         except Exception as ex:  # pragma: no cover - shows the generated source for debugging
             raise RuntimeError(f'sdfgsparse: could not parse generated kernel:\n{src}') from ex
         sdfg.name = self.name
-        if 'ss_in(' in src or 'ss_out(' in src:  # C++ tasklets of targets/cpu/dense_loops.py
-            from sdfgsparse.targets.cpu.dense_loops import INPUT_POINTER
-            sdfg.append_global_code(INPUT_POINTER)
-        for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
-            storage_check.add_to(sdfg, d)
         return sdfg
+
+
+#: parsed kernels of this process, by :func:`_memo_key` (as SDFG JSON: every use gets its
+#: own SDFG), least recently used first
+_MEMO: 'collections.OrderedDict[str, str]' = collections.OrderedDict()
+_MEMO_LOCK = threading.Lock()
+MEMO_SIZE = 512
+
+
+def _memo_key(src: str, namespace: Dict[str, object]) -> Optional[str]:
+    """What a kernel's SDFG depends on: its source and the globals it names (modules by
+    name, symbols with their dtype, descriptors and dtypes by their JSON, numbers and
+    strings by type and value); None when a global is anything else (not memoised).
+
+    The frontend parses a kernel of 60-70 lines in about a second, two thirds of it
+    DaCe's simplification; programs repeat kernels (``A + B`` and ``(A + B) @ x``, the
+    same conversion in two products) and so do the programs of one process."""
+    parts = [src]
+    for name in sorted(namespace):
+        v = namespace[name]
+        if isinstance(v, types.ModuleType):
+            parts.append(f'{name}=module {v.__name__}')
+        elif isinstance(v, dace.symbol):
+            parts.append(f'{name}=symbol {v.name} {v.dtype.to_string()}')
+        elif isinstance(v, (dace.data.Data, dace.typeclass)):
+            parts.append(f'{name}={type(v).__name__} {json.dumps(v.to_json(), sort_keys=True, default=str)}')
+        elif type(v) in (int, float, bool, str):
+            parts.append(f'{name}={type(v).__name__} {v!r}')
+        else:
+            return None
+    return hashlib.sha256('\n'.join(parts).encode()).hexdigest()
