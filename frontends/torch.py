@@ -25,9 +25,10 @@ Sparse weights: a parameter may be a torch sparse CSR tensor; :func:`sparsify` p
 ``nn.Linear`` weights of a model by magnitude into such parameters.
 
 Training: when autograd is on and a parameter or input requires a gradient, the model
-runs as its ATen graph in torch with every sparse product replaced by the custom operator
-``sdfgsparse::spmm`` (:mod:`frontends.torch_ops`), whose forward and backward are
-sdfgsparse programs, so torch's optimizers train it. Inference (``torch.no_grad()``,
+runs as its ATen graph in torch with every sparse product, sampled product
+(``sparse.sampled_addmm``) and row-wise sparse softmax replaced by sdfgsparse's custom
+operators (:mod:`frontends.torch_ops`), whose forwards and backwards are sdfgsparse
+programs, so torch's optimizers train it; the dense operations between them run in torch. Inference (``torch.no_grad()``,
 ``model.eval()`` with nothing requiring a gradient) runs the SDFGs.
 """
 import hashlib

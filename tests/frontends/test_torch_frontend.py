@@ -233,6 +233,80 @@ def test_spmm_gradcheck(shape):
     assert torch.autograd.gradcheck(f, (values, X))
 
 
+@pytest.mark.parametrize('shape', [(6, 5, 3), (1, 4, 2), (5, 1, 1), (4, 4, 0)], ids=str)
+def test_sampled_gradcheck(shape):
+    """SDDMM ``(G @ X.T)`` at a pattern: its gradients are SpMMs with the pattern."""
+    m, n, k = shape
+    A = _csr64(m, n, m * 7 + n)
+    G = torch.randn(m, k, dtype=torch.float64, requires_grad=True)
+    X = torch.randn(n, k, dtype=torch.float64, requires_grad=True)
+
+    def f(g, x):
+        return torch_ops.sampled(A.crow_indices(), A.col_indices(), n, g, x)
+
+    torch.testing.assert_close(f(G, X), (G @ X.T).detach()[A.to_dense() != 0])
+    assert torch.autograd.gradcheck(f, (G, X))
+
+
+@pytest.mark.parametrize('shape', [(6, 5), (1, 4), (5, 1), (7, 7)], ids=str)
+def test_sparse_softmax_matches_torch_and_gradcheck(shape):
+    m, n = shape
+    A = _csr64(m, n, m * 3 + n)  # (7, 7) has empty rows
+    crow, col = A.crow_indices(), A.col_indices()
+    values = (A.values() * 4 - 2).clone().requires_grad_(True)
+    got = torch_ops.softmax(crow, col, values, n)
+    ref = torch.sparse.softmax(torch.sparse_csr_tensor(crow, col, values, (m, n)).to_sparse_coo(), 1)
+    torch.testing.assert_close(got, ref.coalesce().values())
+    W = torch.randn(values.shape, dtype=torch.float64)
+    g_got, = torch.autograd.grad((got * W).sum(), values)
+    g_ref, = torch.autograd.grad((ref.coalesce().values() * W).sum(), values)
+    torch.testing.assert_close(g_got, g_ref)
+    assert torch.autograd.gradcheck(lambda v: torch_ops.softmax(crow, col, v, n), (values, ))
+
+
+def test_sampled_and_softmax_pass_torch_opcheck():
+    A = _csr64(5, 4, 3)
+    crow, col = A.crow_indices().clone(), A.col_indices().clone()
+    G = torch.randn(5, 2, dtype=torch.float64, requires_grad=True)
+    X = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    torch.library.opcheck(torch_ops.sampled, (crow, col, 4, G, X))
+    torch.library.opcheck(torch_ops.softmax, (crow, col, A.values().clone().requires_grad_(), 4))
+
+
+def test_sparse_attention_gradients_match_eager(monkeypatch):
+    """The attention model's backward through sdfgsparse's custom operators (sampled
+    scores, sparse softmax, SpMM; each backward an SDFG) gives eager torch's gradients,
+    and SGD steps on both end with the same parameters."""
+    from sdfgsparse.bench.ml import attention_class, window_mask
+    used = []
+    for name in ('sampled', 'softmax', 'spmm'):
+        op = getattr(torch_ops, name)
+        monkeypatch.setattr(torch_ops, name, lambda *a, _op=op, _n=name: used.append(_n) or _op(*a))
+    torch.manual_seed(4)
+    eager = attention_class(torch)(16, 2).double()
+    M = window_mask(48, 4, 2)
+    S = torch.sparse_csr_tensor(torch.from_numpy(M.indptr).long(), torch.from_numpy(M.indices).long(),
+                                torch.from_numpy(M.data).double(), M.shape)
+    x, W = torch.randn(48, 16, dtype=torch.float64), torch.randn(48, 16, dtype=torch.float64)
+    compiled = ss.torch.compile(copy.deepcopy(eager), (x, S))
+    opts = [torch.optim.SGD(m.parameters(), lr=0.05) for m in (eager, compiled)]
+    for step in range(3):
+        for m, opt in zip((eager, compiled), opts):
+            opt.zero_grad()
+            (m(x, S) * W).sum().backward()
+        for (name, p), q in zip(eager.named_parameters(), compiled.module.parameters()):
+            # the key biases' gradient is 0 (a row's scores all shift by q_i . b): rounding noise
+            torch.testing.assert_close(q.grad, p.grad, rtol=1e-6, atol=1e-9, msg=f'step {step}: {name}')
+        for opt in opts:
+            opt.step()
+    assert compiled.calls['autograd'] == 3
+    # per layer and step: forward sampled, softmax, spmm; backward (spmm's) sampled, and
+    # (sampled's) spmm, spmm_t (softmax's backward program is not counted here)
+    assert used.count('softmax') == 2 * 3 and used.count('sampled') == used.count('spmm') == 2 * 2 * 3, used
+    for p, q in zip(eager.parameters(), compiled.module.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-9)
+
+
 def test_spmm_passes_torch_opcheck():
     A = _csr64(5, 4, 3)
     X = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
