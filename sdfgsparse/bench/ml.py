@@ -20,7 +20,10 @@ Tasks (Scorch's evaluation, as far as built so far):
 
 Systems: ``torch-dense`` (the model with dense adjacency / weights, eager), ``torch-sparse``
 (torch.sparse CSR, eager), ``sdfgsparse`` (``ss.torch.compile``; training through its custom
-operators). Every sdfgsparse result is checked against torch-sparse's; compile time is
+operators), and ``scorch`` (GCN inference, its products by ``scorch.matmul`` on
+``scorch.from_csr``) where Scorch is installed: it is not a dependency and not on PyPI (the
+``scorch`` package there is an unrelated CoNLL coreference scorer, which :func:`scorch`
+tells apart and reports). Every sdfgsparse result is checked against torch-sparse's; compile time is
 reported apart from the timed calls, which are interleaved (:mod:`.timing`).
 """
 import copy
@@ -35,7 +38,7 @@ from sdfgsparse.bench.timing import interleaved
 
 __all__ = ['MLResult', 'run_ml', 'format_ml']
 
-SYSTEMS = ('torch-dense', 'torch-sparse', 'sdfgsparse')
+SYSTEMS = ('torch-dense', 'torch-sparse', 'scorch', 'sdfgsparse')
 #: dense adjacency beyond this many entries is not built (torch-dense is skipped)
 DENSE_LIMIT = 60_000_000
 
@@ -132,7 +135,38 @@ def normalized(A) -> sp.csr_array:
     return sp.csr_array(sp.diags_array(d) @ A @ sp.diags_array(d), dtype=np.float32)
 
 
-def _gcn(torch, ss, name, A, repeat, log) -> List[MLResult]:
+def scorch():
+    """``(module, None)`` when Scorch, the sparse tensor library, imports; else
+    ``(None, why not)``."""
+    try:
+        import scorch as mod
+    except ImportError:
+        return None, 'Scorch is not installed (optional; not on PyPI: install it from its repository)'
+    except Exception as e:  # a broken install is reported, not fatal
+        return None, f'Scorch does not import ({type(e).__name__}: {e})'
+    missing = [a for a in ('from_csr', 'matmul') if not callable(getattr(mod, a, None))]
+    if missing:
+        return None, (f'the installed "scorch" ({getattr(mod, "__file__", "?")}) is not the sparse tensor library '
+                      f'(no {", ".join(missing)}; PyPI\'s "scorch" is a CoNLL coreference scorer)')
+    return mod, None
+
+
+def _scorch_gcn(torch, sc, model, As):
+    """GCN inference with Scorch's sparse products (the model's own dense layers)."""
+    A = sc.from_csr(As)
+
+    def mm(X):
+        Y = sc.matmul(A, X, format='dd')
+        return Y if isinstance(Y, torch.Tensor) else torch.as_tensor(Y)
+
+    def run(X):
+        h = torch.relu(mm(model.l1(X)))
+        return torch.log_softmax(mm(model.l2(h)), dim=1)
+
+    return run
+
+
+def _gcn(torch, ss, name, A, repeat, log, sc=None) -> List[MLResult]:
     torch.manual_seed(0)
     A = normalized(A)
     A.sort_indices()
@@ -153,7 +187,16 @@ def _gcn(torch, ss, name, A, repeat, log) -> List[MLResult]:
         if Ad is not None:
             calls['torch-dense'] = lambda: model(Ad, X)
         res = MLResult('gcn', name, 'inference', compile_s=compile_s)
-        res.correct = bool(torch.allclose(compiled(As, X), model(As, X), rtol=1e-3, atol=1e-4))
+        want = model(As, X)
+        res.correct = bool(torch.allclose(compiled(As, X), want, rtol=1e-3, atol=1e-4))
+        if sc is not None:
+            try:
+                run = _scorch_gcn(torch, sc, model, As)
+                if not torch.allclose(run(X), want, rtol=1e-3, atol=1e-4):
+                    raise ValueError('result differs from torch-sparse')
+                calls['scorch'] = lambda: run(X)
+            except Exception as e:  # a peer that fails is reported, never timed
+                res.errors['scorch'] = f'{type(e).__name__}: {e}'
         _time(res, calls, repeat)
         out.append(res)
     log(f'gcn {name} inference: {_line(out[-1])}')
@@ -288,11 +331,13 @@ def run_ml(matrices, repeat: int = 10, log=print, seqs=(512, 1024, 2048), attent
     import sdfgsparse as ss
     from sdfgsparse.bench.matrices import canonical
     results = []
+    sc, why = scorch()
+    log(f'scorch: {why}' if sc is None else f'scorch: {getattr(sc, "__file__", "?")}')
     for src in matrices:
         A = canonical(src.load(), np.float32)
         if A.shape[0] != A.shape[1]:
             continue
-        results.extend(_gcn(torch, ss, src.name, A, repeat, log))
+        results.extend(_gcn(torch, ss, src.name, A, repeat, log, sc))
     for sparsity in sparsities:
         results.extend(_mlp(torch, ss, sparsity, repeat, log))
     if seqs:

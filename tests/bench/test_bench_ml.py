@@ -33,7 +33,40 @@ def test_ml_suite_rows_are_checked_and_reported():
         assert (r.compile_s is None) == (r.data == 'seq 200'), r  # one build for every sequence length
     table = format_ml(results)
     assert 'geomean vs the best torch system' in table and table.count(' yes') == 8
-    assert len(lines) == 8
+    assert len(lines) == 9 and lines[0].startswith('scorch: ')
+
+
+def test_scorch_is_a_peer_where_installed(monkeypatch):
+    """A module named ``scorch`` with Scorch's API is timed on GCN inference and counts as
+    a peer; PyPI's unrelated ``scorch`` (no ``from_csr``) is named, not run."""
+    import sys
+    import types
+
+    from sdfgsparse.bench import ml
+    fake = types.ModuleType('scorch')
+    fake.__file__ = '<fake scorch>'
+    used = []
+    fake.from_csr = lambda A: A
+    fake.matmul = lambda A, X, format: used.append(format) or torch.sparse.mm(A, X)
+    monkeypatch.setitem(sys.modules, 'scorch', fake)
+    graph = sp.random_array((120, 120), density=0.05, format='csr', rng=np.random.default_rng(2)) + sp.eye_array(120)
+    lines = []
+    results = ml.run_ml([MatrixSource('g120', lambda: graph.tocsr(), 'generated')], repeat=2, log=lines.append,
+                        seqs=(), sparsities=())
+    assert lines[0] == 'scorch: <fake scorch>'
+    inference = results[0]
+    assert inference.mode == 'inference' and set(inference.seconds) == {'torch-dense', 'torch-sparse', 'scorch',
+                                                                        'sdfgsparse'}, inference
+    assert inference.ratio() == pytest.approx(min(v for k, v in inference.seconds.items() if k != 'sdfgsparse') /
+                                              inference.seconds['sdfgsparse'])
+    assert set(used) == {'dd'}
+    fake.matmul = lambda A, X, format: 2 * torch.sparse.mm(A, X)  # a wrong peer is reported, not timed
+    results = ml.run_ml([MatrixSource('g120', lambda: graph.tocsr(), 'generated')], repeat=1, log=lines.append,
+                        seqs=(), sparsities=())
+    assert 'scorch' not in results[0].seconds and 'differs' in results[0].errors['scorch']
+    del fake.from_csr
+    mod, why = ml.scorch()
+    assert mod is None and 'not the sparse tensor library' in why and 'CoNLL' in why
 
 
 def test_suite_option_is_parsed_and_passed_to_the_child():
