@@ -15,7 +15,9 @@ import contextlib
 import os
 from typing import Optional
 
-__all__ = ['use_implementation', 'implementation_override']
+from sdfgsparse import errors
+
+__all__ = ['use_implementation', 'implementation_override', 'expand_sparse_nodes', 'PORTABLE']
 
 _OVERRIDE = {'name': os.environ.get('SDFGSPARSE_IMPLEMENTATION') or None}
 
@@ -39,3 +41,39 @@ def use_implementation(name: Optional[str]):
         yield
     finally:
         _OVERRIDE['name'] = old
+
+
+#: The implementation every sparse library node has for any target.
+PORTABLE = 'pure'
+_MAX_ROUNDS = 32  # expansions nest a few levels; more means an expansion re-creates its node
+
+
+def _sparse_nodes(sdfg):
+    import dace
+    from sdfgsparse.ops.base import SparseLibraryNode
+    return [(n, s) for n, s in sdfg.all_nodes_recursive()
+            if isinstance(n, SparseLibraryNode) and isinstance(s, dace.SDFGState)]
+
+
+def expand_sparse_nodes(sdfg, target: str = 'GPU') -> int:
+    """Expand every sparse library node of ``sdfg`` (nested SDFGs included) with its
+    ``'pure'`` implementation; returns how many were expanded. The nodes of the SDFG are
+    all checked before any is expanded, so an unsupported node leaves ``sdfg`` unchanged
+    (unless an expansion itself creates it)."""
+    count = 0
+    for _ in range(_MAX_ROUNDS):
+        found = _sparse_nodes(sdfg)
+        if not found:
+            return count
+        missing = [n for n, _ in found if PORTABLE not in type(n).implementations]
+        if missing:
+            node = missing[0]
+            raise errors.UnsupportedOperationError(
+                f'{node.label} ({type(node).__name__}) has no portable {PORTABLE!r} expansion, which the {target} '
+                f'target needs (its implementations: {", ".join(sorted(type(node).implementations)) or "none"})')
+        for node, state in found:
+            node.implementation = PORTABLE
+            node.expand(state.sdfg, state)
+            count += 1
+    raise errors.UnsupportedOperationError(f'{sdfg.name}: sparse library nodes still present after {_MAX_ROUNDS} '
+                                           'rounds of expansion (an expansion re-creates its own node)')

@@ -31,39 +31,8 @@ __all__ = ['to_gpu', 'is_lowered', 'expand_sparse_nodes', 'arguments_on_device',
            'device_twins', 'copy_twins', 'device_storage_inward',
            'with_cpu_schedules', 'PORTABLE']
 
-#: The implementation every sparse library node has for any target.
-PORTABLE = 'pure'
-_MAX_ROUNDS = 32  # expansions nest a few levels; more means an expansion re-creates its node
-
-
-def _sparse_nodes(sdfg: dace.SDFG):
-    from sdfgsparse.ops.base import SparseLibraryNode
-    return [(n, s) for n, s in sdfg.all_nodes_recursive()
-            if isinstance(n, SparseLibraryNode) and isinstance(s, dace.SDFGState)]
-
-
-def expand_sparse_nodes(sdfg: dace.SDFG) -> int:
-    """Expand every sparse library node of ``sdfg`` (nested SDFGs included) with its
-    ``'pure'`` implementation; returns how many were expanded. The nodes of the SDFG are
-    all checked before any is expanded, so an unsupported node leaves ``sdfg`` unchanged
-    (unless an expansion itself creates it)."""
-    count = 0
-    for _ in range(_MAX_ROUNDS):
-        found = _sparse_nodes(sdfg)
-        if not found:
-            return count
-        missing = [n for n, _ in found if PORTABLE not in type(n).implementations]
-        if missing:
-            node = missing[0]
-            raise errors.UnsupportedOperationError(
-                f'{node.label} ({type(node).__name__}) has no portable {PORTABLE!r} expansion, which the GPU target '
-                f'needs (its implementations: {", ".join(sorted(type(node).implementations)) or "none"})')
-        for node, state in found:
-            node.implementation = PORTABLE
-            node.expand(state.sdfg, state)
-            count += 1
-    raise errors.UnsupportedOperationError(f'{sdfg.name}: sparse library nodes still present after {_MAX_ROUNDS} '
-                                           'rounds of expansion (an expansion re-creates its own node)')
+# the portable expansion, shared with the FPGA target (sdfgsparse.targets)
+from sdfgsparse.targets import PORTABLE, expand_sparse_nodes  # noqa: E402
 
 
 def arguments_on_device(sdfg: dace.SDFG) -> List[str]:
