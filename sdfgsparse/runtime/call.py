@@ -420,7 +420,7 @@ class CompiledProgram:
     >>> y = prog(A=A_scipy, x=x)         # doctest: +SKIP
     """
     #: What it builds for.
-    TARGETS = ('cpu', 'gpu')
+    TARGETS = ('cpu', 'gpu', 'fpga')
 
     def __init__(self, sdfg: dace.SDFG, target: str = 'cpu'):
         if target not in self.TARGETS:
@@ -430,6 +430,10 @@ class CompiledProgram:
             from sdfgsparse.targets.cuda.lower import is_lowered, to_gpu
             if not is_lowered(sdfg):  # the caller's SDFG is theirs: lower a copy
                 sdfg = to_gpu(copy.deepcopy(sdfg))
+        self.lowered = None
+        if target == 'fpga':  # lowered on a copy: self.sdfg keeps the program's signature
+            from sdfgsparse.targets.fpga.lower import to_fpga
+            self.lowered = to_fpga(copy.deepcopy(sdfg))
         self.sdfg = sdfg
         self.target = target
         self._compiled = None
@@ -440,6 +444,10 @@ class CompiledProgram:
             with lock_of(self):  # one build, whichever thread asks first
                 if self._compiled is None:
                     sdfg = self.sdfg
+                    if self.target == 'fpga':
+                        from sdfgsparse.targets.fpga.csim import compile_csim
+                        self._compiled = compile_csim(self.lowered)
+                        return self._compiled
                     if self.target == 'gpu':
                         from sdfgsparse.targets.cuda.toolchain import require_nvcc
                         require_nvcc(sdfg.name)
@@ -475,7 +483,46 @@ class CompiledProgram:
             require_device(f'{self.sdfg.name}()')
             check_device_arguments(f'{self.sdfg.name}()', values, self.sdfg)
         with lock_of(self):  # the compiled program keeps a call's arguments and results
+            if self.target == 'fpga':
+                return self._fpga_call(values)
             return self._full_call(names, values)
+
+    def _fpga_call(self, values):
+        """A call of the C-simulation: arguments checked as for the CPU, each sparse one
+        passed as the member arrays the lowering flattened it into."""
+        from sdfgsparse.targets.fpga.csim import check_error
+        from sdfgsparse.targets.fpga.lower import flat_arguments
+        descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
+        out, symbols, sparse, copies = marshal_arguments(values, descs)
+        for name, desc in descs.items():  # remaining symbols from dense shapes
+            if isinstance(desc, dace.data.Array) and hasattr(values[name], 'shape') and not is_sparse_desc(desc):
+                for expr, actual in zip(desc.shape, values[name].shape):
+                    if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
+                        symbols.setdefault(str(expr), int(actual))
+        lowered = self.lowered
+        flat = flat_arguments(lowered)
+        call = {}
+        for name, v in out.items():
+            if name in flat:
+                for member, arrays in flat[name].items():
+                    m = sparse[name].arrays[member]
+                    m = m if m.base is None else m.copy()  # (DaCe refuses views; the host copies them anyway)
+                    for a in arrays:
+                        call[a] = m
+            elif name in lowered.arrays:
+                call[name] = v
+            elif name in lowered.free_symbols or name in lowered.symbols:
+                symbols[name] = v
+        needed = set(map(str, lowered.free_symbols)) | set(lowered.symbols)
+        call.update({k: v for k, v in symbols.items() if k in needed})
+        compiled = self.compiled
+        result = compiled(**call)
+        check_error(compiled)
+        if copies:
+            copy_back(copies, out, written_arguments(compiled.sdfg))
+        if any(_torch_layout(v) is not None for v in values.values()):
+            result = _to_torch(result)
+        return result
 
     def _full_call(self, names, values):
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
@@ -530,8 +577,9 @@ def compile(sdfg: dace.SDFG, target: str = 'cpu') -> CompiledProgram:
     """Compile an SDFG (e.g. after transformations) or a ``@dace.program`` into a callable
     taking sparse arguments. The code is built on the first call, or now with ``.build()``.
 
-    :param target: ``'cpu'``, or ``'gpu'`` (CUDA; array arguments are device arrays, see
-                   :class:`CompiledProgram`).
+    :param target: ``'cpu'``, ``'gpu'`` (CUDA; array arguments are device arrays, see
+                   :class:`CompiledProgram`), or ``'fpga'`` (Xilinx HLS through DaCe, run as a
+                   C-simulation: :mod:`sdfgsparse.targets.fpga`).
     """
     if hasattr(sdfg, 'to_sdfg') and not isinstance(sdfg, dace.SDFG):
         sdfg = sdfg.to_sdfg()
