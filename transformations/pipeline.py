@@ -46,7 +46,7 @@ from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
 
 __all__ = ['optimize', 'OptimizedProgram', 'Step', 'TARGETS']
 
-TARGETS = ('cpu', 'gpu')
+TARGETS = ('cpu', 'gpu', 'fpga')
 
 
 @dataclass
@@ -68,8 +68,8 @@ class OptimizedProgram:
     iterations_after: Any = None
     #: argument name -> format the selection chose; such arguments are converted on each call
     conversions: Dict[str, str] = field(default_factory=dict)
-    #: ``'cpu'`` or ``'gpu'`` (then ``sdfg`` is lowered for the GPU and array arguments are
-    #: device arrays; see :class:`~sdfgsparse.runtime.call.CompiledProgram`)
+    #: ``'cpu'``, ``'gpu'`` (then ``sdfg`` is lowered for the GPU and array arguments are
+    #: device arrays; see :class:`~sdfgsparse.runtime.call.CompiledProgram`) or ``'fpga'``
     target: str = 'cpu'
     _compiled: Optional[CompiledProgram] = None
 
@@ -187,10 +187,13 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
 
     :param program_or_sdfg: a ``@dace.program`` (its SDFG is built and copied) or an SDFG
                             (transformed in place).
-    :param target: ``'cpu'``, or ``'gpu'``: after the pipeline the SDFG is lowered for
+    :param target: ``'cpu'``, ``'gpu'``: after the pipeline the SDFG is lowered for
                    CUDA (:func:`sdfgsparse.targets.cuda.lower.to_gpu`: sparse nodes take
                    their ``'pure'`` expansion, array arguments live in device memory), and
-                   step 6 is skipped (its expansions are CPU SIMD tasklets).
+                   step 6 is skipped (its expansions are CPU SIMD tasklets); or ``'fpga'``:
+                   step 6 is skipped and a copy of the SDFG is lowered for the FPGA
+                   (:func:`sdfgsparse.targets.fpga.to_fpga`; ``.sdfg`` keeps the program's
+                   signature), run as a C-simulation of the generated HLS code.
     :param matrices: example arguments by name (scipy / torch sparse, NumPy arrays); their
                      sizes let tiling choose tile sizes. Not kept.
     :param cache_size: fast-memory size in bytes for tile sizes (default: this machine's L2).
@@ -260,6 +263,21 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
 
         step('GPU lowering', lower, lambda n: f"{n} sparse nodes expanded ('pure'), array arguments in device "
              'memory, maps -> CUDA kernels')
+    if target == 'fpga':  # lowered on a copy: the program keeps its signature (sparse arguments)
+
+        def lower_fpga():
+            result._compiled = CompiledProgram(sdfg, 'fpga')
+            return len(result._compiled.lowered.arrays)
+
+        def fpga_detail(n):
+            from sdfgsparse.targets.fpga.lower import flat_arguments
+            low = result._compiled.lowered
+            flat = ', '.join(f'{a} -> {", ".join(m.values())}' for a, m in flat_arguments(low).items())
+            kernels = sum(dace.sdfg.utils.is_fpga_kernel(low, st) for st in low.states())
+            return (f"sparse nodes expanded ('pure'); sparse arguments flattened ({flat or 'none'}); {kernels} FPGA "
+                    'kernel state(s) with global-memory twins; runs as a C-simulation without an FPGA')
+
+        step('FPGA lowering', lower_fpga, fpga_detail)
     sdfg.validate()
     result.iterations_after = _count(sdfg)
     result.heuristics_s = time.perf_counter() - t_start

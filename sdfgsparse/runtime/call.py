@@ -504,11 +504,9 @@ class CompiledProgram:
         call = {}
         for name, v in out.items():
             if name in flat:
-                for member, arrays in flat[name].items():
+                for member, array in flat[name].items():
                     m = sparse[name].arrays[member]
-                    m = m if m.base is None else m.copy()  # (DaCe refuses views; the host copies them anyway)
-                    for a in arrays:
-                        call[a] = m
+                    call[array] = m if m.base is None else m.copy()  # (DaCe refuses views; the host copies anyway)
             elif name in lowered.arrays:
                 call[name] = v
             elif name in lowered.free_symbols or name in lowered.symbols:

@@ -17,6 +17,7 @@ resources (see the model of the FPGA issue for those).
 Builds are cached like DaCe's (the SDFG's content-named build folder, its lock, the
 build record and warm loads of :mod:`sdfgsparse.runtime.buildcache`).
 """
+import copy
 import ctypes
 import glob
 import os
@@ -73,6 +74,8 @@ def _build(sdfg: dace.SDFG, folder: str, cxx: str, ap_types: str) -> str:
     """Generate the code of ``sdfg`` into ``folder`` and link its simulation library;
     returns the library's path."""
     from dace.codegen import codegen, compiler
+    sdfg = copy.deepcopy(sdfg)  # code generation changes the SDFG (and so its content-named folder)
+    sdfg.build_folder = folder
     sdfg.fill_scope_connectors()
     objects = codegen.generate_code(sdfg)
     compiler.generate_program_folder(sdfg, objects, folder)

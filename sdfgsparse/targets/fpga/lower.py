@@ -15,7 +15,7 @@
    global memory around one state of kernels.
 
 The lowered SDFG records what the flattening did (:func:`flat_arguments`: argument ->
-member -> the arrays that now stand for it), which the call path
+member -> the array that now stands for it), which the call path
 (:class:`~sdfgsparse.runtime.call.CompiledProgram`) fills from the caller's sparse matrix.
 Sparse intermediates and sparse results are not lowered yet (a named error).
 """
@@ -31,12 +31,13 @@ __all__ = ['to_fpga', 'flatten_sparse_arguments', 'flat_arguments', 'is_lowered'
 _FLAT = '_ss_fpga_flat'
 
 
-def flatten_sparse_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, List[str]]]:
+def flatten_sparse_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, str]]:
     """Replace each structure argument of ``sdfg`` by the member arrays its views read
-    (see the module); returns argument -> member -> array names. A structure used in any
+    (see the module; the views of one member become one array); returns argument ->
+    member -> array name. A structure used in any
     other way (a member read without a view, passed whole to a nested SDFG, written)
     raises :class:`~sdfgsparse.errors.UnsupportedOperationError` naming it."""
-    flat: Dict[str, Dict[str, List[str]]] = {}
+    flat: Dict[str, Dict[str, str]] = {}
     for name, desc in list(sdfg.arrays.items()):
         if not isinstance(desc, dace.data.Structure) or desc.transient:
             continue
@@ -45,8 +46,9 @@ def flatten_sparse_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, List[str]]]
         for state in sdfg.states():
             for node in [n for n in state.data_nodes() if n.data == name]:
                 if state.in_degree(node):
-                    raise errors.UnsupportedOperationError(f'{sdfg.name}: the FPGA target cannot write the sparse '
-                                                           f'argument {name}')
+                    what = 'return sparse results' if name.startswith('__return') else f'write the sparse argument {name}'
+                    raise errors.UnsupportedOperationError(f'{sdfg.name}: the FPGA target cannot {what} yet (its '
+                                                           'programs read sparse arguments and write dense results)')
                 for e in state.out_edges(node):
                     view = e.dst
                     vdesc = sdfg.arrays.get(getattr(view, 'data', None))
@@ -66,21 +68,32 @@ def flatten_sparse_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, List[str]]]
                     if e.dst_conn:
                         e.dst.remove_in_connector(e.dst_conn)
                 state.remove_node(node)
-        for v in views:
-            vd = sdfg.arrays[v]
-            sdfg.arrays[v] = dace.data.Array(vd.dtype, vd.shape, transient=False, strides=vd.strides,
-                                             total_size=vd.total_size)
+        # one array per member: each operation reads the member through a view of its own
+        # (A_pos1, A_pos1_0, ...), which would copy it to the device once per operation
+        renamed = {v: vs[0] for vs in members.values() for v in vs[1:]}
+        for state in sdfg.states():
+            for node in state.data_nodes():
+                node.data = renamed.get(node.data, node.data)
+            for e in state.edges():
+                if e.data.data in renamed:
+                    e.data.data = renamed[e.data.data]
+        for v in renamed:
+            del sdfg.arrays[v]
+        for vs in members.values():
+            vd = sdfg.arrays[vs[0]]
+            sdfg.arrays[vs[0]] = dace.data.Array(vd.dtype, vd.shape, transient=False, strides=vd.strides,
+                                                 total_size=vd.total_size)
         del sdfg.arrays[name]
-        flat[name] = members
+        flat[name] = {m: vs[0] for m, vs in members.items()}
     if flat:
         names = []
         for a in sdfg.arg_names:
-            names.extend([v for vs in flat[a].values() for v in vs] if a in flat else [a])
+            names.extend(flat[a].values() if a in flat else [a])
         sdfg.arg_names = [n for n in dict.fromkeys(names) if n in sdfg.arrays]
     return flat
 
 
-def flat_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, List[str]]]:
+def flat_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, str]]:
     """What :func:`to_fpga` flattened in ``sdfg`` (empty for an SDFG it did not lower)."""
     return getattr(sdfg, _FLAT, {})
 
