@@ -154,6 +154,14 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    lookups, file reads), a visible part of parsing and of expanding library nodes. The
    patch reads the same frame with ``sys._getframe``;
    the recorded file and line are the same.
+19. ``DaCeCodeGenerator.free_symbols`` (1.0.2): the code generator caches the symbols an
+   object uses by ``id(obj)``, and the FPGA code generator asks it for each processing
+   element's subgraph, a ``SubgraphView`` made for the question and freed after it. A
+   later subgraph allocated at the same address got the freed one's symbols: a kernel's
+   processing element missed a symbol its loop bounds use (``'K' was not declared``, or a
+   wrong bound), depending on the hash seed. The cache now keeps the object with its
+   symbols and answers only for that same object (an id is not reused while the object
+   is alive).
 """
 import os
 import re
@@ -932,6 +940,24 @@ def _patch_debuginfo():
     state_module._getdebuginfo = _getdebuginfo
 
 
+def _patch_free_symbols_cache():
+    from dace.codegen.targets.framecode import DaCeCodeGenerator
+    if getattr(DaCeCodeGenerator.free_symbols, '_sdfgsparse', False):
+        return
+
+    def free_symbols(self, obj):
+        hit = self.fsyms.get(id(obj))
+        if hit is not None and isinstance(hit, tuple) and len(hit) == 2 and hit[0] is obj:
+            return hit[1]
+        result = obj.used_symbols(all_symbols=False) if hasattr(obj, 'used_symbols') else obj.free_symbols
+        self.fsyms[id(obj)] = (obj, result)
+        return result
+
+    free_symbols._sdfgsparse = True
+    free_symbols.__doc__ = DaCeCodeGenerator.free_symbols.__doc__
+    DaCeCodeGenerator.free_symbols = free_symbols
+
+
 def apply():
     if _applied['done']:
         return
@@ -958,4 +984,5 @@ def apply():
     _patch_gpu_transformation()
     _patch_frontend_renames()  # after patch 3: the batched renames go through it
     _patch_debuginfo()
+    _patch_free_symbols_cache()
     _applied['done'] = True

@@ -490,6 +490,9 @@ class CompiledProgram:
     def _fpga_call(self, values):
         """A call of the C-simulation: arguments checked as for the CPU, each sparse one
         passed as the member arrays the lowering flattened it into."""
+        from sdfgsparse.runtime.capacity import PREFIX as CAPACITY_PREFIX
+        from sdfgsparse.runtime.capacity import fill_capacities
+        from sdfgsparse.runtime.results import allocate_return, struct_to_python
         from sdfgsparse.targets.fpga.csim import check_error
         from sdfgsparse.targets.fpga.lower import flat_arguments
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
@@ -499,11 +502,22 @@ class CompiledProgram:
                 for expr, actual in zip(desc.shape, values[name].shape):
                     if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
                         symbols.setdefault(str(expr), int(actual))
+        caps = sorted(str(c) for c in self.sdfg.free_symbols if str(c).startswith(CAPACITY_PREFIX))
+        if caps:  # data-dependent results (SpGEMM): their capacities, from the argument structs
+            sized = dict(out)
+            fill_capacities(caps, sized)
+            symbols.update({c: sized[c] for c in caps})
         lowered = self.lowered
         flat = flat_arguments(lowered)
         call = {}
+        results = {}  # sparse results: allocated here, their members filled by the program
+        for name, members in flat.items():
+            if name.startswith('__return'):
+                results[name] = allocate_return(self.sdfg.arrays[name], symbols)
+                for member, array in members.items():
+                    call[array] = results[name]._ss_keepalive[member]
         for name, v in out.items():
-            if name in flat:
+            if name in flat and name not in results:
                 for member, array in flat[name].items():
                     m = sparse[name].arrays[member]
                     call[array] = m if m.base is None else m.copy()  # (DaCe refuses views; the host copies anyway)
@@ -518,6 +532,12 @@ class CompiledProgram:
         check_error(compiled)
         if copies:
             copy_back(copies, out, written_arguments(compiled.sdfg))
+        if results:  # the program's results in its order: dense ones as DaCe returns them
+            names = sorted((n for n, d in self.sdfg.arrays.items() if n.startswith('__return') and not d.transient),
+                           key=lambda n: int(n[len('__return_'):]) if n[len('__return_'):].isdigit() else -1)
+            dense = list(result) if isinstance(result, tuple) else [] if result is None else [result]
+            whole = [struct_to_python(results[n]) if n in results else dense.pop(0) for n in names]
+            result = whole[0] if len(whole) == 1 else tuple(whole)
         if any(_torch_layout(v) is not None for v in values.values()):
             result = _to_torch(result)
         return result

@@ -1,9 +1,10 @@
 """The FPGA target: programs lowered for the FPGA, DaCe's Xilinx code generated, and run as a
 g++ C-simulation (``sdfgsparse.targets.fpga``), against scipy over the zoo in every format.
 
-One program per (format, signature) computes every operation with a dense result, so each
-compiles once (~3 s); the C-simulation host shim is also tested on its own (kernels
-running concurrently, a kernel's error reported)."""
+One program per (format, signature) computes the dense-result operations, a transposed
+view and sparse results on A's pattern, so each compiles once (~4 s); data-dependent
+results and intermediates in CSR; the C-simulation host shim is also tested on its own
+(kernels running concurrently, a kernel's error reported)."""
 import os
 import subprocess
 import textwrap
@@ -21,19 +22,21 @@ pytestmark = [pytest.mark.filterwarnings('ignore::UserWarning'), pytest.mark.xdi
 
 M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
 SIGNATURES = [(dace.float32, dace.int32), (dace.float64, dace.int64)]
-OPS = ['A@x', 'relu(A@B+bias)', 'xt@A', 'A.sum(0)', 'A.sum(1)', 'D-A', 'A+D']
+OPS = ['A@x', 'relu(A@B+bias)', 'xt@A', 'A.sum(0)', 'A.sum(1)', 'D-A', 'A+D', 'A.T@xt', 'sddmm', '2*A', 'relu(A)']
 _PROGRAMS = {}
 
 
 def fpga_program(fmt, vt, it):
+    """Dense results, a transposed view, and sparse results on A's pattern."""
     key = (fmt, vt, it)
     if key not in _PROGRAMS:
         F = ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
         T = F[vt, M, N, it]
 
         @dace.program
-        def fpga_ops(A: T, x: vt[N], xt: vt[M], B: vt[N, K], bias: vt[K], D: vt[M, N]):
-            return A @ x, np.maximum(A @ B + bias, 0), xt @ A, A.sum(axis=0), A.sum(axis=1), D - A, A + D
+        def fpga_ops(A: T, x: vt[N], xt: vt[M], B: vt[N, K], bias: vt[K], D: vt[M, N], X: vt[M, K], Y: vt[K, N]):
+            return (A @ x, np.maximum(A @ B + bias, 0), xt @ A, A.sum(axis=0), A.sum(axis=1), D - A, A + D, A.T @ xt,
+                    ss.sddmm(A, X, Y), 2 * A, ss.relu(A))
 
         _PROGRAMS[key] = ss.compile(fpga_ops, target='fpga')
     return _PROGRAMS[key]
@@ -42,17 +45,23 @@ def fpga_program(fmt, vt, it):
 def run_case(prog, fmt, it, A, npv, seed=0):
     rng = np.random.default_rng(seed)
     m, n = A.shape
-    x, xt, B, bias, D = (rng.standard_normal(s).astype(npv) for s in (n, m, (n, 3), 3, (m, n)))
-    keep = [v.copy() for v in (x, xt, B, bias, D)]
+    args = [rng.standard_normal(s).astype(npv) for s in (n, m, (n, 3), 3, (m, n), (m, 3), (3, n))]
+    x, xt, B, bias, D, X, Y = args
+    keep = [v.copy() for v in args]
     a = as_format(A, fmt, np.dtype(it.type), rng)
-    out = prog(a, x, xt, B, bias, D)
+    out = prog(a, *args)
     Ad = A.toarray()
-    ref = [Ad @ x, np.maximum(Ad @ B + bias, 0), xt @ Ad, Ad.sum(axis=0), Ad.sum(axis=1), D - Ad, Ad + D]
+    ref = [Ad @ x, np.maximum(Ad @ B + bias, 0), xt @ Ad, Ad.sum(axis=0), Ad.sum(axis=1), D - Ad, Ad + D, Ad.T @ xt,
+           Ad * (X @ Y), 2 * Ad, np.maximum(Ad, 0)]
     tol = dict(rtol=1e-4, atol=1e-4) if npv == np.float32 else dict(rtol=1e-10, atol=1e-10)
     for name, got, want in zip(OPS, out, ref):
         assert got.dtype == npv, name
+        if name in ('sddmm', '2*A', 'relu(A)'):  # sparse, in A's format
+            assert sp.issparse(got) or isinstance(got, ss.SparseMatrix), f'{name}: {type(got)}'
+            if sp.issparse(a):
+                assert got.format == a.format, name
         np.testing.assert_allclose(dense(got), want, **tol, err_msg=f'{fmt} {npv}: {name}')
-    for before, after in zip(keep, (x, xt, B, bias, D)):
+    for before, after in zip(keep, args):
         np.testing.assert_array_equal(before, after)  # the caller's arrays are not written
 
 
@@ -75,14 +84,27 @@ def test_dense_result_ops_match_scipy(fmt, vt, it):
             raise AssertionError(f'matrix {name}: {ex}') from ex
 
 
-def test_lowered_program_is_one_fpga_kernel():
+def test_lowered_program_kernels_do_not_race():
+    """The lowered SDFG: flat arrays for the sparse argument and results, FPGA-global
+    twins, and FPGA kernel states in which no processing element reads what another
+    writes (they run concurrently: ``relu(A @ B + bias)`` is three kernels in a row)."""
     prog = fpga_program('CSR', dace.float32, dace.int32)
     sdfg = prog.lowered
     assert lower.is_lowered(sdfg) and not lower.is_lowered(prog.sdfg), 'the caller\'s SDFG is not lowered'
     # one array per member, though each operation read it through a view of its own
-    assert lower.flat_arguments(sdfg) == {'A': {'pos1': 'A_pos1', 'crd1': 'A_crd1', 'vals': 'A_vals'}}
+    flat = lower.flat_arguments(sdfg)
+    assert flat['A'] == {'pos1': 'A_pos1', 'crd1': 'A_crd1', 'vals': 'A_vals'}
+    assert sorted(flat) == ['A', '__return_10', '__return_8', '__return_9']  # and the sparse results
+    assert not any(isinstance(d, dace.data.Structure) for d in sdfg.arrays.values())
     kernels = [st for st in sdfg.states() if dace.sdfg.utils.is_fpga_kernel(sdfg, st)]
-    assert len(kernels) == 1
+    assert len(kernels) >= 3
+    for st in kernels:
+        comps = lower._computations(st)
+        for c in comps:
+            reads = {e.src.data for e in st.in_edges(c) if isinstance(e.src, dace.nodes.AccessNode)}
+            for other in comps:
+                if other is not c:
+                    assert not reads & {a.data for a in lower._outputs(st, other)}, (st.label, c, other)
     assert {d.storage for n, d in sdfg.arrays.items() if n.startswith('fpga_')} == {dace.StorageType.FPGA_Global}
     folder = os.path.dirname(os.path.dirname(prog.build().compiled.filename))
     device = os.path.join(folder, 'src', 'xilinx', 'device')
@@ -134,25 +156,39 @@ def test_warm_load_in_another_process(tmp_path):
 def test_bad_arguments_are_named_before_running():
     prog = fpga_program('CSR', dace.float32, dace.int32)
     A = sp.random_array((6, 5), density=0.4, format='csr', dtype=np.float32, rng=np.random.default_rng(0))
-    f = np.zeros
+    rest = [np.zeros(s, np.float32) for s in (6, (5, 2), 2, (6, 5), (6, 2), (2, 5))]
     with pytest.raises(ss.errors.ShapeError, match='x'):
-        prog(A, f(4, np.float32), f(6, np.float32), f((5, 2), np.float32), f(2, np.float32), f((6, 5), np.float32))
+        prog(A, np.zeros(4, np.float32), *rest)
     with pytest.raises(ss.errors.DTypeError):
-        prog(A.astype(np.float64), f(5, np.float32), f(6, np.float32), f((5, 2), np.float32), f(2, np.float32),
-             f((6, 5), np.float32))
+        prog(A.astype(np.float64), np.zeros(5, np.float32), *rest)
     bad = A.copy()
     bad.indices[0] = 99
     with pytest.raises(ss.errors.InvalidIndexError):
-        prog(bad, f(5, np.float32), f(6, np.float32), f((5, 2), np.float32), f(2, np.float32), f((6, 5), np.float32))
+        prog(bad, np.zeros(5, np.float32), *rest)
+    with pytest.raises(ss.errors.ArgumentError, match='missing'):
+        prog(A, np.zeros(5, np.float32))
 
 
-def test_sparse_results_are_named():
+def test_data_dependent_results_and_intermediates():
+    """Results whose pattern depends on the data (A + B, A * B, SpGEMM: their capacity
+    from the arguments, trimmed after the call) and sparse intermediates ((A + B) @ x)."""
+    T = ss.CSR[dace.float32, M, N, dace.int32]
+
     @dace.program
-    def sampled(A: ss.CSR[dace.float32, M, N, dace.int32], X: dace.float32[M, K], Y: dace.float32[K, N]):
-        return ss.sddmm(A, X, Y)
+    def fpga_sparse_sparse(A: T, B: T, C: ss.CSR[dace.float32, N, K, dace.int32], y: dace.float32[N]):
+        return A + B, A * B, A @ C, (A + B) @ y, (A * B).sum(axis=1)
 
-    with pytest.raises(ss.errors.UnsupportedOperationError, match='cannot return sparse results'):
-        ss.compile(sampled, target='fpga')
+    prog = ss.compile(fpga_sparse_sparse, target='fpga')
+    for seed, (m, n, k) in enumerate([(20, 15, 9), (1, 7, 3), (12, 12, 12)]):
+        rng = np.random.default_rng(seed)
+        A, B = (sp.random_array((m, n), density=0.25, format='csr', dtype=np.float32, rng=rng) for _ in range(2))
+        C = sp.random_array((n, k), density=0.25, format='csr', dtype=np.float32, rng=rng)
+        y = rng.standard_normal(n).astype(np.float32)
+        got = prog(A, B, C, y)
+        want = [A + B, A * B, A @ C, (A + B) @ y, (A * B).sum(axis=1)]
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert sp.issparse(g) == sp.issparse(w), i
+            np.testing.assert_allclose(dense(g), dense(w), rtol=1e-5, atol=1e-6, err_msg=f'{(m, n, k)}: result {i}')
 
 
 def test_missing_headers_are_named(monkeypatch):

@@ -5,8 +5,8 @@
 1. every sparse library node is expanded with its portable ``'pure'`` SDFG
    (:func:`sdfgsparse.targets.expand_sparse_nodes`), which DaCe's FPGA transformations
    can see into;
-2. the sparse arguments are flattened (:func:`flatten_sparse_arguments`): a structure
-   argument ``A`` whose members the program reads through views (``A_pos1``, ``A_crd1``,
+2. the sparse arguments and results are flattened (:func:`flatten_sparse_arguments`): a
+   structure argument ``A`` whose members the program reads through views (``A_pos1``, ``A_crd1``,
    ``A_vals``) becomes those member arrays, each an argument of its own. DaCe 1.0.2's
    FPGA transformation cannot copy a structure to the device (``FPGATransformSDFG`` left
    member memlets naming arrays that no longer exist), and a kernel argument is a flat
@@ -17,7 +17,9 @@
 The lowered SDFG records what the flattening did (:func:`flat_arguments`: argument ->
 member -> the array that now stands for it), which the call path
 (:class:`~sdfgsparse.runtime.call.CompiledProgram`) fills from the caller's sparse matrix.
-Sparse intermediates and sparse results are not lowered yet (a named error).
+A sparse result (``__return...``) is flattened the same way: the call path allocates its
+member arrays and rebuilds the scipy matrix; so is a sparse intermediate (``(A + B) @ x``),
+into transient member arrays.
 """
 from typing import Dict, List
 
@@ -32,40 +34,40 @@ _FLAT = '_ss_fpga_flat'
 
 
 def flatten_sparse_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, str]]:
-    """Replace each structure argument of ``sdfg`` by the member arrays its views read
-    (see the module; the views of one member become one array); returns argument ->
-    member -> array name. A structure used in any
-    other way (a member read without a view, passed whole to a nested SDFG, written)
-    raises :class:`~sdfgsparse.errors.UnsupportedOperationError` naming it."""
+    """Replace each structure argument and sparse result of ``sdfg`` by the member arrays
+    its views read or write (see the module; the views of one member become one array);
+    returns argument (or ``__return...``) -> member -> array name. A structure used in any
+    other way (a member accessed without a view, a sparse argument written) raises
+    :class:`~sdfgsparse.errors.UnsupportedOperationError` naming it."""
     flat: Dict[str, Dict[str, str]] = {}
     for name, desc in list(sdfg.arrays.items()):
-        if not isinstance(desc, dace.data.Structure) or desc.transient:
+        if not isinstance(desc, dace.data.Structure):
             continue
+        result = name.startswith('__return') or desc.transient  # (an intermediate is written too)
         members: Dict[str, List[str]] = {}
-        views = set()
         for state in sdfg.states():
             for node in [n for n in state.data_nodes() if n.data == name]:
-                if state.in_degree(node):
-                    what = 'return sparse results' if name.startswith('__return') else f'write the sparse argument {name}'
-                    raise errors.UnsupportedOperationError(f'{sdfg.name}: the FPGA target cannot {what} yet (its '
-                                                           'programs read sparse arguments and write dense results)')
-                for e in state.out_edges(node):
-                    view = e.dst
+                if state.in_degree(node) and not result:
+                    raise errors.UnsupportedOperationError(f'{sdfg.name}: the FPGA target cannot write the sparse '
+                                                           f'argument {name}')
+                for e in state.in_edges(node) + state.out_edges(node):
+                    view = e.src if e.dst is node else e.dst
                     vdesc = sdfg.arrays.get(getattr(view, 'data', None))
-                    member = (e.data.data or '').split('.', 1)[-1] if e.data.data else ''
+                    member = e.data.data.split('.', 1)[-1] if e.data.data else ''
                     if not isinstance(vdesc, dace.data.View) or e.data.data != f'{name}.{member}' \
                             or member not in desc.members:
                         raise errors.UnsupportedOperationError(
-                            f'{sdfg.name}: the FPGA target reads sparse arguments through member views only; '
-                            f'{name} is also read as {e.data} by {view}')
+                            f'{sdfg.name}: the FPGA target accesses sparse data through member views only; '
+                            f'{name} is also accessed as {e.data} by {view}')
                     if view.data not in members.setdefault(member, []):
                         members[member].append(view.data)
-                    views.add(view.data)
         for state in sdfg.states():
             for node in [n for n in state.data_nodes() if n.data == name]:
-                for e in list(state.out_edges(node)):
+                for e in state.in_edges(node) + state.out_edges(node):
                     state.remove_edge(e)
-                    if e.dst_conn:
+                    if e.dst is node and e.src_conn:
+                        e.src.remove_out_connector(e.src_conn)
+                    elif e.src is node and e.dst_conn:
                         e.dst.remove_in_connector(e.dst_conn)
                 state.remove_node(node)
         # one array per member: each operation reads the member through a view of its own
@@ -81,10 +83,11 @@ def flatten_sparse_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, str]]:
             del sdfg.arrays[v]
         for vs in members.values():
             vd = sdfg.arrays[vs[0]]
-            sdfg.arrays[vs[0]] = dace.data.Array(vd.dtype, vd.shape, transient=False, strides=vd.strides,
+            sdfg.arrays[vs[0]] = dace.data.Array(vd.dtype, vd.shape, transient=desc.transient, strides=vd.strides,
                                                  total_size=vd.total_size)
         del sdfg.arrays[name]
-        flat[name] = {m: vs[0] for m, vs in members.items()}
+        if not desc.transient:  # (an intermediate is now its member arrays; a transposed view
+            flat[name] = {m: vs[0] for m, vs in members.items()}  # nothing reads is gone)
     if flat:
         names = []
         for a in sdfg.arg_names:
@@ -109,16 +112,16 @@ def to_fpga(sdfg: dace.SDFG) -> dace.SDFG:
     expand_sparse_nodes(sdfg, 'FPGA')
     sdfg.simplify()
     for sd in sdfg.all_sdfgs_recursive():
-        bad = [n for n, d in sd.arrays.items() if isinstance(d, dace.data.Structure) and (d.transient or sd is not sdfg)]
+        bad = [n for n, d in sd.arrays.items() if isinstance(d, dace.data.Structure) and sd is not sdfg]
         if bad:
             raise errors.UnsupportedOperationError(
-                f'{sdfg.name}: the FPGA target does not take sparse intermediates or sparse results yet '
-                f'({", ".join(bad)} in {sd.name}); its programs read sparse arguments and write dense results')
+                f'{sdfg.name}: the FPGA target takes sparse data in the program\'s own scope only ({", ".join(bad)} '
+                f'in {sd.name})')
     flat = flatten_sparse_arguments(sdfg)
     sdfg.validate()
     compute = [st for st in sdfg.states() if st.nodes()]
     if len(compute) == 1 and not any(isinstance(d, dace.data.Stream) for d in sdfg.arrays.values()):
-        kernel_state(sdfg, compute[0])
+        kernel_states(sdfg, split_by_dependencies(sdfg, compute[0]))
     else:  # DaCe's own: nests the SDFG into one state first
         sdfg.apply_fpga_transformations(validate=False)
     sdfg.validate()
@@ -126,12 +129,57 @@ def to_fpga(sdfg: dace.SDFG) -> dace.SDFG:
     return sdfg
 
 
-def kernel_state(sdfg: dace.SDFG, state: dace.SDFGState) -> None:
-    """Make ``state`` one FPGA kernel: every argument array it accesses gets a twin in FPGA
-    global memory (``fpga_<name>``), copied in before the state (all of them: an output
-    the kernel accumulates into starts from its content) and out after it (those it
-    writes); transients become FPGA global (outside maps) or local memory, maps FPGA
-    schedules (DaCe's ``fpga_update``).
+def _computations(state: dace.SDFGState) -> list:
+    scope = state.scope_dict()
+    return [n for n in state.nodes() if scope[n] is None and not isinstance(n, (dace.nodes.AccessNode,
+                                                                                dace.nodes.ExitNode))]
+
+
+def _outputs(state: dace.SDFGState, node) -> list:
+    last = state.exit_node(node) if isinstance(node, dace.nodes.EntryNode) else node
+    return [e.dst for e in state.out_edges(last) if isinstance(e.dst, dace.nodes.AccessNode)]
+
+
+def split_by_dependencies(sdfg: dace.SDFG, state: dace.SDFGState) -> List[dace.SDFGState]:
+    """Split ``state`` into a sequence of states, the computations of each reading only
+    data that earlier states wrote; returns the states in order.
+
+    In an FPGA kernel every top-level computation of the state is a processing element and
+    they all run at once (``#pragma HLS DATAFLOW``; threads in the C-simulation), so one
+    that reads a result another writes to memory in the same state races with it: the
+    C-simulation of ``(A + B) @ x`` read a half-written sum. (Streams between the elements
+    would keep them concurrent: a later step.)"""
+    from dace.sdfg.graph import SubgraphView
+    from dace.transformation.helpers import state_fission
+    states = [state]
+    while True:
+        comps = _computations(state)
+        written = {}
+        for c in comps:
+            for a in _outputs(state, c):
+                written.setdefault(a.data, set()).add(c)
+        first = []
+        for c in comps:
+            reads = [e.src.data for e in state.in_edges(c) if isinstance(e.src, dace.nodes.AccessNode)]
+            if not any(written.get(r, set()) - {c} for r in reads):
+                first.append(c)
+        if len(first) == len(comps) or not first:
+            return states
+        nodes = set()
+        for c in first:
+            nodes.update(state.scope_subgraph(c).nodes() if isinstance(c, dace.nodes.EntryNode) else [c])
+            nodes.update(e.src for e in state.in_edges(c) if isinstance(e.src, dace.nodes.AccessNode))
+            nodes.update(_outputs(state, c))
+        before = state_fission(SubgraphView(state, list(nodes)))
+        states.insert(len(states) - 1, before)
+
+
+def kernel_states(sdfg: dace.SDFG, states: List[dace.SDFGState]) -> None:
+    """Make each of ``states`` (consecutive) one FPGA kernel: every argument array they
+    access gets a twin in FPGA global memory (``fpga_<name>``), copied in before the first
+    (all of them: an output the kernels accumulate into starts from its content) and out
+    after the last (those they write); transients become FPGA global (outside maps) or
+    local memory, maps FPGA schedules (DaCe's ``fpga_update``).
 
     What DaCe's ``FPGATransformState`` does, without its search for outputs written with
     a write-conflict resolution, which in 1.0.2 adds a copy to the twin of an internal
@@ -140,31 +188,33 @@ def kernel_state(sdfg: dace.SDFG, state: dace.SDFGState) -> None:
     from dace import dtypes, memlet, subsets
     from dace.transformation.interstate.fpga_transform_state import fpga_update
     accessed = {}
-    for node in state.data_nodes():
-        desc = sdfg.arrays[node.data]
-        if not desc.transient and isinstance(desc, dace.data.Array) and not isinstance(desc, dace.data.View):
-            accessed.setdefault(node.data, []).append(node)
-    written = {n for n, ns in accessed.items() if any(state.in_degree(x) for x in ns)}
+    for state in states:
+        for node in state.data_nodes():
+            desc = sdfg.arrays[node.data]
+            if not desc.transient and isinstance(desc, dace.data.Array) and not isinstance(desc, dace.data.View):
+                accessed.setdefault(node.data, []).append((state, node))
+    written = {n for n, ns in accessed.items() if any(st.in_degree(x) for st, x in ns)}
     for name in accessed:
         desc = sdfg.arrays[name]
         sdfg.add_array('fpga_' + name, desc.shape, desc.dtype, transient=True, storage=dtypes.StorageType.FPGA_Global,
                        strides=desc.strides, offset=desc.offset, total_size=desc.total_size,
                        allow_conflicts=desc.allow_conflicts)
-    pre = sdfg.add_state_before(state, 'pre_' + state.label)
+    pre = sdfg.add_state_before(states[0], 'pre_' + states[0].label)
     for name in accessed:
         full = subsets.Range.from_array(sdfg.arrays[name])
         pre.add_edge(pre.add_read(name), None, pre.add_write('fpga_' + name), None, memlet.Memlet(data=name,
                                                                                                    subset=full))
     if written:
-        post = sdfg.add_state_after(state, 'post_' + state.label)
+        post = sdfg.add_state_after(states[-1], 'post_' + states[-1].label)
         for name in written:
             full = subsets.Range.from_array(sdfg.arrays[name])
             post.add_edge(post.add_read('fpga_' + name), None, post.add_write(name), None,
                           memlet.Memlet(data='fpga_' + name, subset=full))
     for name, nodes in accessed.items():
-        for node in nodes:
+        for _, node in nodes:
             node.data = 'fpga_' + name
-    for e in state.edges():
-        if e.data.data in accessed:
-            e.data.data = 'fpga_' + e.data.data
-    fpga_update(sdfg, state, 0)
+    for state in states:
+        for e in state.edges():
+            if e.data.data in accessed:
+                e.data.data = 'fpga_' + e.data.data
+        fpga_update(sdfg, state, 0)
