@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sparse_zoo import FORMATS, REAL, as_format, dense, real_matrix, tol, zoo
+from sparse_zoo import REAL, as_format, dense, real_matrix, signatures, tol, zoo
 
 M, N = dace.symbol('M'), dace.symbol('N')
 
@@ -58,21 +58,10 @@ def _pairs(fmt, dtype):
     return pairs
 
 
-def _signatures():
-    """CSR in all four (value, index) dtype pairs; every other format in two pairs that
-    still cover both value dtypes and both index widths (each program here compiles eight
-    data-dependent kernels, ~25 s: all 24 signatures twice, here and in the pure suite,
-    took a quarter of CI's time)."""
-    both = [(dace.float64, dace.int32), (dace.float32, dace.int64)]
-    full = both + [(dace.float64, dace.int64), (dace.float32, dace.int32)]
-    for fmt in FORMATS:
-        for vt, it in (full if fmt == 'CSR' else both):
-            yield pytest.param(fmt, vt, it, id=f'{fmt}-{vt.to_string()}-{it.to_string()}')
-
-
-@pytest.mark.parametrize('fmt,vt,it', list(_signatures()))
+@pytest.mark.parametrize('fmt,vt,it', list(signatures()))
 def test_sparse_sparse(fmt, vt, it):
-    """The zoo in the signatures above; real matrices (A and A.T) with CSR float64 / int32."""
+    """The zoo in :func:`sparse_zoo.signatures` (CSR in all four dtype pairs, the other
+    formats in two); real matrices (A and A.T) with CSR float64 / int32."""
     cases = list(_pairs(fmt, np.dtype(vt.type)).items())
     if fmt == 'CSR' and vt == dace.float64 and it == dace.int32:
         cases += [(name, (A, sp.csr_array(A.T))) for name, A in ((n, real_matrix(n)) for n in REAL)]

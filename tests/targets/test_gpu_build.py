@@ -122,8 +122,8 @@ def test_toolchain_answers():
 
 
 def test_unknown_target_is_refused():
-    with pytest.raises(ss.errors.UnsupportedOperationError, match="target 'fpga' is not supported"):
-        ss.compile(gpu_dense, target='fpga')
+    with pytest.raises(ss.errors.UnsupportedOperationError, match="target 'tpu' is not supported"):
+        ss.compile(gpu_dense, target='tpu')
     with pytest.raises(ss.errors.UnsupportedOperationError, match="target 'tpu' is not supported"):
         ss.optimize(gpu_dense, target='tpu')
 

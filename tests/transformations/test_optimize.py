@@ -113,8 +113,8 @@ def test_sdfg_is_transformed_in_place():
 
 
 def test_bad_arguments_raise_typed_errors():
-    with pytest.raises(ss.errors.UnsupportedOperationError, match="target 'fpga'"):
-        ss.optimize(atb, target='fpga')
+    with pytest.raises(ss.errors.UnsupportedOperationError, match="target 'tpu'"):
+        ss.optimize(atb, target='tpu')
     with pytest.raises(ss.errors.ShapeError, match="'Z' is not an argument"):
         ss.optimize(atb, matrices={'Z': np.ones(3)})
     with pytest.raises(ss.errors.ShapeError, match='cache_size'):
