@@ -12,7 +12,7 @@ import sys
 
 __all__ = ['main']
 
-SAMPLES = ['spmv', 'gcn', 'sparse_algebra', 'attention', 'cg', 'transformations_by_hand']
+SAMPLES = ['spmv', 'gcn', 'sparse_algebra', 'attention', 'cg', 'transformations_by_hand', 'fpga']
 
 
 def _samples_dir():
