@@ -46,6 +46,12 @@ complete build raises :class:`BuildCacheError` naming it. Nothing checks that th
 generated code still matches the folder's sources: the folder's name (the content hash)
 stands for it.
 
+**Parsed kernels.** The folder :data:`KERNELS` beside the build folders keeps the cpu
+kernels DaCe's frontend parsed (``targets/cpu/kernel.py``), one JSON file per kernel named
+by the source fingerprint and what the kernel depends on, so that the next process builds
+the same kernel without parsing it again; pruning removes those of another source (and
+the old ones with ``older_than_days``).
+
 **Listing and pruning.** :func:`scan` lists the folders with their state: ``ok``,
 ``broken`` (with the reason: ``no library``, ``libX.so is 0 bytes``, ``libX.so does not
 match its build record`` …), ``in use`` (another process holds the lock: it may be
@@ -112,6 +118,11 @@ class BuildFolder:
     @property
     def age_days(self) -> float:
         return max(0.0, (time.time() - self.last_used) / 86400)
+
+
+#: The folder of parsed cpu kernels (``targets/cpu/kernel.py``) inside the build folder:
+#: ``<source fingerprint>-<key>.json`` files; not a build folder.
+KERNELS = 'sdfgsparse-kernels'
 
 
 def default_folder() -> str:
@@ -417,7 +428,7 @@ def scan(folder: Optional[str] = None) -> List[BuildFolder]:
     found = []
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
-        if not os.path.isdir(path) or os.path.islink(path):
+        if not os.path.isdir(path) or os.path.islink(path) or name == KERNELS:
             continue
         m = _OURS.match(name)
         if not m:
@@ -442,6 +453,8 @@ def prune(folder: Optional[str] = None, older_than_days: Optional[float] = None,
     :class:`BuildCacheError` for a folder that cannot be removed (a read-only cache)."""
     if older_than_days is not None and older_than_days < 0:
         raise ValueError(f'older_than_days: must be at least 0, got {older_than_days}')
+    if not dry_run:
+        prune_kernels(folder, older_than_days)
     removed = []
     for f in scan(folder) if found is None else found:
         if not f.ours:
@@ -471,4 +484,30 @@ def prune(folder: Optional[str] = None, older_than_days: Optional[float] = None,
             os.remove(f.path + '.lock')  # while held: a waiter for it opens the path anew
         finally:
             lock.release()
+    return removed
+
+
+def prune_kernels(folder: Optional[str] = None, older_than_days: Optional[float] = None) -> int:
+    """Remove the parsed kernels (:data:`KERNELS`) of another sdfgsparse source, and with
+    ``older_than_days`` those written longer ago (a read does not mark a file: readers of a
+    read-only cache write nothing); returns how many. (A kernel file is
+    written whole or not at all, so removing one another process reads costs it a parse.)"""
+    path = os.path.join(folder or default_folder(), KERNELS)
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return 0
+    source = _dace_compat.source_fingerprint()
+    removed = 0
+    now = time.time()
+    for name in names:
+        f = os.path.join(path, name)
+        try:
+            stale = not name.startswith(source + '-') or name.endswith('.tmp') and now - os.stat(f).st_mtime > 3600
+            old = older_than_days is not None and now - os.stat(f).st_mtime > older_than_days * 86400
+            if stale or old:
+                os.remove(f)
+                removed += 1
+        except OSError:
+            pass
     return removed

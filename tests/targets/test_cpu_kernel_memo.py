@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import sdfgsparse as ss
 from sdfgsparse.targets.cpu import kernel
 
+_DISK_GET = kernel._disk_get
 M, N = dace.symbol('M'), dace.symbol('N')
 
 
@@ -22,6 +23,7 @@ def _count_parses(monkeypatch):
 
     monkeypatch.setattr(kernel.KernelBuilder, '_parse', parse)
     monkeypatch.setattr(kernel, '_MEMO', type(kernel._MEMO)())
+    monkeypatch.setattr(kernel, '_disk_get', lambda key: None)  # this process's memo only (unless a test says)
     return calls
 
 
@@ -45,7 +47,7 @@ def test_repeated_kernel_is_parsed_once(monkeypatch):
     assert calls == ['scale'] * 3, 'another dtype or size is another kernel'
 
 
-def test_programs_sharing_kernels_agree_with_scipy(monkeypatch, rng):
+def test_programs_sharing_kernels_agree_with_scipy(monkeypatch, rng, tmp_path):
     calls = _count_parses(monkeypatch)
     T = ss.CSR[dace.float64, M, N, dace.int32]
 
@@ -56,7 +58,69 @@ def test_programs_sharing_kernels_agree_with_scipy(monkeypatch, rng):
     A = sp.random_array((30, 20), density=0.2, format='csr', rng=rng)
     B = sp.random_array((30, 20), density=0.2, format='csr', rng=rng)
     x = rng.standard_normal(20)
-    y, S = add_then_spmv(A, B, x)
+    with dace.config.set_temporary('default_build_folder', value=str(tmp_path)):  # built here, not loaded
+        y, S = add_then_spmv(A, B, x)
     assert calls.count('sparse_add') == 1, calls
     np.testing.assert_allclose(y, (A + B) @ x)
     np.testing.assert_allclose(S.toarray(), (A + B).toarray())
+
+
+_CHILD = """
+import sys, warnings
+import dace
+warnings.simplefilter('ignore')
+from sdfgsparse.targets.cpu import kernel
+if sys.argv[2] == 'no-parse':
+    def refuse(self, src):
+        raise AssertionError('parsed again')
+    kernel.KernelBuilder._parse = refuse
+kb = kernel.KernelBuilder('scale_disk')
+x = kb.param('x', dace.data.Array(dace.float64, [12]))
+kb.line('for i in dace.map[0:12]:')
+kb.line(f'    {x}[i] = 3 * {x}[i]')
+with dace.config.set_temporary('default_build_folder', value=sys.argv[1]):
+    sdfg = kb.build()
+print('OK', len(sdfg.nodes()))
+"""
+
+
+def test_next_process_reads_the_parsed_kernel(tmp_path):
+    """A kernel parsed by one process is read by the next (``sdfgsparse-kernels`` beside
+    the build folders); pruning removes the files of another sdfgsparse source."""
+    import os
+    import subprocess
+    import sys
+
+    from sdfgsparse.runtime import buildcache
+    script = tmp_path / 'child.py'
+    script.write_text(_CHILD)
+    cache = tmp_path / 'cache'
+    for mode in ('parse', 'no-parse'):
+        done = subprocess.run([sys.executable, str(script), str(cache), mode], capture_output=True, text=True,
+                              timeout=300, env=dict(os.environ, DACE_cache='hash'))
+        assert done.returncode == 0 and 'OK' in done.stdout, f'{mode}: {done.stdout}{done.stderr[-3000:]}'
+    kernels = cache / buildcache.KERNELS
+    files = os.listdir(kernels)
+    assert len(files) == 1
+    assert [f.path for f in buildcache.scan(str(cache))] == [], 'not a build folder'
+    (kernels / ('0' * 12 + '-stale.json')).write_text('{}')
+    assert buildcache.prune_kernels(str(cache)) == 1
+    assert os.listdir(kernels) == files
+    assert buildcache.prune_kernels(str(cache), older_than_days=0) == 1 and os.listdir(kernels) == []
+
+
+def test_unreadable_kernel_file_is_parsed_again(monkeypatch, tmp_path):
+    calls = _count_parses(monkeypatch)
+    monkeypatch.setattr(kernel, '_disk_get', _DISK_GET)
+    monkeypatch.setattr(kernel, '_disk_path', lambda key: str(tmp_path / f'{key}.json'))
+    a = _scale(dace.float64, n=13)
+    assert calls == ['scale']
+    (path, ) = tmp_path.iterdir()
+    path.write_text('{"not": "an SDFG"')  # cut short
+    monkeypatch.setattr(kernel, '_MEMO', type(kernel._MEMO)())
+    b = _scale(dace.float64, n=13)
+    from sdfgsparse._dace_compat import content_hash
+    assert calls == ['scale', 'scale'] and content_hash(a) == content_hash(b)  # (new node GUIDs)
+    monkeypatch.setattr(kernel, '_MEMO', type(kernel._MEMO)())
+    _scale(dace.float64, n=13)
+    assert calls == ['scale', 'scale'], 'written again whole, then read'

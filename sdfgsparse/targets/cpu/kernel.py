@@ -10,6 +10,7 @@ import hashlib
 import itertools
 import json
 import linecache
+import os
 import re
 import threading
 import types
@@ -102,20 +103,31 @@ class KernelBuilder:
     def build(self) -> dace.SDFG:
         src = self.source()
         key = _memo_key(src, self.globals)
-        with _MEMO_LOCK:
-            text = _MEMO.get(key) if key else None
+        sdfg = None
+        if key:
+            with _MEMO_LOCK:
+                text = _MEMO.get(key)
+                if text is not None:
+                    _MEMO.move_to_end(key)
             if text is not None:
-                _MEMO.move_to_end(key)
-        if text is None:
-            sdfg = self._parse(src)
+                sdfg = dace.SDFG.from_json(json.loads(text))
+            else:  # parsed by an earlier process of this sdfgsparse?
+                text = _disk_get(key)
+                try:
+                    sdfg = dace.SDFG.from_json(json.loads(text)) if text is not None else None
+                except Exception:  # unreadable: parsed (and written) again below
+                    sdfg = None
+                if sdfg is not None:
+                    _remember(key, text)
+        if sdfg is None:
+            parsed = self._parse(src)
             if key:  # the first use takes the serialised SDFG too: every use gets the same
-                text = json.dumps(sdfg.to_json())
-                with _MEMO_LOCK:
-                    _MEMO[key] = text
-                    while len(_MEMO) > MEMO_SIZE:
-                        _MEMO.popitem(last=False)
-        if text is not None:
-            sdfg = dace.SDFG.from_json(json.loads(text))
+                text = json.dumps(parsed.to_json())
+                _remember(key, text)
+                _disk_put(key, text)
+                sdfg = dace.SDFG.from_json(json.loads(text))
+            else:
+                sdfg = parsed
         if 'ss_in(' in src or 'ss_out(' in src:  # C++ tasklets of targets/cpu/dense_loops.py
             from sdfgsparse.targets.cpu.dense_loops import INPUT_POINTER
             sdfg.append_global_code(INPUT_POINTER)
@@ -147,6 +159,47 @@ _MEMO_LOCK = threading.Lock()
 MEMO_SIZE = 512
 
 
+def _remember(key: str, text: str) -> None:
+    with _MEMO_LOCK:
+        _MEMO[key] = text
+        _MEMO.move_to_end(key)
+        while len(_MEMO) > MEMO_SIZE:
+            _MEMO.popitem(last=False)
+
+
+def _disk_path(key: str) -> str:
+    """Where another process finds a parsed kernel: beside DaCe's build folders
+    (:data:`sdfgsparse.runtime.buildcache.KERNELS`), named by sdfgsparse's source
+    fingerprint and the key (so another sdfgsparse never reads it; ``sdfgsparse cache
+    --prune`` removes those of another)."""
+    from sdfgsparse import _dace_compat
+    from sdfgsparse.runtime import buildcache
+    return os.path.join(buildcache.default_folder(), buildcache.KERNELS,
+                        f'{_dace_compat.source_fingerprint()}-{key}.json')
+
+
+def _disk_get(key: str) -> Optional[str]:
+    try:  # (read only: a read-only cache stays untouched)
+        with open(_disk_path(key)) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _disk_put(key: str, text: str) -> None:
+    """Write atomically (a reader sees the whole file or none); a cache that cannot be
+    written (read-only) is skipped."""
+    path = _disk_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f'{path}.{os.getpid()}.{threading.get_ident()}.tmp'
+        with open(tmp, 'w') as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
 def _memo_key(src: str, namespace: Dict[str, object]) -> Optional[str]:
     """What a kernel's SDFG depends on: its source and the globals it names (modules by
     name, symbols with their dtype, descriptors and dtypes by their JSON, numbers and
@@ -154,7 +207,8 @@ def _memo_key(src: str, namespace: Dict[str, object]) -> Optional[str]:
 
     The frontend parses a kernel of 60-70 lines in about a second, two thirds of it
     DaCe's simplification; programs repeat kernels (``A + B`` and ``(A + B) @ x``, the
-    same conversion in two products) and so do the programs of one process."""
+    same conversion in two products), and so do the programs of one process and of the
+    next process (the parsed kernels are kept beside DaCe's build folders too)."""
     parts = [src]
     for name in sorted(namespace):
         v = namespace[name]
