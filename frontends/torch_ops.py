@@ -101,6 +101,15 @@ def _csr(crow, col, values, n_cols: int):
     return torch.sparse_csr_tensor(crow, col, values, (crow.numel() - 1, n_cols), dtype=values.dtype)
 
 
+def _values_on_pattern(op: str, result, col) -> torch.Tensor:
+    """The values of a program's sparse result that keeps the pattern of ``col`` (a
+    torch or scipy CSR matrix), in the pattern's order; anything else is a bug."""
+    out = result.values() if isinstance(result, torch.Tensor) else torch.as_tensor(result.data)
+    if out.shape[0] != col.shape[0]:
+        raise errors.ShapeError(f'sdfgsparse::{op}: {out.shape[0]} values for {col.shape[0]} entries')
+    return out
+
+
 def _check(crow, col, values, n_cols, X):
     if X.dim() != 2:
         raise errors.ShapeError(f'sdfgsparse::spmm: X must be 2-D, got {X.dim()}-D')
@@ -145,10 +154,7 @@ def sampled(crow: torch.Tensor, col: torch.Tensor, n_cols: int, G: torch.Tensor,
     fwd_s = _programs(G.dtype, crow.dtype).sampled
     ones = torch.ones(col.shape[0], dtype=G.dtype)
     S = fwd_s(_csr(crow, col, ones, n_cols), G.detach().contiguous(), X.detach().t().contiguous())
-    out = S.values() if isinstance(S, torch.Tensor) else torch.as_tensor(S.data)
-    if out.shape[0] != col.shape[0]:  # the result keeps the pattern; anything else is a bug
-        raise errors.ShapeError(f'sdfgsparse::sampled: {out.shape[0]} values for {col.shape[0]} entries')
-    return out
+    return _values_on_pattern('sampled', S, col)
 
 
 @sampled.register_fake
@@ -180,10 +186,7 @@ def softmax(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, n_cols:
     values)``: its values, in the pattern's order (torch's ``sparse.softmax(A, 1)``)."""
     fwd = _programs(values.dtype, crow.dtype).softmax
     P = fwd(_csr(crow, col, values.detach(), n_cols))
-    out = P.values() if isinstance(P, torch.Tensor) else torch.as_tensor(P.data)
-    if out.shape[0] != col.shape[0]:  # the result keeps the pattern; anything else is a bug
-        raise errors.ShapeError(f'sdfgsparse::softmax: {out.shape[0]} values for {col.shape[0]} entries')
-    return out
+    return _values_on_pattern('softmax', P, col)
 
 
 @softmax.register_fake

@@ -265,15 +265,15 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
              'memory, maps -> CUDA kernels')
     if target == 'fpga':  # lowered on a copy: the program keeps its signature (sparse arguments)
 
-        def lower_fpga():
+        def lower_fpga():  # the count: FPGA kernel states
             result._compiled = CompiledProgram(sdfg, 'fpga')
-            return len(result._compiled.lowered.arrays)
-
-        def fpga_detail(n):
-            from sdfgsparse.targets.fpga.lower import flat_arguments
             low = result._compiled.lowered
-            flat = ', '.join(f'{a} -> {", ".join(m.values())}' for a, m in flat_arguments(low).items())
-            kernels = sum(dace.sdfg.utils.is_fpga_kernel(low, st) for st in low.states())
+            return sum(dace.sdfg.utils.is_fpga_kernel(low, st) for st in low.states())
+
+        def fpga_detail(kernels):
+            from sdfgsparse.targets.fpga.lower import flat_arguments
+            flat = flat_arguments(result._compiled.lowered)
+            flat = ', '.join(f'{a} -> {", ".join(m.values())}' for a, m in flat.items())
             return (f"sparse nodes expanded ('pure'); sparse arguments flattened ({flat or 'none'}); {kernels} FPGA "
                     'kernel state(s) with global-memory twins; runs as a C-simulation without an FPGA')
 

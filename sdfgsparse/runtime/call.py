@@ -175,6 +175,16 @@ def written_arguments(sdfg: dace.SDFG) -> frozenset:
     return found
 
 
+def _dense_shape_symbols(descs: Dict[str, dace.data.Data], values: Dict[str, Any], symbols: Dict[str, int]) -> None:
+    """Add to ``symbols`` the sizes of dense arguments whose dimension is a plain symbol
+    (symbols already known are kept)."""
+    for name, desc in descs.items():
+        if isinstance(desc, dace.data.Array) and hasattr(values[name], 'shape') and not is_sparse_desc(desc):
+            for expr, actual in zip(desc.shape, values[name].shape):
+                if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
+                    symbols.setdefault(str(expr), int(actual))
+
+
 def _to_torch(result):
     import torch
     if isinstance(result, np.ndarray):
@@ -497,17 +507,17 @@ class CompiledProgram:
         from sdfgsparse.targets.fpga.lower import flat_arguments
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
         out, symbols, sparse, copies = marshal_arguments(values, descs)
-        for name, desc in descs.items():  # remaining symbols from dense shapes
-            if isinstance(desc, dace.data.Array) and hasattr(values[name], 'shape') and not is_sparse_desc(desc):
-                for expr, actual in zip(desc.shape, values[name].shape):
-                    if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
-                        symbols.setdefault(str(expr), int(actual))
-        caps = sorted(str(c) for c in self.sdfg.free_symbols if str(c).startswith(CAPACITY_PREFIX))
+        _dense_shape_symbols(descs, values, symbols)
+        lowered = self.lowered
+        shapes = self.__dict__.get('_fpga_symbols')
+        if shapes is None:  # both SDFGs are fixed: their symbols are computed once
+            caps = sorted(str(c) for c in self.sdfg.free_symbols if str(c).startswith(CAPACITY_PREFIX))
+            shapes = self._fpga_symbols = (caps, set(map(str, lowered.free_symbols)) | set(lowered.symbols))
+        caps, needed = shapes
         if caps:  # data-dependent results (SpGEMM): their capacities, from the argument structs
             sized = dict(out)
             fill_capacities(caps, sized)
             symbols.update({c: sized[c] for c in caps})
-        lowered = self.lowered
         flat = flat_arguments(lowered)
         call = {}
         results = {}  # sparse results: allocated here, their members filled by the program
@@ -523,9 +533,8 @@ class CompiledProgram:
                     call[array] = m if m.base is None else m.copy()  # (DaCe refuses views; the host copies anyway)
             elif name in lowered.arrays:
                 call[name] = v
-            elif name in lowered.free_symbols or name in lowered.symbols:
+            elif name in needed:
                 symbols[name] = v
-        needed = set(map(str, lowered.free_symbols)) | set(lowered.symbols)
         call.update({k: v for k, v in symbols.items() if k in needed})
         compiled = self.compiled
         result = compiled(**call)
@@ -568,11 +577,7 @@ class CompiledProgram:
         for n, v in values.items():
             if n not in self.sdfg.arrays and n in needed:
                 symbols[n] = v
-        for name, desc in descs.items():  # infer remaining symbols from dense shapes
-            if isinstance(desc, dace.data.Array) and hasattr(values[name], 'shape') and not is_sparse_desc(desc):
-                for expr, actual in zip(desc.shape, values[name].shape):
-                    if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
-                        symbols.setdefault(str(expr), int(actual))
+        _dense_shape_symbols(descs, values, symbols)
         call = {k: v for k, v in out.items() if k in self.sdfg.arrays}
         call.update({k: v for k, v in symbols.items() if k in needed})
         compiled = self.compiled
