@@ -9,7 +9,8 @@ as ``__value``.
 import ast
 from typing import Dict, Sequence
 
-__all__ = ['EPI_PREFIX', 'VALUE', 'NUMPY_CALLS', 'epilogue_expression', 'node_epilogue', 'emit_epilogue_pass', 'compose']
+__all__ = ['EPI_PREFIX', 'VALUE', 'NUMPY_CALLS', 'substitute', 'epilogue_expression', 'node_epilogue',
+           'emit_epilogue_pass', 'compose']
 
 #: Prefix of the node connectors that carry the epilogue's extra inputs.
 EPI_PREFIX = '_epi_'
@@ -28,7 +29,8 @@ class _Rename(ast.NodeTransformer):
         return node
 
 
-def _substitute(expr: str, repl: Dict[str, str]) -> str:
+def substitute(expr: str, repl: Dict[str, str]) -> str:
+    """``expr`` with the names of ``repl`` replaced by their expressions."""
     return ast.unparse(_Rename(repl).visit(ast.parse(expr, mode='eval').body))
 
 
@@ -51,7 +53,7 @@ def epilogue_expression(expr: str, value: str, inputs: Dict[str, str], index: Se
     for conn, template in inputs.items():
         idx = template.format(*index)
         repl[conn] = f'{conn}[{idx or 0}]'
-    return _substitute(expr, repl)
+    return substitute(expr, repl)
 
 
 #: Functions of tasklet code (C's names, which DaCe's tasklets call bare: ``tanh(__in1)``)

@@ -55,14 +55,15 @@ def _sparse_nodes(sdfg):
             if isinstance(n, SparseLibraryNode) and isinstance(s, dace.SDFGState)]
 
 
-def expand_sparse_nodes(sdfg, target: str = 'GPU') -> int:
-    """Expand every sparse library node of ``sdfg`` (nested SDFGs included) with its
-    ``'pure'`` implementation; returns how many were expanded. The nodes of the SDFG are
-    all checked before any is expanded, so an unsupported node leaves ``sdfg`` unchanged
-    (unless an expansion itself creates it)."""
+def expand_sparse_nodes(sdfg, target: str = 'GPU', keep=()) -> int:
+    """Expand every sparse library node of ``sdfg`` (nested SDFGs included) but those in
+    ``keep`` with its ``'pure'`` implementation; returns how many were expanded. The nodes
+    of the SDFG are all checked before any is expanded, so an unsupported node leaves
+    ``sdfg`` unchanged (unless an expansion itself creates it)."""
     count = 0
+    keep = {id(n) for n in keep}
     for _ in range(_MAX_ROUNDS):
-        found = _sparse_nodes(sdfg)
+        found = [(n, s) for n, s in _sparse_nodes(sdfg) if id(n) not in keep]
         if not found:
             return count
         missing = [n for n, _ in found if PORTABLE not in type(n).implementations]

@@ -21,12 +21,13 @@ A sparse result (``__return...``) is flattened the same way: the call path alloc
 member arrays and rebuilds the scipy matrix; so is a sparse intermediate (``(A + B) @ x``),
 into transient member arrays.
 """
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import dace
 
 from sdfgsparse import errors
 from sdfgsparse.targets import expand_sparse_nodes
+from sdfgsparse.targets.fpga import streaming
 
 __all__ = ['to_fpga', 'flatten_sparse_arguments', 'flat_arguments', 'is_lowered']
 
@@ -105,12 +106,26 @@ def is_lowered(sdfg: dace.SDFG) -> bool:
     return hasattr(sdfg, _FLAT)
 
 
-def to_fpga(sdfg: dace.SDFG) -> dace.SDFG:
-    """Lower ``sdfg`` for the FPGA, in place (see the module); returns it."""
+def _top_sparse_nodes(sdfg: dace.SDFG) -> list:
+    from sdfgsparse.ops.base import SparseLibraryNode
+    return [(n, st) for st in sdfg.states() for n in st.nodes() if isinstance(n, SparseLibraryNode)]
+
+
+def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.SDFG:
+    """Lower ``sdfg`` for the FPGA, in place (see the module); returns it. CSR products
+    take the streaming ``design`` (:mod:`.streaming`; ``Design()`` when None)."""
     if is_lowered(sdfg):
         return sdfg
-    expand_sparse_nodes(sdfg, 'FPGA')
+    design = design or streaming.Design()
+    streamed = [(n, st) for n, st in _top_sparse_nodes(sdfg) if streaming.streamable(n, st) is None]
+    expand_sparse_nodes(sdfg, 'FPGA', keep=[n for n, _ in streamed])
     sdfg.simplify()
+    compute = [st for st in sdfg.states() if st.nodes()]
+    ours = len(compute) == 1 and not any(isinstance(d, dace.data.Stream) for d in sdfg.arrays.values())
+    if streamed and not ours:  # (DaCe's transformation below cannot place a streaming kernel)
+        expand_sparse_nodes(sdfg, 'FPGA')
+        sdfg.simplify()
+        compute, streamed = [st for st in sdfg.states() if st.nodes()], []
     for sd in sdfg.all_sdfgs_recursive():
         bad = [n for n, d in sd.arrays.items() if isinstance(d, dace.data.Structure) and sd is not sdfg]
         if bad:
@@ -119,14 +134,43 @@ def to_fpga(sdfg: dace.SDFG) -> dace.SDFG:
                 f'in {sd.name})')
     flat = flatten_sparse_arguments(sdfg)
     sdfg.validate()
-    compute = [st for st in sdfg.states() if st.nodes()]
-    if len(compute) == 1 and not any(isinstance(d, dace.data.Stream) for d in sdfg.arrays.values()):
-        kernel_states(sdfg, split_by_dependencies(sdfg, compute[0]))
+    if ours:
+        kept = {id(n): n for n, _ in streamed}
+        group: List[dace.SDFGState] = []
+        for state in split_by_dependencies(sdfg, compute[0]):
+            parts = _isolate(sdfg, state, [n for n in state.nodes() if id(n) in kept])
+            for part in parts:
+                node = next((n for n in part.nodes() if id(n) in kept), None)
+                if node is None:
+                    group.append(part)
+                    continue
+                if group:
+                    kernel_states(sdfg, group)
+                    group = []
+                streaming.stream_node(sdfg, part, node, design)
+        if group:
+            kernel_states(sdfg, group)
     else:  # DaCe's own: nests the SDFG into one state first
         sdfg.apply_fpga_transformations(validate=False)
     sdfg.validate()
     setattr(sdfg, _FLAT, flat)
     return sdfg
+
+
+def _isolate(sdfg: dace.SDFG, state: dace.SDFGState, nodes: list) -> List[dace.SDFGState]:
+    """Each of ``nodes`` (library nodes of ``state`` that neither reads what another
+    computation of the state writes) moved into a state of its own before ``state``, with
+    its operands' access nodes; returns the states in order (``state`` last, when anything
+    is left in it)."""
+    from dace.sdfg.graph import SubgraphView
+    from dace.transformation.helpers import state_fission
+    states = []
+    for node in nodes:
+        if len(_computations(state)) == 1:
+            break
+        part = {node} | {e.src for e in state.in_edges(node)} | {e.dst for e in state.out_edges(node)}
+        states.append(state_fission(SubgraphView(state, list(part))))
+    return states + [state]
 
 
 def _computations(state: dace.SDFGState) -> list:
@@ -187,34 +231,37 @@ def kernel_states(sdfg: dace.SDFG, states: List[dace.SDFGState]) -> None:
     an element-wise epilogue)."""
     from dace import dtypes, memlet, subsets
     from dace.transformation.interstate.fpga_transform_state import fpga_update
+    outside = {n.data for st in sdfg.states() if st not in states for n in st.data_nodes()}
     accessed = {}
     for state in states:
         for node in state.data_nodes():
             desc = sdfg.arrays[node.data]
-            if not desc.transient and isinstance(desc, dace.data.Array) and not isinstance(desc, dace.data.View):
+            if (not desc.transient or node.data in outside) and isinstance(desc, dace.data.Array) \
+                    and not isinstance(desc, dace.data.View) and desc.storage != dace.StorageType.FPGA_Global:
                 accessed.setdefault(node.data, []).append((state, node))
     written = {n for n, ns in accessed.items() if any(st.in_degree(x) for st, x in ns)}
+    twin = {}
     for name in accessed:
         desc = sdfg.arrays[name]
-        sdfg.add_array('fpga_' + name, desc.shape, desc.dtype, transient=True, storage=dtypes.StorageType.FPGA_Global,
-                       strides=desc.strides, offset=desc.offset, total_size=desc.total_size,
-                       allow_conflicts=desc.allow_conflicts)
+        twin[name] = sdfg.add_array('fpga_' + name, desc.shape, desc.dtype, transient=True,
+                                    storage=dtypes.StorageType.FPGA_Global, strides=desc.strides, offset=desc.offset,
+                                    total_size=desc.total_size, allow_conflicts=desc.allow_conflicts,
+                                    find_new_name=True)[0]
     pre = sdfg.add_state_before(states[0], 'pre_' + states[0].label)
     for name in accessed:
         full = subsets.Range.from_array(sdfg.arrays[name])
-        pre.add_edge(pre.add_read(name), None, pre.add_write('fpga_' + name), None, memlet.Memlet(data=name,
-                                                                                                   subset=full))
+        pre.add_edge(pre.add_read(name), None, pre.add_write(twin[name]), None, memlet.Memlet(data=name, subset=full))
     if written:
         post = sdfg.add_state_after(states[-1], 'post_' + states[-1].label)
         for name in written:
             full = subsets.Range.from_array(sdfg.arrays[name])
-            post.add_edge(post.add_read('fpga_' + name), None, post.add_write(name), None,
-                          memlet.Memlet(data='fpga_' + name, subset=full))
+            post.add_edge(post.add_read(twin[name]), None, post.add_write(name), None,
+                          memlet.Memlet(data=twin[name], subset=full))
     for name, nodes in accessed.items():
         for _, node in nodes:
-            node.data = 'fpga_' + name
+            node.data = twin[name]
     for state in states:
         for e in state.edges():
             if e.data.data in accessed:
-                e.data.data = 'fpga_' + e.data.data
+                e.data.data = twin[e.data.data]
         fpga_update(sdfg, state, 0)
