@@ -21,8 +21,9 @@ a kernel state a PE, run under ``#pragma HLS DATAFLOW``)::
 - X (and a per-column epilogue input) are copied to the device padded to ``Q * T``
   columns, in host transients (zeros beyond K), and Y comes back through one: the device
   arrays are ``vector[W]`` arrays whose rows are whole vectors;
-- the number of stored entries is the values' length (the call path checks
-  ``pos[-1] == nnz`` for every argument);
+- the number of stored entries is read on the host from the row pointers (``pos[M]``,
+  a symbol of the kernels) before the kernel starts: an intermediate's arrays may be
+  longer than its entries;
 - SpMV is the case ``K = 1``, ``W = P = 1``;
 - an epilogue (``SparseEpilogueFusion``) is applied in ``write``, lane by lane, with
   inputs indexed by the row (``{0}``) or the column (``{1}``).
@@ -40,7 +41,7 @@ from dace.memlet import Memlet
 
 from sdfgsparse.lowering.epilogue import EPI_PREFIX, VALUE, substitute
 
-__all__ = ['Design', 'streamable', 'stream_node', 'DESIGN_ATTR']
+__all__ = ['Design', 'streamable', 'stream_node', 'design_of']
 
 FPGA_Global, FPGA_Local, FPGA_Registers = (dtypes.StorageType.FPGA_Global, dtypes.StorageType.FPGA_Local,
                                            dtypes.StorageType.FPGA_Registers)
@@ -84,6 +85,12 @@ class Design:
     def for_vector(self) -> 'Design':
         """The design of an SpMV (``K = 1``): one lane, one accumulator."""
         return dataclasses.replace(self, vector_width=1, accumulators=1, pumping=1)
+
+
+def design_of(state: dace.SDFGState) -> Optional[dict]:
+    """What :func:`stream_node` built in ``state`` (``design``, ``op``, ``epilogue``,
+    ``dtype``, ``index``), or None for any other state."""
+    return getattr(state, DESIGN_ATTR, None)
 
 
 def streamable(node, state: dace.SDFGState) -> Optional[str]:
@@ -150,7 +157,6 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     vt = sdfg.arrays[vals].dtype
     it = sdfg.arrays[crd].dtype
     rows, cols = sdfg.arrays[Y].shape[0], sdfg.arrays[X].shape[0]
-    nnz = sdfg.arrays[vals].shape[0]
     K = sdfg.arrays[X].shape[1] if spmm else 1
     vec = dace.vector(vt, W) if W > 1 else vt
     Q = dace.symbolic.pystr_to_symbolic(f'int_ceil({K}, {T})') if spmm else 1
@@ -164,6 +170,12 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     kernel.label = next(f'{node.label}_stream{k or ""}' for k in range(len(taken) + 1)
                         if f'{node.label}_stream{k or ""}' not in taken)
     pre = sdfg.add_state_before(kernel, f'pre_{kernel.label}')
+    # the stored entries, from the host's row pointers: an intermediate's arrays may be
+    # longer than its entries (a capacity)
+    nnz = sdfg.find_new_symbol(f'{kernel.label}_nnz')
+    sdfg.add_symbol(nnz, it)
+    count = sdfg.add_state_before(pre, f'count_{kernel.label}')
+    sdfg.edges_between(count, pre)[0].data.assignments[nnz] = f'{pos}[{rows}]'
     post = sdfg.add_state_after(kernel, f'post_{kernel.label}')
     names: Dict[str, str] = {}
 
