@@ -162,6 +162,16 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    wrong bound), depending on the hash seed. The cache now keeps the object with its
    symbols and answers only for that same object (an id is not reused while the object
    is alive).
+20. ``dace.codegen.targets.fpga.is_external_stream`` (1.0.2; added with TemporalVectorization,
+   spcl/dace PR 1131): it decides whether a stream leaves a processing element (so that
+   the FPGA code generator makes it a kernel port rather than a FIFO local to the
+   module) by looking in the PE for another access node whose *descriptor compares
+   equal*, and ``Data.__eq__`` is structural. Two different streams of the same type and
+   depth in one PE ("xv_s" and "vb_s" feeding a multi-pumped PE) hid each other: the
+   stream to the pumped kernel was declared inside its producer's module and the program
+   deadlocked (prototype workaround: distinct depths). The other end is now looked for
+   by identity: another access node (``is not``) of the same container (same name, same
+   descriptor object). Designs whose streams differ in type or depth are unchanged.
 """
 import os
 import re
@@ -958,6 +968,28 @@ def _patch_free_symbols_cache():
     DaCeCodeGenerator.free_symbols = free_symbols
 
 
+# ---------------------------------------------------------------------- patch 20
+def _patch_fpga_external_stream():
+    from dace.codegen.targets import fpga
+    orig = fpga.is_external_stream
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def is_external_stream(node, subgraph):
+        if not isinstance(node, dace.nodes.AccessNode):
+            return False
+        desc = node.desc(subgraph)
+        if not isinstance(desc, dace.data.Stream):
+            return False
+        return not any(nn is not node and isinstance(nn, dace.nodes.AccessNode) and nn.data == node.data
+                       and nn.desc(subgraph) is desc for nn in subgraph.nodes())
+
+    is_external_stream._sdfgsparse = True
+    is_external_stream.__doc__ = orig.__doc__
+    is_external_stream.__wrapped__ = orig
+    fpga.is_external_stream = is_external_stream
+
+
 def apply():
     if _applied['done']:
         return
@@ -985,4 +1017,5 @@ def apply():
     _patch_frontend_renames()  # after patch 3: the batched renames go through it
     _patch_debuginfo()
     _patch_free_symbols_cache()
+    _patch_fpga_external_stream()
     _applied['done'] = True

@@ -13,7 +13,7 @@ from sdfgsparse.analysis.format_cost import CANDIDATES, choose_format
 from sdfgsparse.formats import get_format, is_sparse_desc, sparse_type_of
 from sdfgsparse.formats.catalogue import BSR
 from sdfgsparse._symbolic import evaluate
-from sdfgsparse.ops.base import add_sparse_input, sparse_consumers, transposed_alias, T_SUFFIX
+from sdfgsparse.ops.base import change_argument_format, sparse_consumers, T_SUFFIX
 
 __all__ = ['SparseFormatSelection', 'format_by_name']
 
@@ -166,34 +166,4 @@ class SparseFormatSelection(xf.SingleStateTransformation):
         self.reason = json.dumps({f: round(c) for f, c in sorted(costs.items(), key=lambda kv: kv[1])})
         if not any(t is self for t in sdfg.transformation_hist):
             sdfg.append_transformation(self)  # the choice stays on the SDFG (apply_pattern already records it)
-        old = sparse_type_of(sdfg.arrays[name])
-        fmt = format_by_name(best)
-        # size symbols named after the argument: the same names in every process (a build
-        # folder is named by the SDFG's content)
-        new_type = fmt.type(old.dtype, old.rows, old.cols, old.index_dtype,
-                            **{k: f'{name}_{fmt.name}_{k}' for k in fmt.size_keys})
-        # collect the readers, then rewire them to the new members
-        readers = []
-        for s in sdfg.states():
-            for acc in [n for n in s.data_nodes() if n.data == name]:
-                for node, prefix in sparse_consumers(s, name):
-                    readers.append((s, node, prefix, bool(getattr(node, f'transpose_{prefix}', False))))
-                for e in list(s.out_edges(acc)):
-                    view = e.dst
-                    for ve in list(s.out_edges(view)):
-                        ve.dst.remove_in_connector(ve.dst_conn)
-                    s.remove_node(view)
-                    if view.data in sdfg.arrays:
-                        sdfg.remove_data(view.data, validate=False)
-                s.remove_node(acc)
-        sdfg.remove_data(name, validate=False)
-        sdfg.add_datadesc(name, new_type.structure(transient=False))
-        alias = name + T_SUFFIX
-        if alias in sdfg.arrays:
-            sdfg.remove_data(alias, validate=False)
-        for s, node, prefix, transposed in readers:
-            add_sparse_input(s, node, prefix, transposed_alias(sdfg, name) if transposed else name)
-        used = {str(x) for x in sdfg.free_symbols}
-        for sym in old.free_symbols:
-            if sym not in used and sym in sdfg.symbols:
-                sdfg.remove_symbol(sym)
+        change_argument_format(sdfg, name, format_by_name(best))

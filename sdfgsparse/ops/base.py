@@ -22,7 +22,7 @@ from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
 __all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'member_memlet', 'resolve_alias',
            'transposed_alias', 'add_sparse_input',
            'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node',
-           'retype_sparse', 'sparse_consumers']
+           'retype_sparse', 'sparse_consumers', 'change_argument_format']
 
 #: Suffix of the name that stands for ``X.T`` in a program (a zero-copy transposed view).
 T_SUFFIX = '_ssT'
@@ -280,3 +280,40 @@ def sparse_consumers(state: SDFGState, name: str) -> List[Tuple[nodes.Node, str]
                 elif (ve.dst, None) not in res:
                     res.append((ve.dst, None))
     return res
+
+
+def change_argument_format(sdfg: dace.SDFG, name: str, fmt) -> SparseType:
+    """Make the sparse argument ``name`` (read by sparse nodes only) a matrix of format
+    ``fmt``: its structure replaced, every reader rewired to the new members (a transposed
+    view stays one); returns the new type. Its size symbols are named after the argument
+    (``A_CSR_n1``): the same names in every process, since a build folder is named by the
+    SDFG's content. The caller converts what it passes (``SparseFormatSelection``'s call
+    path, the FPGA call path)."""
+    old = sparse_type_of(sdfg.arrays[name])
+    new_type = fmt.type(old.dtype, old.rows, old.cols, old.index_dtype,
+                        **{k: f'{name}_{fmt.name}_{k}' for k in fmt.size_keys})
+    readers = []  # collect the readers, then rewire them to the new members
+    for s in sdfg.states():
+        for acc in [n for n in s.data_nodes() if n.data == name]:
+            for node, prefix in sparse_consumers(s, name):
+                readers.append((s, node, prefix, bool(getattr(node, f'transpose_{prefix}', False))))
+            for e in list(s.out_edges(acc)):
+                view = e.dst
+                for ve in list(s.out_edges(view)):
+                    ve.dst.remove_in_connector(ve.dst_conn)
+                s.remove_node(view)
+                if view.data in sdfg.arrays:
+                    sdfg.remove_data(view.data, validate=False)
+            s.remove_node(acc)
+    sdfg.remove_data(name, validate=False)
+    sdfg.add_datadesc(name, new_type.structure(transient=False))
+    alias = name + T_SUFFIX
+    if alias in sdfg.arrays:
+        sdfg.remove_data(alias, validate=False)
+    for s, node, prefix, transposed in readers:
+        add_sparse_input(s, node, prefix, transposed_alias(sdfg, name) if transposed else name)
+    used = {str(x) for x in sdfg.free_symbols}
+    for sym in old.free_symbols:
+        if sym not in used and sym in sdfg.symbols:
+            sdfg.remove_symbol(sym)
+    return new_type

@@ -504,9 +504,15 @@ class CompiledProgram:
         from sdfgsparse.runtime.capacity import fill_capacities
         from sdfgsparse.runtime.results import allocate_return, struct_to_python
         from sdfgsparse.targets.fpga.csim import check_error
-        from sdfgsparse.targets.fpga.lower import flat_arguments
+        from sdfgsparse.runtime.convert import convert
+        from sdfgsparse.targets.fpga.lower import converted_arguments, flat_arguments
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
         out, symbols, sparse, copies = marshal_arguments(values, descs)
+        for name, csr in converted_arguments(self.lowered).items():  # streamed as CSR: converted here
+            if name in sparse:
+                _, more, arg, _ = marshal_arguments({name: convert(sparse[name].value, csr)}, {name: csr})
+                sparse[name] = arg[name]
+                symbols.update(more)
         _dense_shape_symbols(descs, values, symbols)
         lowered = self.lowered
         shapes = self.__dict__.get('_fpga_symbols')

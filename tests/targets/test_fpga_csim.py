@@ -99,9 +99,9 @@ def test_lowered_program_kernels_do_not_race():
     assert not any(isinstance(d, dace.data.Structure) for d in sdfg.arrays.values())
     kernels = [st for st in sdfg.states() if dace.sdfg.utils.is_fpga_kernel(sdfg, st)]
     assert len(kernels) >= 3
-    # the CSR products A @ x and A @ B (its epilogue fused) are streaming designs
+    # the CSR products A @ x and A @ B are streaming designs (ss.compile fuses no epilogue)
     designs = sorted((d['op'], bool(d['epilogue'])) for d in map(streaming.design_of, kernels) if d)
-    assert designs == [('spmm', True), ('spmv', False)], designs
+    assert designs == [('spmm', False), ('spmv', False)], designs
     for st in kernels:
         comps = lower._computations(st)
         for c in comps:  # (a stream between elements is how they talk: not a race)
@@ -291,6 +291,10 @@ def test_optimize_for_the_fpga_fuses_the_gcn_layer():
     assert 'SparseEpilogueFusion' in report and 'FPGA lowering' in report and 'A -> A_pos1, A_crd1, A_vals' in report
     assert next(s for s in opt.steps if s.name == 'SparseEpilogueFusion').applied >= 1
     assert not any(s.name == 'dense nodes' for s in opt.steps), 'CPU tasklets are not for the FPGA'
+    low = opt._compiled.lowered  # the layer is one streaming kernel, bias and relu in its writer
+    designs = [streaming.design_of(st) for st in low.states() if streaming.design_of(st)]
+    assert [(d['op'], 'max' in d['epilogue']) for d in designs] == [('spmm', True)]
+    assert sum(dace.sdfg.utils.is_fpga_kernel(low, st) for st in low.states()) == 1
     rng = np.random.default_rng(5)
     A = sp.random_array((40, 30), density=0.1, format='csr', dtype=np.float32, rng=rng)
     X, b = rng.standard_normal((30, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)

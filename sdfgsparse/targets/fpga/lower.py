@@ -21,6 +21,7 @@ A sparse result (``__return...``) is flattened the same way: the call path alloc
 member arrays and rebuilds the scipy matrix; so is a sparse intermediate (``(A + B) @ x``),
 into transient member arrays.
 """
+import copy
 from typing import Dict, List, Optional
 
 import dace
@@ -29,9 +30,11 @@ from sdfgsparse import errors
 from sdfgsparse.targets import expand_sparse_nodes
 from sdfgsparse.targets.fpga import streaming
 
-__all__ = ['to_fpga', 'flatten_sparse_arguments', 'flat_arguments', 'is_lowered']
+__all__ = ['to_fpga', 'flatten_sparse_arguments', 'flat_arguments', 'is_lowered', 'convert_arguments',
+           'converted_arguments']
 
 _FLAT = '_ss_fpga_flat'
+_CONVERTED = '_ss_fpga_converted'
 
 
 def flatten_sparse_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, str]]:
@@ -117,6 +120,7 @@ def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.
     if is_lowered(sdfg):
         return sdfg
     design = design or streaming.Design()
+    converted = convert_arguments(sdfg)
     streamed = [(n, st) for n, st in _top_sparse_nodes(sdfg) if streaming.streamable(n, st) is None]
     expand_sparse_nodes(sdfg, 'FPGA', keep=[n for n, _ in streamed])
     sdfg.simplify()
@@ -154,7 +158,39 @@ def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.
         sdfg.apply_fpga_transformations(validate=False)
     sdfg.validate()
     setattr(sdfg, _FLAT, flat)
+    setattr(sdfg, _CONVERTED, converted)
     return sdfg
+
+
+def convert_arguments(sdfg: dace.SDFG) -> Dict[str, dace.data.Structure]:
+    """Make CSR every sparse argument that a product (SpMV, SpMM) reads in another format
+    and that only sparse nodes read: the streaming design walks CSR rows, which a COO,
+    CSC, DCSR, BSR, ELL or DIA matrix does not store in that order. The call path converts
+    the caller's matrix on the host (:func:`converted_arguments`); the other readers take
+    their portable expansions of CSR. Returns argument -> its CSR structure."""
+    from sdfgsparse.formats import get_format, is_sparse_desc, sparse_type_of
+    from sdfgsparse.ops.base import change_argument_format, sparse_consumers
+    from sdfgsparse.ops.spmm import SpMM
+    from sdfgsparse.ops.spmv import SpMV
+    done = {}
+    for name in list(sdfg.arg_names):
+        desc = sdfg.arrays.get(name)
+        if desc is None or not is_sparse_desc(desc) or sparse_type_of(desc).fmt.name == 'CSR':
+            continue
+        readers = [r for st in sdfg.states() for r in sparse_consumers(st, name)]
+        if any(p is None for _, p in readers) or any(
+                st.in_degree(n) for st in sdfg.states() for n in st.data_nodes() if n.data == name):
+            continue
+        if any(isinstance(n, (SpMM, SpMV)) and p == 'A' and not n.transpose_A for n, p in readers):
+            change_argument_format(sdfg, name, get_format('CSR'))
+            done[name] = copy.deepcopy(sdfg.arrays[name])
+    return done
+
+
+def converted_arguments(sdfg: dace.SDFG) -> Dict[str, dace.data.Structure]:
+    """What :func:`convert_arguments` made CSR in the lowered ``sdfg``: argument -> its
+    CSR structure (empty for an SDFG it did not lower)."""
+    return getattr(sdfg, _CONVERTED, {})
 
 
 def _isolate(sdfg: dace.SDFG, state: dace.SDFGState, nodes: list) -> List[dace.SDFGState]:
