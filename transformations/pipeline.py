@@ -271,11 +271,17 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
             return sum(dace.sdfg.utils.is_fpga_kernel(low, st) for st in low.states())
 
         def fpga_detail(kernels):
-            from sdfgsparse.targets.fpga.lower import flat_arguments
-            flat = flat_arguments(result._compiled.lowered)
-            flat = ', '.join(f'{a} -> {", ".join(m.values())}' for a, m in flat.items())
-            return (f"sparse nodes expanded ('pure'); sparse arguments flattened ({flat or 'none'}); {kernels} FPGA "
-                    'kernel state(s) with global-memory twins; runs as a C-simulation without an FPGA')
+            from sdfgsparse.targets.fpga.lower import converted_arguments, flat_arguments
+            from sdfgsparse.targets.fpga.streaming import design_of
+            low = result._compiled.lowered
+            flat = ', '.join(f'{a} -> {", ".join(m.values())}' for a, m in flat_arguments(low).items())
+            streams = [design_of(st) for st in low.states() if design_of(st)]
+            streamed = ', '.join(f"{d['op']}{' + epilogue' if d['epilogue'] else ''} (W={d['design'].vector_width}, "
+                                 f"P={d['design'].accumulators}, pumping {d['design'].pumping})" for d in streams)
+            conv = ', '.join(f'{a} (converted to CSR on the host)' for a in converted_arguments(low))
+            return (f"streaming designs: {streamed or 'none'}{'; ' + conv if conv else ''}; other sparse nodes "
+                    f"expanded ('pure'); sparse arguments flattened ({flat or 'none'}); {kernels} FPGA kernel "
+                    'state(s) with global-memory twins; runs as a C-simulation without an FPGA')
 
         step('FPGA lowering', lower_fpga, fpga_detail)
     sdfg.validate()

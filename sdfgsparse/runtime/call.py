@@ -432,10 +432,17 @@ class CompiledProgram:
     #: What it builds for.
     TARGETS = ('cpu', 'gpu', 'fpga')
 
-    def __init__(self, sdfg: dace.SDFG, target: str = 'cpu'):
+    def __init__(self, sdfg: dace.SDFG, target: str = 'cpu', design=None):
         if target not in self.TARGETS:
             raise errors.UnsupportedOperationError(f'ss.compile: target {target!r} is not supported (supported: '
                                                    f'{", ".join(self.TARGETS)})')
+        if design is not None:
+            from sdfgsparse.targets.fpga.streaming import Design
+            if target != 'fpga':
+                raise errors.UnsupportedOperationError(f'ss.compile: design= is for target=\'fpga\', not {target!r}')
+            if not isinstance(design, Design):
+                raise errors.ArgumentError(f'ss.compile: design must be a sdfgsparse.targets.fpga.Design, got '
+                                           f'{type(design).__name__}')
         if target == 'gpu':
             from sdfgsparse.targets.cuda.lower import is_lowered, to_gpu
             if not is_lowered(sdfg):  # the caller's SDFG is theirs: lower a copy
@@ -443,7 +450,7 @@ class CompiledProgram:
         self.lowered = None
         if target == 'fpga':  # lowered on a copy: self.sdfg keeps the program's signature
             from sdfgsparse.targets.fpga.lower import to_fpga
-            self.lowered = to_fpga(copy.deepcopy(sdfg))
+            self.lowered = to_fpga(copy.deepcopy(sdfg), design)
         self.sdfg = sdfg
         self.target = target
         self._compiled = None
@@ -602,14 +609,17 @@ class CompiledProgram:
         return result
 
 
-def compile(sdfg: dace.SDFG, target: str = 'cpu') -> CompiledProgram:
+def compile(sdfg: dace.SDFG, target: str = 'cpu', design=None) -> CompiledProgram:
     """Compile an SDFG (e.g. after transformations) or a ``@dace.program`` into a callable
     taking sparse arguments. The code is built on the first call, or now with ``.build()``.
 
     :param target: ``'cpu'``, ``'gpu'`` (CUDA; array arguments are device arrays, see
                    :class:`CompiledProgram`), or ``'fpga'`` (Xilinx HLS through DaCe, run as a
                    C-simulation: :mod:`sdfgsparse.targets.fpga`).
+    :param design: for ``'fpga'``, the streaming design of CSR products
+                   (:class:`sdfgsparse.targets.fpga.Design`: vector width, accumulators,
+                   multi-pumping factor); ``ss.optimize`` chooses one from its model.
     """
     if hasattr(sdfg, 'to_sdfg') and not isinstance(sdfg, dace.SDFG):
         sdfg = sdfg.to_sdfg()
-    return CompiledProgram(sdfg, target)
+    return CompiledProgram(sdfg, target, design=design)

@@ -164,7 +164,7 @@ def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.
 
 def convert_arguments(sdfg: dace.SDFG) -> Dict[str, dace.data.Structure]:
     """Make CSR every sparse argument that a product (SpMV, SpMM) reads in another format
-    and that only sparse nodes read: the streaming design walks CSR rows, which a COO,
+    and that only sparse nodes with dense results read: the streaming design walks CSR rows, which a COO,
     CSC, DCSR, BSR, ELL or DIA matrix does not store in that order. The call path converts
     the caller's matrix on the host (:func:`converted_arguments`); the other readers take
     their portable expansions of CSR. Returns argument -> its CSR structure."""
@@ -178,7 +178,8 @@ def convert_arguments(sdfg: dace.SDFG) -> Dict[str, dace.data.Structure]:
         if desc is None or not is_sparse_desc(desc) or sparse_type_of(desc).fmt.name == 'CSR':
             continue
         readers = [r for st in sdfg.states() for r in sparse_consumers(st, name)]
-        if any(p is None for _, p in readers) or any(
+        # (a reader with a sparse result may give it the argument's format: not converted)
+        if any(p is None or n.SPARSE_OUTPUTS for n, p in readers) or any(
                 st.in_degree(n) for st in sdfg.states() for n in st.data_nodes() if n.data == name):
             continue
         if any(isinstance(n, (SpMM, SpMV)) and p == 'A' and not n.transpose_A for n, p in readers):
