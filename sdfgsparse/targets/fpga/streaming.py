@@ -274,7 +274,7 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     vr, cr = st.add_access(v_reg), st.add_access(c_reg)
     st.add_edge(t_pop, '_v', vr, None, Memlet(f'{v_reg}[0]'))
     st.add_edge(t_pop, '_c', cr, None, Memlet(f'{c_reg}[0]'))
-    kme, kmx = st.add_map('gather_vectors', {'_skb': f'0:{P}'}, schedule=FPGA_Device)
+    kme, kmx = st.add_map('gather_vectors', {'_skb': f'0:{P}'}, schedule=FPGA_Device, unroll=True)
     xidx = f'_c, _sq * {P} + _skb' if spmm else '_c'
     t_g = st.add_tasklet('gather_x', {'_v', '_c', '_x'}, {'_xo', '_vo'}, f'_xo = _x[{xidx}]\n_vo = _v')
     st.add_memlet_path(vr, kme, t_g, dst_conn='_v', memlet=Memlet(f'{v_reg}[0]'))
