@@ -6,6 +6,7 @@ from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
 from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
 from sdfgsparse.transformations.sparse_format_inference import SparseFormatInference
 from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection
+from sdfgsparse.transformations.sparse_multi_pumping import SparseMultiPumping
 
 __all__ = ['SparseEpilogueFusion', 'SparseFusion', 'SparseLoopOrdering', 'SparseDenseTiling', 'SparseFormatInference',
-           'SparseFormatSelection']
+           'SparseFormatSelection', 'SparseMultiPumping']

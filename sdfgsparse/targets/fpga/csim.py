@@ -30,7 +30,7 @@ from typing import List
 import dace
 
 from sdfgsparse import errors
-from sdfgsparse.targets.fpga import toolchain
+from sdfgsparse.targets.fpga import pumping, toolchain
 
 __all__ = ['compile_csim', 'check_error', 'SimulationNotice', 'CXXFLAGS']
 
@@ -79,6 +79,7 @@ def _build(sdfg: dace.SDFG, folder: str, cxx: str, ap_types: str) -> str:
     sdfg.fill_scope_connectors()
     objects = codegen.generate_code(sdfg)
     compiler.generate_program_folder(sdfg, objects, folder)
+    pumping.patch_pumped_host(folder)  # DaCe 1.0.2 does not launch multi-pumped kernels (pumping.py)
     build = os.path.join(folder, 'build')
     os.makedirs(build, exist_ok=True)
     flags = CXXFLAGS + [

@@ -113,6 +113,7 @@ def _outermost_maps(subgraph) -> List[nodes.MapEntry]:
 
 
 def pe_name(subgraph) -> str:
+    """A processing element's name: the labels of its outermost maps (else of its nodes)."""
     maps = _outermost_maps(subgraph)
     if maps:
         return ','.join(m.map.label for m in maps)
@@ -124,6 +125,11 @@ def pe_name(subgraph) -> str:
 def _boundary(subgraph) -> List[Tuple[nodes.Node, bool]]:
     """(node, is_source) for the source and sink nodes of ``subgraph``."""
     return [(n, True) for n in subgraph.source_nodes()] + [(n, False) for n in subgraph.sink_nodes()]
+
+
+def _dynamic_range(entry: nodes.MapEntry) -> List[str]:
+    """The connectors that make the range of ``entry`` depend on data."""
+    return sorted(c for c in entry.in_connectors if not c.startswith('IN_'))
 
 
 def _body_symbols(state: SDFGState, entry: nodes.MapEntry) -> Set[str]:
@@ -208,24 +214,36 @@ def pe_reasons(sdfg: dace.SDFG, state: SDFGState, subgraph, factor: int) -> Tupl
         shared = internal & {n.data for n in other.nodes() if isinstance(n, nodes.AccessNode)}
         if shared:
             reasons.append(f'{", ".join(sorted(shared))} also used by PE {pe_name(other)}')
-    if reasons or len(maps) != 1:
-        return tuple(reasons)
-    entry = maps[0]
-    dynamic = sorted(c for c in entry.in_connectors if not c.startswith('IN_'))
-    if dynamic:
-        reasons.append(f'data-dependent map range ({", ".join(dynamic)}): the pumped iteration count must be '
-                       'known when the PE starts')
+    entry = maps[0] if len(maps) == 1 else None
+    if entry is not None and _dynamic_range(entry):
+        reasons.append(f'data-dependent map range ({", ".join(_dynamic_range(entry))}): the pumped iteration '
+                       'count must be known when the PE starts')
+    dynamic = {}  # inner maps of data-dependent range: the streams they access
     for n, is_source in boundary:
-        edge = (subgraph.out_edges(n) if is_source else subgraph.in_edges(n))[0]
-        path = state.memlet_path(edge)
-        inner = path[-1] if is_source else path[0]
-        scope_maps = [e.src for e in path if isinstance(e.src, nodes.MapEntry)] if is_source else \
-            [e.dst for e in path if isinstance(e.dst, nodes.MapExit)]
-        if not scope_maps or (scope_maps[-1] if is_source else scope_maps[0]).map is not entry.map:
-            reasons.append(f'stream {n.data} is accessed inside a nested map')
-        elif inner.data.dynamic or inner.data.volume != 1:
+        if not isinstance(n, nodes.AccessNode) or not isinstance(owner.arrays[n.data], dt.Stream):
+            continue
+        edges = subgraph.out_edges(n) if is_source else subgraph.in_edges(n)
+        if len(edges) != 1:
+            continue
+        path = state.memlet_path(edges[0])
+        if is_source:
+            inner_edge, scopes = path[-1], [e.src for e in path if isinstance(e.src, nodes.MapEntry)]
+            innermost = scopes[-1] if scopes else None
+        else:
+            inner_edge, scopes = path[0], [e.dst for e in path if isinstance(e.dst, nodes.MapExit)]
+            innermost = state.entry_node(scopes[0]) if scopes else None
+        if innermost is None:
+            reasons.append(f'stream {n.data} is accessed outside the map')
+        elif innermost is not entry and _dynamic_range(innermost):
+            dynamic.setdefault(innermost, []).append(n.data)
+        elif entry is not None and innermost is not entry:
+            reasons.append(f'stream {n.data} is accessed inside a nested map ({innermost.map.label})')
+        elif inner_edge.data.dynamic or inner_edge.data.volume != 1:
             reasons.append(f'stream {n.data} is not accessed exactly once per iteration')
-    used = set(entry.map.params) & _body_symbols(state, entry)
+    for inner, streams in dynamic.items():
+        reasons.append(f'data-dependent map range of {inner.map.label} ({", ".join(_dynamic_range(inner))}), '
+                       f'where {", ".join(streams)} {"is" if len(streams) == 1 else "are"} accessed')
+    used = set(entry.map.params) & _body_symbols(state, entry) if entry is not None else set()
     if used:
         reasons.append(f'the map body reads its iteration variable(s) {", ".join(sorted(used))}: pumping changes '
                        'the iteration space')
