@@ -57,13 +57,15 @@ def convert(A, fmt, index_dtype=None):
     return _host_convert(A, fmt, index_dtype)
 
 
-def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None):
+def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None, fpga_board='u280', fpga_clock_mhz=300):
     """Apply the sparse optimisation pipeline (loop ordering, fusion, tiling, DaCe's own
     clean-up) to a ``@dace.program`` or an SDFG (in place); returns a callable with the
-    program's signature, ``.sdfg`` and ``.report()``. See
+    program's signature, ``.sdfg`` and ``.report()`` (``target='fpga'``: also
+    ``.fpga_report()``, the model of the chosen design on ``fpga_board``). See
     :mod:`sdfgsparse.transformations.pipeline`."""
     from sdfgsparse.transformations.pipeline import optimize as _optimize
-    return _optimize(program_or_sdfg, target=target, matrices=matrices, cache_size=cache_size)
+    return _optimize(program_or_sdfg, target=target, matrices=matrices, cache_size=cache_size, fpga_board=fpga_board,
+                     fpga_clock_mhz=fpga_clock_mhz)
 
 
 __all__ = [

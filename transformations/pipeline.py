@@ -71,6 +71,11 @@ class OptimizedProgram:
     #: ``'cpu'``, ``'gpu'`` (then ``sdfg`` is lowered for the GPU and array arguments are
     #: device arrays; see :class:`~sdfgsparse.runtime.call.CompiledProgram`) or ``'fpga'``
     target: str = 'cpu'
+    #: ``target='fpga'``: how the streaming design was chosen
+    #: (:class:`sdfgsparse.targets.fpga.select.Choice`; None without an SpMM)
+    fpga_choice: Any = None
+    #: ``target='fpga'``: symbol values of the example matrices (for :meth:`fpga_report`)
+    fpga_symbols: Dict[str, int] = field(default_factory=dict)
     _compiled: Optional[CompiledProgram] = None
 
     def __call__(self, *args, **kwargs):
@@ -102,6 +107,29 @@ class OptimizedProgram:
             lines.append(f'  {s.name:<22} applied {s.applied}x  {s.detail}')
         lines.append(f'  iterations: {self.iterations_before}  ->  {self.iterations_after}')
         return '\n'.join(lines)
+
+    def fpga_report(self, **symbols) -> str:
+        """``target='fpga'``: the resource and performance model of the lowered program
+        (:mod:`sdfgsparse.targets.fpga.model`: DSP, LUT, FF and BRAM per processing
+        element, initiation intervals, cycles, bandwidth needed against the board's) at the
+        symbol values given (names of the program's symbols, or ``nnz=``, ``rows=``,
+        ``k=``), else at those of the example matrices, else as expressions; and how the
+        design was chosen."""
+        if self.target != 'fpga':
+            raise errors.UnsupportedOperationError(f'fpga_report: {self.sdfg.name} was optimised for '
+                                                   f'{self.target!r}, not \'fpga\'')
+        from sdfgsparse.targets.fpga.model import model_design
+        choice = self.fpga_choice
+        kwargs = dict(board=choice.board, clock_mhz=choice.clock_mhz) if choice else {}
+        model = model_design(self._compiled.lowered, **kwargs)
+        values = dict(symbols)
+        if not values and self.fpga_symbols:
+            nnz = choice.sizes['nnz'] if choice else None
+            values = {n: self.fpga_symbols.get(n, nnz) for n in model.symbols}
+            if any(v is None for v in values.values()):
+                values = {}
+        text = model.table(**values)
+        return text + ('\n' + choice.report() if choice else '')
 
     def __str__(self):
         return self.report()
@@ -182,7 +210,8 @@ def _run(sdfg, xform, options=None, repeated=True):
 
 
 def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[str, Any]] = None,
-             cache_size: Optional[int] = None) -> OptimizedProgram:
+             cache_size: Optional[int] = None, fpga_board: str = 'u280', fpga_clock_mhz: float = 300
+             ) -> OptimizedProgram:
     """Apply the sparse pipeline (see the module docstring).
 
     :param program_or_sdfg: a ``@dace.program`` (its SDFG is built and copied) or an SDFG
@@ -197,7 +226,11 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     :param matrices: example arguments by name (scipy / torch sparse, NumPy arrays); their
                      sizes let tiling choose tile sizes. Not kept.
     :param cache_size: fast-memory size in bytes for tile sizes (default: this machine's L2).
-    :return: an :class:`OptimizedProgram` (``.sdfg``, ``.report()``, callable).
+    :param fpga_board: ``'fpga'``: the board of the model that chooses the streaming design
+                       (:data:`sdfgsparse.targets.fpga.model.BOARDS`).
+    :param fpga_clock_mhz: ``'fpga'``: the kernel clock of that model.
+    :return: an :class:`OptimizedProgram` (``.sdfg``, ``.report()``, callable; for the
+             FPGA also ``.fpga_report()``).
     """
     if target not in TARGETS:
         raise errors.UnsupportedOperationError(f'ss.optimize: target {target!r} is not supported (supported: '
@@ -265,8 +298,32 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
              'memory, maps -> CUDA kernels')
     if target == 'fpga':  # lowered on a copy: the program keeps its signature (sparse arguments)
 
+        def choose():
+            from sdfgsparse.targets.fpga.model import BOARDS
+            from sdfgsparse.targets.fpga.select import choose_design, program_sizes
+            if fpga_board not in BOARDS:
+                raise errors.ArgumentError(f'ss.optimize: fpga_board {fpga_board!r} is not known (known: '
+                                           f'{", ".join(sorted(BOARDS))})')
+            vt, it, sizes = program_sizes(sdfg, matrices)
+            result.fpga_symbols = _bind_sizes(sdfg, matrices)
+            if vt is not None:
+                result.fpga_choice = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz)
+            return int(result.fpga_choice is not None)
+
+        def chosen(n):
+            c = result.fpga_choice
+            if c is None:
+                return 'no SpMM: the default design (SpMV streams one lane)'
+            d = c.design
+            given = 'the example matrices' if matrices else 'default sizes (pass matrices=)'
+            return (f'W={d.vector_width}, P={d.accumulators}, pumping {d.pumping} at {given} on {c.board}: {c.rule}; '
+                    f'{len(c.rows)} candidates in fpga_report()')
+
+        step('FPGA design', choose, chosen)
+
         def lower_fpga():  # the count: FPGA kernel states
-            result._compiled = CompiledProgram(sdfg, 'fpga')
+            design = result.fpga_choice.design if result.fpga_choice else None
+            result._compiled = CompiledProgram(sdfg, 'fpga', design=design)
             low = result._compiled.lowered
             return sum(dace.sdfg.utils.is_fpga_kernel(low, st) for st in low.states())
 

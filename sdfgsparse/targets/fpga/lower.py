@@ -151,7 +151,8 @@ def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.
                 if group:
                     kernel_states(sdfg, group)
                     group = []
-                streaming.stream_node(sdfg, part, node, design)
+                kernel = streaming.stream_node(sdfg, part, node, design)
+                streaming.pump_multiply(sdfg, kernel)
         if group:
             kernel_states(sdfg, group)
     else:  # DaCe's own: nests the SDFG into one state first

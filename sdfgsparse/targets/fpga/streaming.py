@@ -36,12 +36,13 @@ import dataclasses
 from typing import Dict, Optional
 
 import dace
-from dace import dtypes, subsets
+from dace import dtypes
 from dace.memlet import Memlet
 
+from sdfgsparse import errors
 from sdfgsparse.lowering.epilogue import EPI_PREFIX, VALUE, substitute
 
-__all__ = ['Design', 'streamable', 'stream_node', 'design_of']
+__all__ = ['Design', 'streamable', 'stream_node', 'design_of', 'pump_multiply']
 
 FPGA_Global, FPGA_Local, FPGA_Registers = (dtypes.StorageType.FPGA_Global, dtypes.StorageType.FPGA_Local,
                                            dtypes.StorageType.FPGA_Registers)
@@ -365,3 +366,20 @@ def _write_epilogue(sdfg, st, expr, epi, me, mx, out_s, fY, yidx, vt, W, P, regi
     t_pack.in_connectors['_r'] = vec
     st.add_edge(lo, None, t_pack, '_r', Memlet(f'{lanes_out}[0:{W}]'))
     st.add_memlet_path(t_pack, mx, st.add_write(fY), src_conn='_y', memlet=Memlet(f'{fY}[{yidx}]'))
+
+
+def pump_multiply(sdfg: dace.SDFG, kernel: dace.SDFGState) -> None:
+    """Multi-pump the ``multiply`` PE of the streaming ``kernel`` by its design's factor
+    (nothing for a factor of 1): ``SparseMultiPumping``'s :func:`.pumping.pump`, which
+    raises naming why when the PE cannot be pumped."""
+    info = design_of(kernel)
+    factor = info['design'].pumping
+    if factor == 1 or info['design'].vector_width % factor:  # (an SpMV's single lane is not pumped)
+        return
+    from sdfgsparse.targets.fpga import pumping
+    pes = [pe for pe in pumping.pumpable_elements(sdfg, factor) if pe.state is kernel and pe.name == 'multiply']
+    if len(pes) != 1 or not pes[0].pumpable:
+        raise errors.UnsupportedOperationError(
+            f'{kernel.label}: the multiply element cannot be pumped by {factor}: '
+            f'{"; ".join(pes[0].reasons) if pes else "not found"}')
+    pumping.pump(sdfg, pes[0].subgraph, factor)

@@ -1,0 +1,173 @@
+"""The streaming design an FPGA program gets: vector width ``W``, accumulators ``P`` and
+multi-pumping factor ``F``, chosen with the resource and performance model
+(:mod:`.model`) of the design as it is generated.
+
+Each candidate is the streaming SpMM of the program's value and index types, lowered with
+that design (:func:`.lower.to_fpga`) and modelled (cached per process: the SDFG does not
+depend on the sizes), then evaluated at the sizes of the program's largest SpMM (the
+caller's example matrices, or :data:`DEFAULT_SIZES`). The choice:
+
+1. the shortest modelled time on the board, among candidates that fit its DSPs, LUTs and
+   BRAM, with a pumped clock (``F`` times the kernel clock) at most :data:`FABRIC_MHZ`;
+2. within 2 % of that time, the fewest DSPs (this is where pumping wins: the multiply
+   element's DSPs fall by ``F`` at equal throughput), then the fewest LUTs.
+
+The report lists every candidate with its modelled time, bottleneck element and DSPs, and
+says which rule decided.
+"""
+import copy
+import dataclasses
+import functools
+import math
+import threading
+from typing import Dict, List, Optional, Tuple
+
+import dace
+
+from sdfgsparse.targets.fpga.streaming import Design
+
+__all__ = ['choose_design', 'Choice', 'DEFAULT_SIZES', 'FABRIC_MHZ', 'candidates']
+
+#: Sizes of the modelled SpMM when the caller gives no example matrices.
+DEFAULT_SIZES = {'rows': 100000, 'cols': 100000, 'nnz': 1000000, 'k': 16}
+#: Highest clock taken for a pumped element (an UltraScale+ fabric rarely closes above it).
+FABRIC_MHZ = 650
+_TIE = 0.02
+_LOCK = threading.Lock()
+
+
+@dataclasses.dataclass
+class Choice:
+    """The chosen design and how: ``rows`` has one dict per candidate (``design``,
+    ``seconds``, ``cycles``, ``bottleneck``, ``dsp``, ``lut``, ``fits``, ``why_not``)."""
+    design: Design
+    sizes: Dict[str, int]
+    board: str
+    clock_mhz: float
+    rule: str
+    rows: List[dict]
+
+    def report(self) -> str:
+        lines = [f'FPGA design for an SpMM of {self.sizes["rows"]} x {self.sizes["cols"]}, '
+                 f'{self.sizes["nnz"]} entries, K = {self.sizes["k"]} on {self.board} at {self.clock_mhz:g} MHz:',
+                 f'  {"W":>3} {"P":>3} {"F":>2} {"modelled":>11} {"DSP":>5} {"LUT":>8}  bottleneck / why not']
+        for r in sorted(self.rows, key=lambda r: (r['why_not'] != '', r['seconds'])):
+            d = r['design']
+            mark = '*' if d == self.design else ' '
+            lines.append(f'{mark} {d.vector_width:>3} {d.accumulators:>3} {d.pumping:>2} {r["seconds"] * 1e3:>9.3f}ms '
+                         f'{r["dsp"]:>5} {r["lut"]:>8}  {r["why_not"] or r["bottleneck"]}')
+        lines.append(f'  chosen W={self.design.vector_width}, P={self.design.accumulators}, '
+                     f'pumping {self.design.pumping}: {self.rule}')
+        return '\n'.join(lines)
+
+
+def candidates(k: int) -> List[Design]:
+    """The designs tried for dense width ``k``: vector widths up to ``k`` (rounded up to a
+    power of two, at most 16); for each, the accumulators of one pass over ``k`` and 8
+    (enough partial sums to hide a float adder's latency); pumping by 2 and 4 of each."""
+    kp = 1 << max(0, math.ceil(math.log2(max(1, k))))
+    out = []
+    for w in (1, 2, 4, 8, 16):
+        if w > max(2, kp):
+            break
+        for p in sorted({max(1, min(8, -(-kp // w))), 8}):
+            for f in (1, 2, 4):
+                if w % f == 0 and (f == 1 or w >= 2):
+                    out.append(Design(vector_width=w, accumulators=p, pumping=f))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(vt: str, it: str) -> dace.SDFG:
+    """An SpMM program of the value and index types (parsed once per process)."""
+    import sdfgsparse as ss
+    V, I = getattr(dace, vt), getattr(dace, it)
+    M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
+    csr = ss.CSR[V, M, N, I]
+
+    @dace.program
+    def fpga_design_probe(A: csr, B: V[N, K]):
+        return A @ B
+
+    return fpga_design_probe.to_sdfg()
+
+
+@functools.lru_cache(maxsize=256)
+def _model(vt: str, it: str, design: Design, board: str, clock_mhz: float):
+    from sdfgsparse.targets.fpga.lower import to_fpga
+    from sdfgsparse.targets.fpga.model import model_design
+    with _LOCK:
+        sdfg = copy.deepcopy(_probe(vt, it))
+    return model_design(to_fpga(sdfg, design), board=board, clock_mhz=clock_mhz)
+
+
+def _evaluate(model, sizes: Dict[str, int]) -> dict:
+    values = {}
+    for s in model.symbols:
+        name = str(s)
+        values[name] = {'M': sizes['rows'], 'N': sizes['cols'], 'K': sizes['k']}.get(name, sizes['nnz'])
+    return model.evaluate(**values)
+
+
+def choose_design(vt: str = 'float32', it: str = 'int32', sizes: Optional[Dict[str, int]] = None,
+                  board: str = 'u280', clock_mhz: float = 300) -> Choice:
+    """The design of an SpMM with values ``vt`` and indices ``it`` at ``sizes`` (``rows``,
+    ``cols``, ``nnz``, ``k``; :data:`DEFAULT_SIZES` for those missing) on ``board``; see
+    the module for the rule."""
+    sizes = {**DEFAULT_SIZES, **{k: int(v) for k, v in (sizes or {}).items() if v is not None}}
+    rows = []
+    for design in candidates(sizes['k']):
+        m = _model(vt, it, design, board, float(clock_mhz))
+        e = _evaluate(m, sizes)
+        why = ''
+        over = [f'{r} {u:.0%}' for r, u in e['utilisation'].items() if u > 1]
+        if over:
+            why = 'does not fit: ' + ', '.join(over)
+        elif design.pumping * clock_mhz > FABRIC_MHZ:
+            why = f'pumped clock {design.pumping * clock_mhz:g} MHz above {FABRIC_MHZ} MHz'
+        rows.append(dict(design=design, seconds=e['seconds'], cycles=e['cycles'], bottleneck=e['bottleneck'],
+                         dsp=int(e['dsp']), lut=int(e['lut']), why_not=why))
+    fit = [r for r in rows if not r['why_not']]
+    if not fit:
+        best = min(rows, key=lambda r: r['dsp'])
+        return Choice(best['design'], sizes, board, clock_mhz, 'no candidate fits the board: the fewest DSPs',
+                      rows)
+    fastest = min(fit, key=lambda r: r['seconds'])
+    near = [r for r in fit if r['seconds'] <= fastest['seconds'] * (1 + _TIE)]
+    best = min(near, key=lambda r: (r['dsp'], r['lut'], r['seconds']))
+    if best is fastest:
+        rule = f'the shortest modelled time ({fastest["seconds"] * 1e3:.3f} ms, bottleneck {fastest["bottleneck"]})'
+    else:
+        rule = (f'within {_TIE:.0%} of the shortest modelled time ({fastest["seconds"] * 1e3:.3f} ms) with the fewest '
+                f'DSPs ({best["dsp"]} against {fastest["dsp"]})')
+        if best['design'].pumping > 1:
+            rule += f': the multiply element pumped by {best["design"].pumping} at {best["design"].pumping * clock_mhz:g} MHz'
+    return Choice(best['design'], sizes, board, clock_mhz, rule, rows)
+
+
+def program_sizes(sdfg: dace.SDFG, matrices=None) -> Tuple[Optional[str], Optional[str], Dict[str, int]]:
+    """(value type, index type, sizes) of the SpMM of ``sdfg`` with the widest dense
+    operand among the example ``matrices`` (name -> value; a size is missing where they do
+    not give it); (None, None, {}) when ``sdfg`` has no SpMM."""
+    import numpy as np
+    from sdfgsparse.ops.spmm import SpMM
+    matrices = matrices or {}
+    found = []
+    for node, state in sdfg.all_nodes_recursive():
+        if isinstance(node, SpMM):
+            b = next(e for e in state.in_edges(node) if e.dst_conn == '_B').data.data.split('.')[0]
+            k = getattr(matrices.get(b), 'shape', (None, None))[-1]
+            if k is None:
+                shape_k = node.connected(state, '_B').shape[-1]
+                k = int(shape_k) if dace.symbolic.issymbolic(shape_k) is False or isinstance(shape_k, int) else None
+            found.append((k or 0, node.operand_type(state, 'A')))
+    if not found:
+        return None, None, {}
+    k, st = max(found, key=lambda f: f[0])
+    sizes = {'k': k} if k else {}
+    for value in matrices.values():
+        shape = getattr(value, 'shape', ())
+        if hasattr(value, 'nnz') and len(shape) == 2:
+            sizes.update(rows=int(shape[0]), cols=int(shape[1]), nnz=int(value.nnz))
+            break
+    return np.dtype(st.dtype.type).name, np.dtype(st.index_dtype.type).name, sizes
