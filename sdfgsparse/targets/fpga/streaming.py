@@ -12,9 +12,10 @@ a kernel state a PE, run under ``#pragma HLS DATAFLOW``)::
 - the dense dimension K is processed ``W`` columns at a time (``dace.vector`` streams and
   device arrays), ``P`` vectors per pass: a pass covers ``T = W * P`` columns, and the
   matrix is streamed once per pass (``Q = ceil(K / T)`` passes). The accumulator is a
-  register array of ``P`` vectors: entry ``t`` of a row updates ``acc[t % P]``, so one
-  register is updated every ``P`` cycles, which hides the floating-point adder's latency
-  when ``P`` is at least that latency (:mod:`.model` takes the initiation interval from it);
+  register array of ``L`` sets of ``P`` vectors: the ``t``-th product of a row updates
+  ``acc[t % (P * L)]``, so one register is updated every ``P * L >= ADDER_LATENCY``
+  cycles and the adder's latency does not hold the pipeline (:mod:`.model` takes the
+  initiation interval from that recurrence); the ``L`` sets are summed when the row ends;
 - ``multiply`` talks through vector streams only, so DaCe's TemporalVectorization can
   multi-pump it (``SparseMultiPumping``); ``gather`` reads row ``c`` of X (a random access
   per entry), ``vb_s`` carries the entry's value broadcast to a vector;
@@ -47,6 +48,9 @@ __all__ = ['Design', 'streamable', 'stream_node', 'design_of', 'pump_multiply']
 FPGA_Global, FPGA_Local, FPGA_Registers = (dtypes.StorageType.FPGA_Global, dtypes.StorageType.FPGA_Local,
                                            dtypes.StorageType.FPGA_Registers)
 FPGA_Device = dtypes.ScheduleType.FPGA_Device
+#: Cycles of a floating-point add that the accumulators hide (a float64 add on
+#: UltraScale+ at 300 MHz takes 8; float32 7).
+ADDER_LATENCY = 8
 #: Attribute of a kernel state built here: its :class:`Design` and what it computes.
 DESIGN_ATTR = '_ss_fpga_design'
 
@@ -77,6 +81,13 @@ class Design:
         if self.pumping not in (1, 2, 4) or self.vector_width % self.pumping:
             raise ValueError(f'Design.pumping must be 1, 2 or 4 and divide vector_width ({self.vector_width}), '
                              f'got {self.pumping}')
+
+    @property
+    def partial_sums(self) -> int:
+        """``L``: sets of ``P`` accumulators that consecutive entries of a row take in
+        turn, so an accumulator is updated every ``P * L >= ADDER_LATENCY`` products (the
+        pipeline's initiation interval stays 1); summed when the row ends."""
+        return -(-ADDER_LATENCY // self.accumulators)
 
     @property
     def tile(self) -> int:
@@ -223,7 +234,7 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     for conn, (arr, template) in epi_inputs.items():
         if template == '{1}':
             h = padded(arr, lambda kp: [kp])
-            epi[conn] = (twin(arr, [KP], vt), template)
+            epi[conn] = (twin(arr, [Q * P], vec), template)  # (one vector per write, like Y)
             _chain(sdfg, pre, h, epi[conn][0])
         else:
             epi[conn] = (twin(arr, sdfg.arrays[arr].shape, sdfg.arrays[arr].dtype, arr), template)
@@ -247,7 +258,8 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
         return sdfg.add_array(name, shape, dtype, transient=True, storage=FPGA_Registers, find_new_name=True)[0]
 
     rlen, v_reg, c_reg = register('rlen', it), register('v_reg', vt), register('c_reg', it)
-    acc = register('acc', vec, [P])
+    L = design.partial_sums
+    acc = register('acc', vec, [P * L])
     st = kernel
     q_range = {'_sq': f'0:{Q}'}
 
@@ -298,7 +310,7 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     st.add_memlet_path(st.add_read(len_s), rme, t_len, dst_conn='_l_in', memlet=Memlet(f'{len_s}[0]'))
     rl = st.add_access(rlen)
     st.add_edge(t_len, '_l_out', rl, None, Memlet(f'{rlen}[0]'))
-    zme, zmx = st.add_map('zero_acc', {'_skb': f'0:{P}'}, schedule=FPGA_Device, unroll=True)
+    zme, zmx = st.add_map('zero_acc', {'_skb': f'0:{P * L}'}, schedule=FPGA_Device, unroll=True)
     t_zero = st.add_tasklet('zero', {}, {'_o'}, '_o = 0')
     st.add_nedge(rme, zme, Memlet())
     st.add_nedge(zme, t_zero, Memlet())
@@ -309,12 +321,13 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     st.add_edge(rl, None, eme, '_srl', Memlet(f'{rlen}[0]'))
     t_acc = st.add_tasklet('add', {'_a', '_p'}, {'_o'}, '_o = _a + _p')
     st.add_memlet_path(st.add_read(pr_s), rme, eme, t_acc, dst_conn='_p', memlet=Memlet(f'{pr_s}[0]'))
-    st.add_memlet_path(acc0, eme, t_acc, dst_conn='_a', memlet=Memlet(f'{acc}[_st % {P}]'))
+    st.add_memlet_path(acc0, eme, t_acc, dst_conn='_a', memlet=Memlet(f'{acc}[_st % {P * L}]'))
     acc1 = st.add_access(acc)
-    st.add_memlet_path(t_acc, emx, acc1, src_conn='_o', memlet=Memlet(f'{acc}[_st % {P}]'))
+    st.add_memlet_path(t_acc, emx, acc1, src_conn='_o', memlet=Memlet(f'{acc}[_st % {P * L}]'))
     fme, fmx = st.add_map('flush_row', {'_skb': f'0:{P}'}, schedule=FPGA_Device)
-    t_push = st.add_tasklet('push', {'_a'}, {'_o'}, '_o = _a')
-    st.add_memlet_path(acc1, fme, t_push, dst_conn='_a', memlet=Memlet(f'{acc}[_skb]'))
+    total = ' + '.join(f'_a[_skb + {P * l}]' for l in range(L))  # the row's L partial sums
+    t_push = st.add_tasklet('push', {'_a'}, {'_o'}, f'_o = {total}')
+    st.add_memlet_path(acc1, fme, t_push, dst_conn='_a', memlet=Memlet(f'{acc}[0:{P * L}]'))
     st.add_memlet_path(t_push, fmx, rmx, st.add_write(out_s), src_conn='_o', memlet=Memlet(f'{out_s}[0]'))
 
     # write: the result vectors (the epilogue lane by lane)
@@ -326,7 +339,7 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
         st.add_memlet_path(st.add_read(out_s), me, t, dst_conn='_r', memlet=Memlet(f'{out_s}[0]'))
         st.add_memlet_path(t, mx, st.add_write(fY), src_conn='_y', memlet=Memlet(f'{fY}[{yidx}]'))
     else:
-        _write_epilogue(sdfg, st, node.epilogue, epi, me, mx, out_s, fY, yidx, vt, W, P, register)
+        _write_epilogue(st, node.epilogue, epi, me, mx, out_s, fY, yidx, vt, W, P, register)
     for n in st.nodes():  # PE functions are named after their tasklets: unique per kernel
         if isinstance(n, dace.nodes.Tasklet):  # (the C-simulation links every kernel into one library)
             n.label = f'{kernel.label}_{n.label}'
@@ -342,7 +355,7 @@ def _chain(sdfg, pre, host: str, dev: str) -> None:
     pre.add_nedge(src, pre.add_write(dev), Memlet.from_array(host, sdfg.arrays[host]))
 
 
-def _write_epilogue(sdfg, st, expr, epi, me, mx, out_s, fY, yidx, vt, W, P, register) -> None:
+def _write_epilogue(st, expr, epi, me, mx, out_s, fY, yidx, vt, W, P, register) -> None:
     """write with the epilogue: the popped vector into registers, the expression per lane
     (unrolled), the lanes back into a vector for Y."""
     lanes_in, lanes_out = register('lanes_in', vt, [W]), register('lanes_out', vt, [W])
@@ -358,7 +371,16 @@ def _write_epilogue(sdfg, st, expr, epi, me, mx, out_s, fY, yidx, vt, W, P, regi
     t = st.add_tasklet('epilogue', conns, {'_o'}, f'_o = {code}')
     st.add_memlet_path(li, lme, t, dst_conn=EPI_PREFIX + 'value', memlet=Memlet(f'{lanes_in}[_sw]'))
     for conn, (arr, template) in epi.items():
-        idx = {'{0}': '_si', '{1}': f'(_sq * {P} + _skb) * {W} + _sw', '': '0'}[template]
+        if template == '{1}':  # a column input: this write's vector of it, into registers
+            lanes = register(f'lanes{conn}', vt, [W])
+            t_in = st.add_tasklet(f'read{conn}', {'_r'}, {'_o'}, '_o = _r')
+            t_in.out_connectors['_o'] = vec
+            st.add_memlet_path(st.add_read(arr), me, t_in, dst_conn='_r', memlet=Memlet(f'{arr}[_sq * {P} + _skb]'))
+            la = st.add_access(lanes)
+            st.add_edge(t_in, '_o', la, None, Memlet(f'{lanes}[0:{W}]'))
+            st.add_memlet_path(la, lme, t, dst_conn=conn, memlet=Memlet(f'{lanes}[_sw]'))
+            continue
+        idx = {'{0}': '_si', '': '0'}[template]
         st.add_memlet_path(st.add_read(arr), me, lme, t, dst_conn=conn, memlet=Memlet(f'{arr}[{idx}]'))
     lo = st.add_access(lanes_out)
     st.add_memlet_path(t, lmx, lo, src_conn='_o', memlet=Memlet(f'{lanes_out}[_sw]'))
