@@ -3,11 +3,15 @@
     sdfgsparse bench [--matrices DIR] [--kernels spmv,spmm,...] [--threads N] [--repeat R]
                      [--peers scipy,torch,graphblas,pydata,mkl] [--json FILE] [--plot FILE.png]
                      [--quick] [--no-progress] [--stream-mib MIB] [--optimize]
+                     [--target cpu|fpga [--board u280] [--clock-mhz 300]]
 
 ``--optimize`` adds the system ``sdfgsparse-opt`` (each kernel's program through
 ``ss.optimize`` with the matrix's inputs as examples) next to the unoptimised
 ``sdfgsparse``; ``gcn`` then means ``gcn+bias``, and without ``--kernels`` the kernels are
 gcn, attention, atb and cg.
+
+``--target fpga`` runs :mod:`sdfgsparse.bench.fpga` instead: the designs ``ss.optimize``
+chooses for the FPGA, their model per matrix and a C-simulation check (no timing of peers).
 
 The top-level command adds this sub-command with :func:`add_parser`; :func:`run` runs it.
 
@@ -68,6 +72,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help='kernels (default): sparse kernels against peer libraries; ml: sparse torch models '
                    '(GCN inference and training step, sparse MLP) compiled with ss.torch.compile against eager '
                    'dense torch and torch.sparse (needs torch)')
+    p.add_argument('--target', choices=('cpu', 'fpga'), default='cpu',
+                   help='cpu (default): time against the peers; fpga: the FPGA designs ss.optimize chooses for '
+                   'spmv, spmm:K and gcn:K, their resource and performance model per matrix and a C-simulation '
+                   'check against scipy (needs g++; default matrices: the --quick set)')
+    p.add_argument('--board', default='u280', help='--target fpga: the board of the model (u250, u280, u55c)')
+    p.add_argument('--clock-mhz', type=float, default=300, metavar='MHZ',
+                   help='--target fpga: the kernel clock of the model (default 300)')
     p.set_defaults(func=run)
     return p
 
@@ -110,6 +121,8 @@ def to_argv(args) -> List[str]:
         argv.append('--optimize')
     if getattr(args, 'suite', 'kernels') != 'kernels':
         argv += ['--suite', args.suite]
+    if getattr(args, 'target', 'cpu') != 'cpu':
+        argv += ['--target', args.target, '--board', args.board, '--clock-mhz', str(args.clock_mhz)]
     return argv
 
 
@@ -125,6 +138,8 @@ def _reexec(args) -> int:
 def run(args) -> int:
     """Run ``bench`` with parsed ``args``; returns the exit status (see the module docstring)."""
     from sdfgsparse.bench.errors import BenchError
+    if getattr(args, 'target', 'cpu') == 'fpga':
+        return _run_fpga(args)
     try:
         config = config_from_args(args)
     except BenchError as exc:
@@ -168,6 +183,36 @@ def _run_ml(args, config) -> int:
             json.dump([r.__dict__ for r in results], f, indent=1)
         print(f'sdfgsparse bench: results written to {args.json}')
     return 1 if any(not r.correct for r in results) else 0
+
+
+def _run_fpga(args) -> int:
+    from sdfgsparse.bench.errors import BenchError
+    from sdfgsparse.bench.fpga import DEFAULT_KERNELS, format_fpga, run_fpga
+    from sdfgsparse.bench.matrices import default_matrices, from_folder
+    from sdfgsparse.targets.fpga.model import BOARDS
+    if args.board not in BOARDS:
+        print(f'sdfgsparse bench: --board {args.board}: unknown (known: {", ".join(sorted(BOARDS))})', file=sys.stderr)
+        return 2
+    if not args.clock_mhz > 0:
+        print(f'sdfgsparse bench: --clock-mhz {args.clock_mhz}: expected a positive clock', file=sys.stderr)
+        return 2
+    try:
+        matrices = from_folder(args.matrices) if args.matrices else default_matrices(quick=True)
+        kernels = args.kernels.split(',') if args.kernels else DEFAULT_KERNELS
+        result = run_fpga(matrices, kernels, board=args.board, clock_mhz=args.clock_mhz,
+                          log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
+    except BenchError as exc:
+        print(f'sdfgsparse bench: {exc}', file=sys.stderr)
+        return 2
+    print(format_fpga(result, args.board), flush=True)
+    for label, text in result['designs'].items():
+        print(f'\n{label}: {text}')
+    if args.json:
+        import json
+        with open(args.json, 'w') as f:
+            json.dump({'rows': [r.__dict__ for r in result['rows']], 'pumping': result['pumping']}, f, indent=1)
+        print(f'sdfgsparse bench: results written to {args.json}')
+    return 1 if any(not r.correct for r in result['rows']) else 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -405,3 +405,7 @@ def pump_multiply(sdfg: dace.SDFG, kernel: dace.SDFGState) -> None:
             f'{kernel.label}: the multiply element cannot be pumped by {factor}: '
             f'{"; ".join(pes[0].reasons) if pes else "not found"}')
     pumping.pump(sdfg, pes[0].subgraph, factor)
+    from dace.libraries.standard import Gearbox
+    for n in kernel.nodes():  # (their functions too are named after them: unique per kernel)
+        if isinstance(n, Gearbox) and not n.name.startswith(kernel.label):
+            n.name = f'{kernel.label}_{n.name}'
