@@ -114,11 +114,35 @@ def _top_sparse_nodes(sdfg: dace.SDFG) -> list:
     return [(n, st) for st in sdfg.states() for n in st.nodes() if isinstance(n, SparseLibraryNode)]
 
 
+#: DaCe warnings of the lowering and the FPGA code generator that say nothing a user can
+#: act on: a memlet it cannot propagate exactly (it keeps the whole array, which is
+#: correct), a sequential map exit inside a kernel (HLS loops are sequential anyway).
+BENIGN_WARNINGS = ('Cannot find appropriate memlet pattern to propagate', 'Found schedule ScheduleType.Sequential')
+
+
+def quiet():
+    """A context in which :data:`BENIGN_WARNINGS` are not shown."""
+    import warnings
+    ctx = warnings.catch_warnings()
+    ctx.__enter__()
+    for text in BENIGN_WARNINGS:
+        warnings.filterwarnings('ignore', message=text, category=UserWarning)
+    return ctx
+
+
 def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.SDFG:
     """Lower ``sdfg`` for the FPGA, in place (see the module); returns it. CSR products
     take the streaming ``design`` (:mod:`.streaming`; ``Design()`` when None)."""
     if is_lowered(sdfg):
         return sdfg
+    ctx = quiet()
+    try:
+        return _to_fpga(sdfg, design)
+    finally:
+        ctx.__exit__(None, None, None)
+
+
+def _to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design]) -> dace.SDFG:
     design = design or streaming.Design()
     converted = convert_arguments(sdfg)
     streamed = [(n, st) for n, st in _top_sparse_nodes(sdfg) if streaming.streamable(n, st) is None]
