@@ -304,16 +304,16 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
             if fpga_board not in BOARDS:
                 raise errors.ArgumentError(f'ss.optimize: fpga_board {fpga_board!r} is not known (known: '
                                            f'{", ".join(sorted(BOARDS))})')
-            vt, it, sizes = program_sizes(sdfg, matrices)
+            vt, it, sizes, op = program_sizes(sdfg, matrices)
             result.fpga_symbols = _bind_sizes(sdfg, matrices)
             if vt is not None:
-                result.fpga_choice = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz)
+                result.fpga_choice = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz, op=op)
             return int(result.fpga_choice is not None)
 
         def chosen(n):
             c = result.fpga_choice
             if c is None:
-                return 'no SpMM: the default design (SpMV streams one lane)'
+                return 'no SpMM or SDDMM: the default design (SpMV streams one lane)'
             d = c.design
             given = 'the example matrices' if matrices else 'default sizes (pass matrices=)'
             return (f'W={d.vector_width}, P={d.accumulators}, pumping {d.pumping} at {given} on {c.board}: {c.rule}; '

@@ -74,7 +74,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    'dense torch and torch.sparse (needs torch)')
     p.add_argument('--target', choices=('cpu', 'fpga'), default='cpu',
                    help='cpu (default): time against the peers; fpga: the FPGA designs ss.optimize chooses for '
-                   'spmv, spmm:K and gcn:K, their resource and performance model per matrix and a C-simulation '
+                   'spmv, spmm:K, gcn:K and sddmm:K, their resource and performance model per matrix and a '
+                   'C-simulation '
                    'check against scipy (needs g++; default matrices: the --quick set)')
     p.add_argument('--board', default='u280', help='--target fpga: the board of the model (u250, u280, u55c)')
     p.add_argument('--clock-mhz', type=float, default=300, metavar='MHZ',

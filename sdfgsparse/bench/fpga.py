@@ -2,8 +2,9 @@
 model sees them and as the C-simulation runs them.
 
 For each kernel (``spmv``, ``spmm:K``, ``gcn:K``: ``relu(A @ X + b)`` with the epilogue
-fused), ``ss.optimize(target='fpga')`` chooses the streaming design with the model at
-the sizes of the largest matrix and builds it once; then, per matrix:
+fused, ``sddmm:K``: ``A * (X @ Y)`` on A's pattern), ``ss.optimize(target='fpga')``
+chooses the streaming design with the model at the sizes of the largest matrix and builds
+it once; then, per matrix:
 
 - the model (:mod:`sdfgsparse.targets.fpga.model`) at the matrix's sizes: DSP, LUT and
   BRAM, modelled cycles and time at the clock, the bottleneck element, and the bandwidth
@@ -25,7 +26,7 @@ import numpy as np
 
 __all__ = ['FpgaRow', 'run_fpga', 'format_fpga', 'DEFAULT_KERNELS', 'MAX_SIMULATED_NNZ']
 
-DEFAULT_KERNELS = ('spmv', 'spmm:16', 'gcn:32')
+DEFAULT_KERNELS = ('spmv', 'spmm:16', 'gcn:32', 'sddmm:16')
 #: Matrices with more entries are modelled but not simulated (a simulated entry costs
 #: microseconds of thread hand-offs).
 MAX_SIMULATED_NNZ = 2_000_000
@@ -72,6 +73,14 @@ def _program(kernel: str):
 
         return fpga_spmm
 
+    if kernel == 'sddmm':
+
+        @dace.program
+        def fpga_sddmm(A: csr, X: dace.float32[M, K], Y: dace.float32[K, N]):
+            return ss.sddmm(A, X, Y)
+
+        return fpga_sddmm
+
     @dace.program
     def fpga_gcn(A: csr, X: dace.float32[N, K], b: dace.float32[K]):
         return np.maximum(A @ X + b, 0)
@@ -80,9 +89,12 @@ def _program(kernel: str):
 
 
 def _inputs(kernel: str, k: int, A, rng):
-    n = A.shape[1]
+    m, n = A.shape
     if kernel == 'spmv':
         return {'A': A, 'x': rng.standard_normal(n).astype(np.float32)}
+    if kernel == 'sddmm':
+        return {'A': A, 'X': rng.standard_normal((m, k)).astype(np.float32),
+                'Y': rng.standard_normal((k, n)).astype(np.float32)}
     args = {'A': A, 'X': rng.standard_normal((n, k)).astype(np.float32)}
     if kernel == 'gcn':
         args['b'] = rng.standard_normal(k).astype(np.float32)
@@ -91,6 +103,8 @@ def _inputs(kernel: str, k: int, A, rng):
 
 def _reference(kernel: str, args):
     A = args['A'].astype(np.float64)
+    if kernel == 'sddmm':
+        return A.multiply(args['X'].astype(np.float64) @ args['Y'].astype(np.float64)).toarray()
     if kernel == 'spmv':
         return A @ args['x'].astype(np.float64)
     Y = A @ args['X'].astype(np.float64)
@@ -102,8 +116,8 @@ def _parse(kernels: Sequence[str]):
     out = []
     for spec in kernels:
         name, _, k = spec.partition(':')
-        if name not in ('spmv', 'spmm', 'gcn'):
-            raise OptionError(f'--kernels {spec}: the FPGA bench has spmv, spmm:K and gcn:K')
+        if name not in ('spmv', 'spmm', 'gcn', 'sddmm'):
+            raise OptionError(f'--kernels {spec}: the FPGA bench has spmv, spmm:K, gcn:K and sddmm:K')
         try:
             k = int(k) if k else (1 if name == 'spmv' else 16)
         except ValueError:
@@ -162,6 +176,7 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
             if A.nnz <= MAX_SIMULATED_NNZ:
                 t0 = time.perf_counter()
                 got = opt(**args)
+                got = got.toarray() if hasattr(got, 'toarray') else got
                 row.sim_s = time.perf_counter() - t0
                 want = _reference(name, args)
                 scale = max(1.0, float(np.abs(want).max())) if want.size else 1.0
@@ -179,11 +194,12 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
                 if d.vector_width % f:
                     continue
                 cand = dataclasses.replace(d, pumping=f)
-                m = _model('float32', 'int32', cand, choice.board, float(choice.clock_mhz))
+                m = _model('float32', 'int32', cand, choice.board, float(choice.clock_mhz), choice.op)
                 ev = _evaluate(m, sz)
                 mul = m.pe('multiply')
                 line = (f'{label}: W={d.vector_width} P={d.accumulators} pumped by {f}: multiply element '
-                        f'{mul.dsp} DSP at {mul.clock_mhz:g} MHz, design {m.dsp} DSP, modelled {ev["seconds"] * 1e3:.3f} '
+                        f'{mul.dsp} DSP at {mul.clock_mhz:g} MHz, design {m.dsp} DSP, '
+                        f'modelled {ev["seconds"] * 1e3:.3f} '
                         f'ms')
                 if base is None:
                     base = (mul.dsp, m.dsp, ev['seconds'])

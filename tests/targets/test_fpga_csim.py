@@ -99,9 +99,10 @@ def test_lowered_program_kernels_do_not_race():
     assert not any(isinstance(d, dace.data.Structure) for d in sdfg.arrays.values())
     kernels = [st for st in sdfg.states() if dace.sdfg.utils.is_fpga_kernel(sdfg, st)]
     assert len(kernels) >= 3
-    # the CSR products A @ x and A @ B are streaming designs (ss.compile fuses no epilogue)
+    # the CSR products A @ x and A @ B and the SDDMM are streaming designs (ss.compile fuses
+    # no epilogue)
     designs = sorted((d['op'], bool(d['epilogue'])) for d in map(streaming.design_of, kernels) if d)
-    assert designs == [('spmm', False), ('spmv', False)], designs
+    assert designs == [('sddmm', False), ('spmm', False), ('spmv', False)], designs
     for st in kernels:
         comps = lower._computations(st)
         for c in comps:  # (a stream between elements is how they talk: not a race)

@@ -130,14 +130,16 @@ def test_bench_target_fpga(tmp_path):
     _write_mtx(tmp_path, 'small', sp.random(120, 90, density=0.05, random_state=rng))
     out = io.StringIO()
     with redirect_stdout(out):
-        rc = main(['bench', '--target', 'fpga', '--matrices', str(tmp_path), '--kernels', 'spmv,spmm:4',
+        rc = main(['bench', '--target', 'fpga', '--matrices', str(tmp_path), '--kernels', 'spmv,spmm:4,sddmm:4',
                    '--no-progress'])
     text = out.getvalue()
     assert rc == 0, text
-    rows = [line for line in text.splitlines() if line.startswith(('spmv ', 'spmm:4 '))]
-    assert len(rows) == 2 and all('small' in r and ' 120 ' in r for r in rows), text
+    rows = [line for line in text.splitlines() if line.startswith(('spmv ', 'spmm:4 ', 'sddmm:4 '))]
+    assert len(rows) == 3 and all('small' in r and ' 120 ' in r and 'WRONG' not in r for r in rows), text
+    assert 'FPGA design for an SDDMM' in text
     assert 'Multi-pumping at the largest matrix' in text and '-50% multiply DSP' in text
     assert 'chosen W=' in text
-    for bad in (['--board', 'u999'], ['--kernels', 'spmv:4'], ['--kernels', 'sddmm'], ['--clock-mhz', '0']):
+    for bad in (['--board', 'u999'], ['--kernels', 'spmv:4'], ['--kernels', 'sddmm:0'], ['--kernels', 'spgemm'],
+                ['--clock-mhz', '0']):
         with redirect_stdout(io.StringIO()):
             assert main(['bench', '--target', 'fpga', '--matrices', str(tmp_path)] + bad) == 2, bad

@@ -148,3 +148,54 @@ def test_design_parameters_are_checked():
         ss.compile(fpga_spmv, design=Design())
     with pytest.raises(errors.ArgumentError, match='must be a sdfgsparse.targets.fpga.Design'):
         ss.compile(fpga_spmv, target='fpga', design={'vector_width': 4})
+
+
+@pytest.mark.parametrize('vt,W,P,F', [(dace.float32, 4, 2, 1), (dace.float64, 2, 3, 1), (dace.float32, 4, 1, 2),
+                                      (dace.float32, 8, 1, 4)])
+def test_sddmm_streams(vt, W, P, F):
+    """SDDMM as a streaming design (X's rows and Y's columns gathered, the products
+    multiplied in the pumpable element, reduced per entry, written per pass): over the
+    zoo and passes of W * P columns that K does not fill, pumped or not, against scipy;
+    the result keeps A's pattern (explicit zeros included: ``A * (X @ Y)`` on A's
+    entries)."""
+
+    @dace.program
+    def fpga_sddmm(A: ss.CSR[vt, M, N, dace.int32], X: vt[M, K], Y: vt[K, N]):
+        return ss.sddmm(A, X, Y)
+
+    prog = ss.compile(fpga_sddmm, target='fpga', design=Design(vector_width=W, accumulators=P, pumping=F))
+    assert [(d['op'], d['design'].pumping) for d in designs(prog)] == [('sddmm', F)]
+    npv = np.dtype(vt.type)
+    rng = np.random.default_rng(W * P * F)
+    tol = dict(rtol=1e-4, atol=1e-4) if npv == np.float32 else dict(rtol=1e-10, atol=1e-10)
+    for i, (name, A) in enumerate(zoo(npv).items()):
+        k = (1, W * P, W * P + 3, 2 * W * P)[i % 4]
+        X = rng.standard_normal((A.shape[0], k)).astype(npv)
+        Y = rng.standard_normal((k, A.shape[1])).astype(npv)
+        out = prog(A, X, Y)
+        assert out.format == 'csr' and out.nnz == A.nnz, name
+        np.testing.assert_array_equal(out.indptr, A.indptr)
+        np.testing.assert_array_equal(out.indices, A.indices)
+        want = A.toarray().astype(np.float64) * (X.astype(np.float64) @ Y)
+        np.testing.assert_allclose(out.toarray(), want, **tol, err_msg=name)
+
+
+def test_pumped_products_equal_unpumped():
+    """The multiply element pumped by 2 and by 4 (``SparseMultiPumping`` through
+    ``Design.pumping``): A @ B bit for bit equal to the unpumped design, A @ x (one lane,
+    never pumped) too; the lowered program has the pumped element's gearboxes."""
+    from dace.libraries.standard import Gearbox
+    progs = {f: products('CSR', design=Design(vector_width=4, accumulators=2, pumping=f)) for f in (1, 2, 4)}
+    for f, prog in progs.items():
+        gearboxes = [n for st in prog.lowered.states() for n in st.nodes() if isinstance(n, Gearbox)]
+        assert len(gearboxes) == (0 if f == 1 else 3), f
+    rng = np.random.default_rng(6)
+    for name, A in list(zoo(np.float32).items())[:6]:
+        B = rng.standard_normal((A.shape[1], 11)).astype(np.float32)
+        x = rng.standard_normal(A.shape[1]).astype(np.float32)
+        base = progs[1](A, B, x)
+        np.testing.assert_allclose(base[0], A.toarray() @ B, rtol=1e-4, atol=1e-4)
+        for f in (2, 4):
+            got = progs[f](A, B, x)
+            np.testing.assert_array_equal(got[0], base[0], err_msg=f'{name} F={f}')
+            np.testing.assert_array_equal(got[1], base[1], err_msg=f'{name} F={f}')

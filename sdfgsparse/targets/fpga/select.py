@@ -2,10 +2,11 @@
 multi-pumping factor ``F``, chosen with the resource and performance model
 (:mod:`.model`) of the design as it is generated.
 
-Each candidate is the streaming SpMM of the program's value and index types, lowered with
-that design (:func:`.lower.to_fpga`) and modelled (cached per process: the SDFG does not
-depend on the sizes), then evaluated at the sizes of the program's largest SpMM (the
-caller's example matrices, or :data:`DEFAULT_SIZES`). The choice:
+Each candidate is the streaming SpMM (or SDDMM, when the program's widest operation is
+one) of the program's value and index types, lowered with that design
+(:func:`.lower.to_fpga`) and modelled (cached per process: the SDFG does not depend on the
+sizes), then evaluated at the sizes of that operation (the caller's example matrices, or
+:data:`DEFAULT_SIZES`). The choice:
 
 1. the shortest modelled time on the board, among candidates that fit its DSPs, LUTs and
    BRAM, with a pumped clock (``F`` times the kernel clock) at most :data:`FABRIC_MHZ`;
@@ -46,9 +47,11 @@ class Choice:
     clock_mhz: float
     rule: str
     rows: List[dict]
+    op: str = 'spmm'
 
     def report(self) -> str:
-        lines = [f'FPGA design for an SpMM of {self.sizes["rows"]} x {self.sizes["cols"]}, '
+        op = {'spmm': 'SpMM', 'sddmm': 'SDDMM'}[self.op]
+        lines = [f'FPGA design for an {op} of {self.sizes["rows"]} x {self.sizes["cols"]}, '
                  f'{self.sizes["nnz"]} entries, K = {self.sizes["k"]} on {self.board} at {self.clock_mhz:g} MHz:',
                  f'  {"W":>3} {"P":>3} {"F":>2} {"modelled":>11} {"DSP":>5} {"LUT":>8}  bottleneck / why not']
         for r in sorted(self.rows, key=lambda r: (r['why_not'] != '', r['seconds'])):
@@ -78,8 +81,8 @@ def candidates(k: int) -> List[Design]:
 
 
 @functools.lru_cache(maxsize=None)
-def _probe(vt: str, it: str) -> dace.SDFG:
-    """An SpMM program of the value and index types (parsed once per process)."""
+def _probe(vt: str, it: str, op: str = 'spmm') -> dace.SDFG:
+    """An SpMM (or SDDMM) program of the value and index types (parsed once per process)."""
     import sdfgsparse as ss
     V, I = getattr(dace, vt), getattr(dace, it)
     M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
@@ -89,15 +92,19 @@ def _probe(vt: str, it: str) -> dace.SDFG:
     def fpga_design_probe(A: csr, B: V[N, K]):
         return A @ B
 
-    return fpga_design_probe.to_sdfg()
+    @dace.program
+    def fpga_design_probe_sddmm(A: csr, X: V[M, K], Y: V[K, N]):
+        return ss.sddmm(A, X, Y)
+
+    return (fpga_design_probe_sddmm if op == 'sddmm' else fpga_design_probe).to_sdfg()
 
 
 @functools.lru_cache(maxsize=256)
-def _model(vt: str, it: str, design: Design, board: str, clock_mhz: float):
+def _model(vt: str, it: str, design: Design, board: str, clock_mhz: float, op: str = 'spmm'):
     from sdfgsparse.targets.fpga.lower import to_fpga
     from sdfgsparse.targets.fpga.model import model_design
     with _LOCK:
-        sdfg = copy.deepcopy(_probe(vt, it))
+        sdfg = copy.deepcopy(_probe(vt, it, op))
     return model_design(to_fpga(sdfg, design), board=board, clock_mhz=clock_mhz)
 
 
@@ -110,14 +117,16 @@ def _evaluate(model, sizes: Dict[str, int]) -> dict:
 
 
 def choose_design(vt: str = 'float32', it: str = 'int32', sizes: Optional[Dict[str, int]] = None,
-                  board: str = 'u280', clock_mhz: float = 300) -> Choice:
-    """The design of an SpMM with values ``vt`` and indices ``it`` at ``sizes`` (``rows``,
-    ``cols``, ``nnz``, ``k``; :data:`DEFAULT_SIZES` for those missing) on ``board``; see
-    the module for the rule."""
+                  board: str = 'u280', clock_mhz: float = 300, op: str = 'spmm') -> Choice:
+    """The design of an SpMM (``op='sddmm'``: an SDDMM) with values ``vt`` and indices
+    ``it`` at ``sizes`` (``rows``, ``cols``, ``nnz``, ``k``; :data:`DEFAULT_SIZES` for
+    those missing) on ``board``; see the module for the rule."""
+    if op not in ('spmm', 'sddmm'):
+        raise ValueError(f'choose_design: op must be spmm or sddmm, got {op!r}')
     sizes = {**DEFAULT_SIZES, **{k: int(v) for k, v in (sizes or {}).items() if v is not None}}
     rows = []
     for design in candidates(sizes['k']):
-        m = _model(vt, it, design, board, float(clock_mhz))
+        m = _model(vt, it, design, board, float(clock_mhz), op)
         e = _evaluate(m, sizes)
         why = ''
         over = [f'{r} {u:.0%}' for r, u in e['utilisation'].items() if u > 1]
@@ -131,7 +140,7 @@ def choose_design(vt: str = 'float32', it: str = 'int32', sizes: Optional[Dict[s
     if not fit:
         best = min(rows, key=lambda r: r['dsp'])
         return Choice(best['design'], sizes, board, clock_mhz, 'no candidate fits the board: the fewest DSPs',
-                      rows)
+                      rows, op)
     fastest = min(fit, key=lambda r: r['seconds'])
     near = [r for r in fit if r['seconds'] <= fastest['seconds'] * (1 + _TIE)]
     best = min(near, key=lambda r: (r['dsp'], r['lut'], r['seconds']))
@@ -141,33 +150,36 @@ def choose_design(vt: str = 'float32', it: str = 'int32', sizes: Optional[Dict[s
         rule = (f'within {_TIE:.0%} of the shortest modelled time ({fastest["seconds"] * 1e3:.3f} ms) with the fewest '
                 f'DSPs ({best["dsp"]} against {fastest["dsp"]})')
         if best['design'].pumping > 1:
-            rule += f': the multiply element pumped by {best["design"].pumping} at {best["design"].pumping * clock_mhz:g} MHz'
-    return Choice(best['design'], sizes, board, clock_mhz, rule, rows)
+            f = best['design'].pumping
+            rule += f': the multiply element pumped by {f} at {f * clock_mhz:g} MHz'
+    return Choice(best['design'], sizes, board, clock_mhz, rule, rows, op)
 
 
-def program_sizes(sdfg: dace.SDFG, matrices=None) -> Tuple[Optional[str], Optional[str], Dict[str, int]]:
-    """(value type, index type, sizes) of the SpMM of ``sdfg`` with the widest dense
-    operand among the example ``matrices`` (name -> value; a size is missing where they do
-    not give it); (None, None, {}) when ``sdfg`` has no SpMM."""
+def program_sizes(sdfg: dace.SDFG, matrices=None) -> Tuple[Optional[str], Optional[str], Dict[str, int], str]:
+    """(value type, index type, sizes, ``'spmm'`` or ``'sddmm'``) of the SpMM or SDDMM of
+    ``sdfg`` with the widest dense operand among the example ``matrices`` (name -> value; a
+    size is missing where they do not give it); (None, None, {}, '') without either."""
     import numpy as np
+    from sdfgsparse.ops.sddmm import SDDMM
     from sdfgsparse.ops.spmm import SpMM
     matrices = matrices or {}
     found = []
     for node, state in sdfg.all_nodes_recursive():
-        if isinstance(node, SpMM):
-            b = next(e for e in state.in_edges(node) if e.dst_conn == '_B').data.data.split('.')[0]
+        if isinstance(node, (SpMM, SDDMM)):
+            conn, prefix = ('_B', 'A') if isinstance(node, SpMM) else ('_X', 'S')
+            b = next(e for e in state.in_edges(node) if e.dst_conn == conn).data.data.split('.')[0]
             k = getattr(matrices.get(b), 'shape', (None, None))[-1]
             if k is None:
-                shape_k = node.connected(state, '_B').shape[-1]
+                shape_k = node.connected(state, conn).shape[-1]
                 k = int(shape_k) if dace.symbolic.issymbolic(shape_k) is False or isinstance(shape_k, int) else None
-            found.append((k or 0, node.operand_type(state, 'A')))
+            found.append((k or 0, isinstance(node, SDDMM), node.operand_type(state, prefix)))
     if not found:
-        return None, None, {}
-    k, st = max(found, key=lambda f: f[0])
+        return None, None, {}, ''
+    k, sddmm, st = max(found, key=lambda f: f[:2])
     sizes = {'k': k} if k else {}
     for value in matrices.values():
         shape = getattr(value, 'shape', ())
         if hasattr(value, 'nnz') and len(shape) == 2:
             sizes.update(rows=int(shape[0]), cols=int(shape[1]), nnz=int(value.nnz))
             break
-    return np.dtype(st.dtype.type).name, np.dtype(st.index_dtype.type).name, sizes
+    return np.dtype(st.dtype.type).name, np.dtype(st.index_dtype.type).name, sizes, 'sddmm' if sddmm else 'spmm'

@@ -1,13 +1,14 @@
-"""Streaming dataflow designs of CSR products for the FPGA (the ``fpga`` implementation of
-SpMV and SpMM, fused epilogue included: the GCN layer ``relu(A @ X + b)``).
+"""Streaming dataflow designs of CSR operations for the FPGA: SpMV and SpMM, fused
+epilogue included (the GCN layer ``relu(A @ X + b)``), and SDDMM (see
+:func:`_stream_sddmm`, built from the same elements).
 
-One FPGA kernel state of six processing elements (PEs) connected by FIFOs, each a
+An SpMM is one FPGA kernel state of six processing elements (PEs) connected by FIFOs, each a
 pipelined loop (DaCe's Xilinx code generator makes every weakly connected component of
 a kernel state a PE, run under ``#pragma HLS DATAFLOW``)::
 
-    pos ─[read_rows]─ len_s ───────────────────────────────────┐
-    vals, crd ─[read_entries]─ val_s, crd_s ─[gather]─ xv_s, vb_s ─[multiply]─ pr_s ─[accumulate]─ out_s ─[write]─ Y
-                                        X ──┘ (row c of X)
+    pos ─[read_rows]─ len_s ─────────────────────────────────────┐
+    vals, crd ─[read_entries]─ val_s, crd_s ─[gather]─ xv_s, vb_s ─[multiply]─ pr_s ─[accumulate]─ out_s
+                                        X ──┘ (row c of X)                   Y ─[write]─────────────┘
 
 - the dense dimension K is processed ``W`` columns at a time (``dace.vector`` streams and
   device arrays), ``P`` vectors per pass: a pass covers ``T = W * P`` columns, and the
@@ -29,7 +30,7 @@ a kernel state a PE, run under ``#pragma HLS DATAFLOW``)::
 - an epilogue (``SparseEpilogueFusion``) is applied in ``write``, lane by lane, with
   inputs indexed by the row (``{0}``) or the column (``{1}``).
 
-:func:`streamable` says whether a node takes this design (or why not); :func:`stream_node`
+:func:`streamable` says whether a node takes a design (or why not); :func:`stream_node`
 replaces a node's state by the design, with states before it that copy (and pad) the
 operands to the device and after it that copy the result back.
 """
@@ -42,6 +43,7 @@ from dace.memlet import Memlet
 
 from sdfgsparse import errors
 from sdfgsparse.lowering.epilogue import EPI_PREFIX, VALUE, substitute
+from sdfgsparse.ops.base import member_conn
 
 __all__ = ['Design', 'streamable', 'stream_node', 'design_of', 'pump_multiply']
 
@@ -105,37 +107,52 @@ def design_of(state: dace.SDFGState) -> Optional[dict]:
     return getattr(state, DESIGN_ATTR, None)
 
 
+def _whole_array(sdfg, e, dims: int, vt, member: bool = False) -> Optional[str]:
+    """Why the data of edge ``e`` is not a whole C-contiguous ``dims``-D array of ``vt``
+    (a sparse member's view, ``member``, is one: the lowering flattens it into an array)."""
+    desc = sdfg.arrays[e.data.data]
+    if not isinstance(desc, dace.data.Array) or (isinstance(desc, dace.data.View) and not member) \
+            or len(desc.shape) != dims:
+        return f'is not a {dims}-D array'
+    if desc.dtype != vt:
+        return f'is {desc.dtype}, the matrix {vt}'
+    if tuple(desc.strides) != tuple(dace.data._prod(desc.shape[i + 1:]) for i in range(len(desc.shape))) \
+            or e.data.subset.num_elements() != desc.total_size:
+        return 'is not the whole of a C-contiguous array'
+    return None
+
+
 def streamable(node, state: dace.SDFGState) -> Optional[str]:
-    """None when ``node`` (a sparse library node in ``state``) takes the streaming design,
+    """None when ``node`` (a sparse library node in ``state``) takes a streaming design,
     else why not (the node then takes its portable expansion)."""
+    from sdfgsparse.ops.sddmm import SDDMM
     from sdfgsparse.ops.spmm import SpMM
     from sdfgsparse.ops.spmv import SpMV
-    if not isinstance(node, (SpMM, SpMV)):
+    if not isinstance(node, (SpMM, SpMV, SDDMM)):
         return f'{type(node).__name__} has no streaming design'
-    if node.transpose_A:
-        return 'A is read transposed'
-    st = node.operand_type(state, 'A')
+    prefix = 'S' if isinstance(node, SDDMM) else 'A'
+    if isinstance(node, SDDMM) and node.y_layout != 'KN':
+        return f'Y is laid out {node.y_layout}'
+    if getattr(node, f'transpose_{prefix}'):
+        return f'{prefix} is read transposed'
+    st = node.operand_type(state, prefix)
     if st.fmt.name != 'CSR':
-        return f'A is {st.fmt.name}, not CSR'
+        return f'{prefix} is {st.fmt.name}, not CSR'
     vt = st.dtype
     if vt not in (dace.float32, dace.float64):
         return f'values of type {vt}'
-    sdfg = state.parent
-    dense_in, dense_out = ('_B', '_Y') if isinstance(node, SpMM) else ('_x', '_y')
-    for conn, edges in ((dense_in, state.in_edges(node)), (dense_out, state.out_edges(node))):
-        e = next((e for e in edges if (e.dst_conn if conn == dense_in else e.src_conn) == conn), None)
-        if e is None:
+    dense = {SpMM: {'_B': 2, '_Y': 2}, SpMV: {'_x': 1, '_y': 1}, SDDMM: {'_X': 2, '_Y': 2}}[type(node)]
+    if isinstance(node, SDDMM):
+        dense[member_conn('out', 'vals')] = 1
+    for conn, dims in dense.items():
+        try:
+            e = _connected(state, node, conn)
+        except KeyError:
             return f'{conn} is not connected'
-        desc = sdfg.arrays[e.data.data]
-        want = 2 if isinstance(node, SpMM) else 1
-        if not isinstance(desc, dace.data.Array) or isinstance(desc, dace.data.View) or len(desc.shape) != want:
-            return f'{conn} is not a {want}-D array'
-        if desc.dtype != vt:
-            return f'{conn} is {desc.dtype}, A is {vt}'
-        if tuple(desc.strides) != tuple(dace.data._prod(desc.shape[i + 1:]) for i in range(len(desc.shape))) \
-                or e.data.subset.num_elements() != desc.total_size:
-            return f'{conn} is not the whole of a C-contiguous array'
-    if node.epilogue:
+        why = _whole_array(state.parent, e, dims, vt, member=conn.startswith('_out_'))
+        if why:
+            return f'{conn} {why}'
+    if getattr(node, 'epilogue', ''):
         for conn, template in node.epilogue_inputs.items():
             if template.replace(' ', '') not in ('{0}', '{1}', ''):
                 return f'epilogue input {conn} is indexed [{template}] (row or column only)'
@@ -152,10 +169,153 @@ def _connected(state, node, conn):
     raise KeyError(conn)
 
 
+class _Kernel:
+    """A streaming kernel built in place of a node's state: the kernel state (the node's
+    state, emptied, its interstate edges kept), a state before it that reads the number
+    of stored entries from the host's row pointers, one that copies (and pads) operands
+    to their FPGA twins, one after it that copies results back."""
+
+    def __init__(self, sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design, pos: str, rows, it):
+        self.sdfg, self.design = sdfg, design
+        for n in list(state.nodes()):
+            state.remove_node(n)
+        self.st = state
+        taken = {s.label for s in sdfg.states() if s is not state}
+        state.label = next(f'{node.label}_stream{k or ""}' for k in range(len(taken) + 1)
+                           if f'{node.label}_stream{k or ""}' not in taken)
+        self.pre = sdfg.add_state_before(state, f'pre_{state.label}')
+        # the stored entries: an intermediate's arrays may be longer (a capacity)
+        self.nnz = sdfg.find_new_symbol(f'{state.label}_nnz')
+        sdfg.add_symbol(self.nnz, it)
+        count = sdfg.add_state_before(self.pre, f'count_{state.label}')
+        sdfg.edges_between(count, self.pre)[0].data.assignments[self.nnz] = f'{pos}[{rows}]'
+        self.post = sdfg.add_state_after(state, f'post_{state.label}')
+
+    def twin(self, host: str, shape, dtype, copy: bool = False) -> str:
+        """The FPGA-global twin of ``host`` (copied in before the kernel when ``copy``)."""
+        name = self.sdfg.add_array(f'fpga_{host}', shape, dtype, transient=True, storage=FPGA_Global,
+                                   find_new_name=True)[0]
+        if copy:
+            self.copy_in(host, name)
+        return name
+
+    def copy_in(self, host: str, dev: str) -> None:
+        """host -> dev before the kernel, from the host node already written there if any
+        (the memlet names the host array, so a copy into a vector array counts host
+        elements)."""
+        pre = self.pre
+        src = next((n for n in pre.data_nodes() if n.data == host and pre.in_degree(n)), None) or pre.add_read(host)
+        pre.add_nedge(src, pre.add_write(dev), Memlet.from_array(host, self.sdfg.arrays[host]))
+
+    def copy_out(self, dev: str, host: str, final: Optional[str] = None, K=None) -> None:
+        """dev -> host after the kernel; then the first ``K`` columns of host into
+        ``final`` (a padded result)."""
+        post = self.post
+        node = post.add_write(host)
+        post.add_nedge(post.add_read(dev), node, Memlet.from_array(host, self.sdfg.arrays[host]))
+        if final is not None and final != host:
+            lead = [f'0:{s}' for s in self.sdfg.arrays[final].shape[:-1]] + [f'0:{K}']
+            post.add_edge(node, None, post.add_write(final), None,
+                          Memlet(data=host, subset=', '.join(lead), other_subset=', '.join(lead)))
+
+    def host_copy(self, src: str, dst: str) -> None:
+        """src -> dst on the host after the kernel (a result's index arrays)."""
+        self.post.add_nedge(self.post.add_read(src), self.post.add_write(dst),
+                            Memlet.from_array(src, self.sdfg.arrays[src]))
+
+    def padded(self, host: str, K, KP) -> str:
+        """``host`` (K columns last) in a host transient of KP columns, zeros beyond K
+        (``host`` itself when KP is K)."""
+        sdfg, pre = self.sdfg, self.pre
+        if (KP - K) == 0:
+            return host
+        desc = sdfg.arrays[host]
+        pad = sdfg.add_array(f'{host}_pad', list(desc.shape[:-1]) + [KP], desc.dtype, transient=True,
+                             find_new_name=True)[0]
+        lead = [f'0:{s}' for s in desc.shape[:-1]]
+        params = {f'__z{d}': r for d, r in enumerate(lead + [f'{K}:{KP}'])}
+        pre.add_mapped_tasklet(f'pad_{host}', params, {}, '__o = 0', {'__o': Memlet(f'{pad}[{", ".join(params)}]')},
+                               external_edges=True)
+        pad_node = next(n for n in pre.data_nodes() if n.data == pad)
+        pre.add_edge(pre.add_read(host), None, pad_node, None,
+                     Memlet(data=host, subset=', '.join(lead + [f'0:{K}']), other_subset=', '.join(lead + [f'0:{K}'])))
+        return pad
+
+    def transposed_padded(self, host: str, K, KP) -> str:
+        """``host`` (K x N) transposed into a host transient N x KP, zeros beyond K: its
+        columns become rows that a gather reads as vectors."""
+        sdfg, pre = self.sdfg, self.pre
+        k, n = sdfg.arrays[host].shape
+        t = sdfg.add_array(f'{host}_T', [n, KP], sdfg.arrays[host].dtype, transient=True, find_new_name=True)[0]
+        pre.add_mapped_tasklet(f'transpose_{host}', {'__tn': f'0:{n}', '__tk': f'0:{KP}'},
+                               {'__i': Memlet(f'{host}[0:{k}, __tn]')}, f'__o = __i[__tk] if __tk < {K} else 0',
+                               {'__o': Memlet(f'{t}[__tn, __tk]')}, external_edges=True)
+        return t
+
+    def stream(self, name: str, dtype) -> str:
+        return self.sdfg.add_stream(name, dtype, buffer_size=self.design.depth, transient=True, storage=FPGA_Local,
+                                    find_new_name=True)[0]
+
+    def register(self, name: str, dtype, shape=None) -> str:
+        if shape is None:
+            return self.sdfg.add_scalar(name, dtype, transient=True, storage=FPGA_Registers, find_new_name=True)[0]
+        return self.sdfg.add_array(name, shape, dtype, transient=True, storage=FPGA_Registers, find_new_name=True)[0]
+
+    def finish(self, info: dict) -> dace.SDFGState:
+        for n in self.st.nodes():  # PE functions are named after their tasklets: unique per kernel
+            if isinstance(n, dace.nodes.Tasklet):  # (the C-simulation links every kernel into one library)
+                n.label = f'{self.st.label}_{n.label}'
+        setattr(self.st, DESIGN_ATTR, {'design': self.design, **info})
+        return self.st
+
+
 def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) -> dace.SDFGState:
-    """Replace ``state`` (which holds ``node``, a streamable CSR product, with its operands'
-    access nodes and nothing else) by the streaming kernel; returns the kernel state. The
-    member arrays of A must be plain arrays (after :func:`.lower.flatten_sparse_arguments`)."""
+    """Replace ``state`` (which holds ``node``, a streamable CSR operation, with its
+    operands' access nodes and nothing else) by the streaming kernel; returns the kernel
+    state. The member arrays of the sparse operand must be plain arrays (after
+    :func:`.lower.flatten_sparse_arguments`)."""
+    from sdfgsparse.ops.sddmm import SDDMM
+    if isinstance(node, SDDMM):
+        return _stream_sddmm(sdfg, state, node, design)
+    return _stream_product(sdfg, state, node, design)
+
+
+def _read_rows(k: _Kernel, fpos: str, rows, q_range: dict, len_s: str) -> None:
+    """read_rows: the length of every row, once per pass."""
+    st = k.st
+    me, mx = st.add_map('read_rows', {**q_range, '_si': f'0:{rows}'}, schedule=FPGA_Device)
+    t = st.add_tasklet('row_length', {'_b', '_e'}, {'_l'}, '_l = _e - _b')
+    r = st.add_read(fpos)
+    st.add_memlet_path(r, me, t, dst_conn='_b', memlet=Memlet(f'{fpos}[_si]'))
+    st.add_memlet_path(r, me, t, dst_conn='_e', memlet=Memlet(f'{fpos}[_si + 1]'))
+    st.add_memlet_path(t, mx, st.add_write(len_s), src_conn='_l', memlet=Memlet(f'{len_s}[0]'))
+
+
+def _read_entries(k: _Kernel, q_range: dict, arrays: Dict[str, str]) -> None:
+    """read_entries: every stored entry's members (array -> stream), once per pass."""
+    st = k.st
+    me, mx = st.add_map('read_entries', {**q_range, '_sp': f'0:{k.nnz}'}, schedule=FPGA_Device)
+    conns = {a: f'_m{i}' for i, a in enumerate(arrays)}
+    t = st.add_tasklet('entry', set(conns.values()), {c + 'o' for c in conns.values()},
+                       '\n'.join(f'{c}o = {c}' for c in conns.values()))
+    for a, s in arrays.items():
+        st.add_memlet_path(st.add_read(a), me, t, dst_conn=conns[a], memlet=Memlet(f'{a}[_sp]'))
+        st.add_memlet_path(t, mx, st.add_write(s), src_conn=conns[a] + 'o', memlet=Memlet(f'{s}[0]'))
+
+
+def _multiply(k: _Kernel, count, a_s: str, b_s: str, pr_s: str) -> None:
+    """multiply: one map over every product of every pass, vector streams only (the PE
+    that ``SparseMultiPumping`` pumps)."""
+    st = k.st
+    me, mx = st.add_map('multiply', {'_st': f'0:{count}'}, schedule=FPGA_Device)
+    t = st.add_tasklet('mul', {'_a', '_x'}, {'_o'}, '_o = _a * _x')
+    st.add_memlet_path(st.add_read(a_s), me, t, dst_conn='_a', memlet=Memlet(f'{a_s}[0]'))
+    st.add_memlet_path(st.add_read(b_s), me, t, dst_conn='_x', memlet=Memlet(f'{b_s}[0]'))
+    st.add_memlet_path(t, mx, st.add_write(pr_s), src_conn='_o', memlet=Memlet(f'{pr_s}[0]'))
+
+
+def _stream_product(sdfg, state, node, design: Design) -> dace.SDFGState:
+    """SpMV / SpMM (see the module)."""
     from sdfgsparse.ops.spmm import SpMM
     spmm = isinstance(node, SpMM)
     if not spmm:
@@ -173,114 +333,39 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     vec = dace.vector(vt, W) if W > 1 else vt
     Q = dace.symbolic.pystr_to_symbolic(f'int_ceil({K}, {T})') if spmm else 1
     KP = Q * T  # padded columns
-
-    # the kernel state replaces `state` (its edges kept); the copies go around it
-    for n in list(state.nodes()):
-        state.remove_node(n)
-    kernel = state
-    taken = {s.label for s in sdfg.states() if s is not kernel}
-    kernel.label = next(f'{node.label}_stream{k or ""}' for k in range(len(taken) + 1)
-                        if f'{node.label}_stream{k or ""}' not in taken)
-    pre = sdfg.add_state_before(kernel, f'pre_{kernel.label}')
-    # the stored entries, from the host's row pointers: an intermediate's arrays may be
-    # longer than its entries (a capacity)
-    nnz = sdfg.find_new_symbol(f'{kernel.label}_nnz')
-    sdfg.add_symbol(nnz, it)
-    count = sdfg.add_state_before(pre, f'count_{kernel.label}')
-    sdfg.edges_between(count, pre)[0].data.assignments[nnz] = f'{pos}[{rows}]'
-    post = sdfg.add_state_after(kernel, f'post_{kernel.label}')
-    names: Dict[str, str] = {}
-
-    def twin(host: str, shape, dtype, copy_from: Optional[str] = None) -> str:
-        name = sdfg.add_array(f'fpga_{host}', shape, dtype, transient=True, storage=FPGA_Global,
-                              find_new_name=True)[0]
-        names[host] = name
-        if copy_from is not None:
-            pre.add_nedge(pre.add_read(copy_from), pre.add_write(name),
-                          Memlet.from_array(copy_from, sdfg.arrays[copy_from]))
-        return name
-
-    def padded(host: str, shape_fn) -> str:
-        """``host`` (K columns last) copied into a zero-padded host transient of KP columns."""
-        desc = sdfg.arrays[host]
-        if not spmm or (KP - K) == 0:
-            return host
-        pad = sdfg.add_array(f'{host}_pad', shape_fn(KP), desc.dtype, transient=True, find_new_name=True)[0]
-        lead = [f'0:{s}' for s in desc.shape[:-1]]
-        zero_state = pre  # zero the padding columns, then copy the K columns
-        params = {f'__z{d}': r for d, r in enumerate(lead + [f'{K}:{KP}'])}
-        zero_state.add_mapped_tasklet(f'pad_{host}', params, {}, '__o = 0',
-                                      {'__o': Memlet(f'{pad}[{", ".join(params)}]')}, external_edges=True)
-        pad_node = next(n for n in zero_state.data_nodes() if n.data == pad)
-        zero_state.add_edge(zero_state.add_read(host), None, pad_node, None,
-                            Memlet(data=host, subset=', '.join(lead + [f'0:{K}']),
-                                   other_subset=', '.join(lead + [f'0:{K}'])))
-        return pad
-
-    fpos = twin(pos, sdfg.arrays[pos].shape, it, pos)
-    fcrd = twin(crd, sdfg.arrays[crd].shape, it, crd)
-    fvals = twin(vals, sdfg.arrays[vals].shape, vt, vals)
+    k = _Kernel(sdfg, state, node, design, pos, rows, it)
+    fpos, fcrd, fvals = (k.twin(pos, sdfg.arrays[pos].shape, it, True), k.twin(crd, sdfg.arrays[crd].shape, it, True),
+                         k.twin(vals, sdfg.arrays[vals].shape, vt, True))
     if spmm:
-        Xh = padded(X, lambda kp: [cols, kp])
-        fX = twin(X, [cols, Q * P], vec)
-        _chain(sdfg, pre, Xh, fX)
-        Yh = Y if (KP - K) == 0 else sdfg.add_array(f'{Y}_pad', [rows, KP], vt, transient=True,
-                                                   find_new_name=True)[0]
-        fY = twin(Y, [rows, Q * P], vec)
+        fX = k.twin(X, [cols, Q * P], vec)
+        k.copy_in(k.padded(X, K, KP), fX)
+        Yh = Y if (KP - K) == 0 else sdfg.add_array(f'{Y}_pad', [rows, KP], vt, transient=True, find_new_name=True)[0]
+        fY = k.twin(Y, [rows, Q * P], vec)
     else:
-        fX = twin(X, [cols], vt, X)
-        Yh, fY = Y, twin(Y, [rows], vt)
+        fX = k.twin(X, [cols], vt, True)
+        Yh, fY = Y, k.twin(Y, [rows], vt)
     epi = {}
     for conn, (arr, template) in epi_inputs.items():
         if template == '{1}':
-            h = padded(arr, lambda kp: [kp])
-            epi[conn] = (twin(arr, [Q * P], vec), template)  # (one vector per write, like Y)
-            _chain(sdfg, pre, h, epi[conn][0])
+            epi[conn] = (k.twin(arr, [Q * P], vec), template)  # (one vector per write, like Y)
+            k.copy_in(k.padded(arr, K, KP) if spmm else arr, epi[conn][0])
         else:
-            epi[conn] = (twin(arr, sdfg.arrays[arr].shape, sdfg.arrays[arr].dtype, arr), template)
-    post.add_nedge(post.add_read(fY), post.add_write(Yh), Memlet.from_array(Yh, sdfg.arrays[Yh]))
-    if Yh != Y:
-        last = next(n for n in post.data_nodes() if n.data == Yh)
-        post.add_edge(last, None, post.add_write(Y), None,
-                      Memlet(data=Yh, subset=f'0:{rows}, 0:{K}', other_subset=f'0:{rows}, 0:{K}'))
+            epi[conn] = (k.twin(arr, sdfg.arrays[arr].shape, sdfg.arrays[arr].dtype, True), template)
+    k.copy_out(fY, Yh, Y, K)
 
-    # streams and registers of the kernel
-    def stream(name, dtype):
-        return sdfg.add_stream(name, dtype, buffer_size=design.depth, transient=True, storage=FPGA_Local,
-                               find_new_name=True)[0]
-
-    len_s, val_s, crd_s = stream('len_s', it), stream('val_s', vt), stream('crd_s', it)
-    xv_s, vb_s, pr_s, out_s = stream('xv_s', vec), stream('vb_s', vec), stream('pr_s', vec), stream('out_s', vec)
-
-    def register(name, dtype, shape=None):
-        if shape is None:
-            return sdfg.add_scalar(name, dtype, transient=True, storage=FPGA_Registers, find_new_name=True)[0]
-        return sdfg.add_array(name, shape, dtype, transient=True, storage=FPGA_Registers, find_new_name=True)[0]
-
-    rlen, v_reg, c_reg = register('rlen', it), register('v_reg', vt), register('c_reg', it)
+    len_s, val_s, crd_s = k.stream('len_s', it), k.stream('val_s', vt), k.stream('crd_s', it)
+    xv_s, vb_s, pr_s, out_s = (k.stream('xv_s', vec), k.stream('vb_s', vec), k.stream('pr_s', vec),
+                               k.stream('out_s', vec))
+    rlen, v_reg, c_reg = k.register('rlen', it), k.register('v_reg', vt), k.register('c_reg', it)
     L = design.partial_sums
-    acc = register('acc', vec, [P * L])
-    st = kernel
+    acc = k.register('acc', vec, [P * L])
+    st = k.st
     q_range = {'_sq': f'0:{Q}'}
-
-    # read_rows: the length of every row, once per pass
-    me, mx = st.add_map('read_rows', {**q_range, '_si': f'0:{rows}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('row_length', {'_b', '_e'}, {'_l'}, '_l = _e - _b')
-    r = st.add_read(fpos)
-    st.add_memlet_path(r, me, t, dst_conn='_b', memlet=Memlet(f'{fpos}[_si]'))
-    st.add_memlet_path(r, me, t, dst_conn='_e', memlet=Memlet(f'{fpos}[_si + 1]'))
-    st.add_memlet_path(t, mx, st.add_write(len_s), src_conn='_l', memlet=Memlet(f'{len_s}[0]'))
-
-    # read_entries: (value, column) of every stored entry, once per pass
-    me, mx = st.add_map('read_entries', {**q_range, '_sp': f'0:{nnz}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('entry', {'_v', '_c'}, {'_vo', '_co'}, '_vo = _v\n_co = _c')
-    st.add_memlet_path(st.add_read(fvals), me, t, dst_conn='_v', memlet=Memlet(f'{fvals}[_sp]'))
-    st.add_memlet_path(st.add_read(fcrd), me, t, dst_conn='_c', memlet=Memlet(f'{fcrd}[_sp]'))
-    st.add_memlet_path(t, mx, st.add_write(val_s), src_conn='_vo', memlet=Memlet(f'{val_s}[0]'))
-    st.add_memlet_path(t, mx, st.add_write(crd_s), src_conn='_co', memlet=Memlet(f'{crd_s}[0]'))
+    _read_rows(k, fpos, rows, q_range, len_s)
+    _read_entries(k, q_range, {fvals: val_s, fcrd: crd_s})
 
     # gather: per entry, P vectors of row c of X (this pass's columns) and P broadcasts of v
-    gme, gmx = st.add_map('gather', {**q_range, '_sp': f'0:{nnz}'}, schedule=FPGA_Device)
+    gme, gmx = st.add_map('gather', {**q_range, '_sp': f'0:{k.nnz}'}, schedule=FPGA_Device)
     t_pop = st.add_tasklet('pop_entry', {'_v_in', '_c_in'}, {'_v', '_c'}, '_v = _v_in\n_c = _c_in')
     st.add_memlet_path(st.add_read(val_s), gme, t_pop, dst_conn='_v_in', memlet=Memlet(f'{val_s}[0]'))
     st.add_memlet_path(st.add_read(crd_s), gme, t_pop, dst_conn='_c_in', memlet=Memlet(f'{crd_s}[0]'))
@@ -292,17 +377,11 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     t_g = st.add_tasklet('gather_x', {'_v', '_c', '_x'}, {'_xo', '_vo'}, f'_xo = _x[{xidx}]\n_vo = _v')
     st.add_memlet_path(vr, kme, t_g, dst_conn='_v', memlet=Memlet(f'{v_reg}[0]'))
     st.add_memlet_path(cr, kme, t_g, dst_conn='_c', memlet=Memlet(f'{c_reg}[0]'))
-    st.add_memlet_path(st.add_read(fX), gme, kme, t_g, dst_conn='_x',
-                       memlet=Memlet.from_array(fX, sdfg.arrays[fX]))
+    st.add_memlet_path(st.add_read(fX), gme, kme, t_g, dst_conn='_x', memlet=Memlet.from_array(fX, sdfg.arrays[fX]))
     st.add_memlet_path(t_g, kmx, gmx, st.add_write(xv_s), src_conn='_xo', memlet=Memlet(f'{xv_s}[0]'))
     st.add_memlet_path(t_g, kmx, gmx, st.add_write(vb_s), src_conn='_vo', memlet=Memlet(f'{vb_s}[0]'))
 
-    # multiply: one map over every product of every pass, vector streams only (pumpable)
-    me, mx = st.add_map('multiply', {'_st': f'0:{Q * P} * {nnz}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('mul', {'_a', '_x'}, {'_o'}, '_o = _a * _x')
-    st.add_memlet_path(st.add_read(vb_s), me, t, dst_conn='_a', memlet=Memlet(f'{vb_s}[0]'))
-    st.add_memlet_path(st.add_read(xv_s), me, t, dst_conn='_x', memlet=Memlet(f'{xv_s}[0]'))
-    st.add_memlet_path(t, mx, st.add_write(pr_s), src_conn='_o', memlet=Memlet(f'{pr_s}[0]'))
+    _multiply(k, f'{Q * P} * {k.nnz}', vb_s, xv_s, pr_s)
 
     # accumulate: per pass and row, the row's products into P vectors, then out
     rme, rmx = st.add_map('accumulate', {**q_range, '_si': f'0:{rows}'}, schedule=FPGA_Device)
@@ -339,20 +418,125 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
         st.add_memlet_path(st.add_read(out_s), me, t, dst_conn='_r', memlet=Memlet(f'{out_s}[0]'))
         st.add_memlet_path(t, mx, st.add_write(fY), src_conn='_y', memlet=Memlet(f'{fY}[{yidx}]'))
     else:
-        _write_epilogue(st, node.epilogue, epi, me, mx, out_s, fY, yidx, vt, W, P, register)
-    for n in st.nodes():  # PE functions are named after their tasklets: unique per kernel
-        if isinstance(n, dace.nodes.Tasklet):  # (the C-simulation links every kernel into one library)
-            n.label = f'{kernel.label}_{n.label}'
-    setattr(kernel, DESIGN_ATTR, {'design': design, 'op': 'spmm' if spmm else 'spmv', 'epilogue': node.epilogue,
-                                  'dtype': vt.to_string(), 'index': it.to_string()})
-    return kernel
+        _write_epilogue(st, node.epilogue, epi, me, mx, out_s, fY, yidx, vt, W, P, k.register)
+    return k.finish({'op': 'spmm' if spmm else 'spmv', 'epilogue': node.epilogue, 'dtype': vt.to_string(),
+                     'index': it.to_string()})
 
 
-def _chain(sdfg, pre, host: str, dev: str) -> None:
-    """host -> dev in ``pre``, from the host node already there if any (the memlet names the
-    host array, so a copy into a vector array counts host elements)."""
-    src = next((n for n in pre.data_nodes() if n.data == host and pre.in_degree(n)), None) or pre.add_read(host)
-    pre.add_nedge(src, pre.add_write(dev), Memlet.from_array(host, sdfg.arrays[host]))
+def _stream_sddmm(sdfg, state, node, design: Design) -> dace.SDFGState:
+    """SDDMM ``out = S * (X @ Y)`` on S's pattern, seven PEs::
+
+        pos ─[row_index]─ row_s ─┐
+        crd ─[read_entries]─ crd_s ─[gather]─ xv_s, yv_s ─[multiply]─ pr_s ─[reduce]─ dot_s ─┐
+                         X, Y.T ──┘ (row i of X, row c of Y.T)                S vals ─[write]─ out vals
+
+    ``row_index`` expands the row pointers into each entry's row; per pass of ``T = W * P``
+    columns, ``gather`` sends P vectors of row ``i`` of X and of row ``c`` of Y's transpose
+    (laid out on the host, padded), ``multiply`` their products (the pumpable PE),
+    ``reduce`` sums an entry's P vectors and W lanes, and ``write`` adds the pass's partial
+    dot product to the entry's value slot, scaling by S's value after the last pass. The
+    result's row pointers and indices are S's, copied on the host."""
+    W, P, T = design.vector_width, design.accumulators, design.tile
+    pos, crd, vals = (_connected(state, node, f'_S_{m}').data.data for m in ('pos1', 'crd1', 'vals'))
+    opos, ocrd, ovals = (_connected(state, node, member_conn('out', m)).data.data for m in ('pos1', 'crd1', 'vals'))
+    X, Y = _connected(state, node, '_X').data.data, _connected(state, node, '_Y').data.data
+    vt, it = sdfg.arrays[vals].dtype, sdfg.arrays[crd].dtype
+    rows, K = sdfg.arrays[X].shape
+    vec = dace.vector(vt, W) if W > 1 else vt
+    Q = dace.symbolic.pystr_to_symbolic(f'int_ceil({K}, {T})')
+    KP = Q * T
+    k = _Kernel(sdfg, state, node, design, pos, rows, it)
+    fpos, fcrd, fvals = (k.twin(pos, sdfg.arrays[pos].shape, it, True), k.twin(crd, sdfg.arrays[crd].shape, it, True),
+                         k.twin(vals, sdfg.arrays[vals].shape, vt, True))
+    fX = k.twin(X, [rows, Q * P], vec)
+    k.copy_in(k.padded(X, K, KP), fX)
+    cols = sdfg.arrays[Y].shape[1]
+    fYt = k.twin(Y, [cols, Q * P], vec)
+    k.copy_in(k.transposed_padded(Y, K, KP), fYt)
+    fout = k.twin(ovals, sdfg.arrays[ovals].shape, vt)
+    k.copy_out(fout, ovals)
+    k.host_copy(pos, opos)
+    k.host_copy(crd, ocrd)
+
+    row_s, crd_s, xv_s, yv_s, pr_s, dot_s = (k.stream('row_s', it), k.stream('crd_s', it), k.stream('xv_s', vec),
+                                            k.stream('yv_s', vec), k.stream('pr_s', vec), k.stream('dot_s', vt))
+    rlen, i_reg, c_reg = k.register('rlen', it), k.register('i_reg', it), k.register('c_reg', it)
+    dacc = k.register('dacc', vec, [1])
+    st = k.st
+    q_range = {'_sq': f'0:{Q}'}
+
+    # row_index: each entry's row, once per pass
+    rme, rmx = st.add_map('row_index', {**q_range, '_si': f'0:{rows}'}, schedule=FPGA_Device)
+    t = st.add_tasklet('row_length', {'_b', '_e'}, {'_l'}, '_l = _e - _b')
+    r = st.add_read(fpos)
+    st.add_memlet_path(r, rme, t, dst_conn='_b', memlet=Memlet(f'{fpos}[_si]'))
+    st.add_memlet_path(r, rme, t, dst_conn='_e', memlet=Memlet(f'{fpos}[_si + 1]'))
+    rl = st.add_access(rlen)
+    st.add_edge(t, '_l', rl, None, Memlet(f'{rlen}[0]'))
+    eme, emx = st.add_map('row_entries', {'_sj': '0:_srl'}, schedule=FPGA_Device)
+    eme.add_in_connector('_srl')
+    st.add_edge(rl, None, eme, '_srl', Memlet(f'{rlen}[0]'))
+    t = st.add_tasklet('row_of_entry', {}, {'_o'}, '_o = _si')
+    st.add_nedge(eme, t, Memlet())
+    st.add_memlet_path(t, emx, rmx, st.add_write(row_s), src_conn='_o', memlet=Memlet(f'{row_s}[0]'))
+
+    _read_entries(k, q_range, {fcrd: crd_s})
+
+    # gather: per entry, P vectors of row i of X and of row c of Y.T (this pass's columns)
+    gme, gmx = st.add_map('gather', {**q_range, '_sp': f'0:{k.nnz}'}, schedule=FPGA_Device)
+    t_pop = st.add_tasklet('pop_entry', {'_i_in', '_c_in'}, {'_i', '_c'}, '_i = _i_in\n_c = _c_in')
+    st.add_memlet_path(st.add_read(row_s), gme, t_pop, dst_conn='_i_in', memlet=Memlet(f'{row_s}[0]'))
+    st.add_memlet_path(st.add_read(crd_s), gme, t_pop, dst_conn='_c_in', memlet=Memlet(f'{crd_s}[0]'))
+    ir, cr = st.add_access(i_reg), st.add_access(c_reg)
+    st.add_edge(t_pop, '_i', ir, None, Memlet(f'{i_reg}[0]'))
+    st.add_edge(t_pop, '_c', cr, None, Memlet(f'{c_reg}[0]'))
+    kme, kmx = st.add_map('gather_vectors', {'_skb': f'0:{P}'}, schedule=FPGA_Device, unroll=True)
+    t_g = st.add_tasklet('gather_xy', {'_i', '_c', '_x', '_y'}, {'_xo', '_yo'},
+                         f'_xo = _x[_i, _sq * {P} + _skb]\n_yo = _y[_c, _sq * {P} + _skb]')
+    st.add_memlet_path(ir, kme, t_g, dst_conn='_i', memlet=Memlet(f'{i_reg}[0]'))
+    st.add_memlet_path(cr, kme, t_g, dst_conn='_c', memlet=Memlet(f'{c_reg}[0]'))
+    st.add_memlet_path(st.add_read(fX), gme, kme, t_g, dst_conn='_x', memlet=Memlet.from_array(fX, sdfg.arrays[fX]))
+    st.add_memlet_path(st.add_read(fYt), gme, kme, t_g, dst_conn='_y', memlet=Memlet.from_array(fYt, sdfg.arrays[fYt]))
+    st.add_memlet_path(t_g, kmx, gmx, st.add_write(xv_s), src_conn='_xo', memlet=Memlet(f'{xv_s}[0]'))
+    st.add_memlet_path(t_g, kmx, gmx, st.add_write(yv_s), src_conn='_yo', memlet=Memlet(f'{yv_s}[0]'))
+
+    _multiply(k, f'{Q * P} * {k.nnz}', xv_s, yv_s, pr_s)
+
+    # reduce: an entry's P product vectors, then its W lanes, into one partial dot product
+    dme, dmx = st.add_map('reduce', {**q_range, '_sp': f'0:{k.nnz}'}, schedule=FPGA_Device)
+    t_zero = st.add_tasklet('zero', {}, {'_o'}, '_o = 0')
+    st.add_nedge(dme, t_zero, Memlet())
+    d0 = st.add_access(dacc)
+    st.add_edge(t_zero, '_o', d0, None, Memlet(f'{dacc}[0]'))
+    ume, umx = st.add_map('reduce_vectors', {'_skb': f'0:{P}'}, schedule=FPGA_Device, unroll=True)
+    t_add = st.add_tasklet('add', {'_a', '_p'}, {'_o'}, '_o = _a + _p')
+    st.add_memlet_path(st.add_read(pr_s), dme, ume, t_add, dst_conn='_p', memlet=Memlet(f'{pr_s}[0]'))
+    st.add_memlet_path(d0, ume, t_add, dst_conn='_a', memlet=Memlet(f'{dacc}[0]'))
+    d1 = st.add_access(dacc)
+    st.add_memlet_path(t_add, umx, d1, src_conn='_o', memlet=Memlet(f'{dacc}[0]'))
+    if W > 1:
+        lanes = k.register('lanes', vt, [W])
+        t_l = st.add_tasklet('to_lanes', {'_a'}, {'_o'}, '_o = _a')
+        t_l.out_connectors['_o'] = vec
+        st.add_edge(d1, None, t_l, '_a', Memlet(f'{dacc}[0]'))
+        la = st.add_access(lanes)
+        st.add_edge(t_l, '_o', la, None, Memlet(f'{lanes}[0:{W}]'))
+        t_s = st.add_tasklet('sum_lanes', {'_l'}, {'_d'}, '_d = ' + ' + '.join(f'_l[{w}]' for w in range(W)))
+        st.add_edge(la, None, t_s, '_l', Memlet(f'{lanes}[0:{W}]'))
+    else:
+        t_s = st.add_tasklet('sum_lanes', {'_l'}, {'_d'}, '_d = _l')
+        st.add_edge(d1, None, t_s, '_l', Memlet(f'{dacc}[0]'))
+    st.add_memlet_path(t_s, dmx, st.add_write(dot_s), src_conn='_d', memlet=Memlet(f'{dot_s}[0]'))
+
+    # write: the pass's partial dot product added to the value slot, scaled by S's value at the end
+    wme, wmx = st.add_map('write', {**q_range, '_sp': f'0:{k.nnz}'}, schedule=FPGA_Device)
+    t_w = st.add_tasklet('write_value', {'_d', '_v', '_prev'}, {'_o'},
+                         f'_o = ((_prev if _sq > 0 else 0) + _d) * (_v if _sq * {T} + {T} >= {K} else 1)')
+    st.add_memlet_path(st.add_read(dot_s), wme, t_w, dst_conn='_d', memlet=Memlet(f'{dot_s}[0]'))
+    st.add_memlet_path(st.add_read(fvals), wme, t_w, dst_conn='_v', memlet=Memlet(f'{fvals}[_sp]'))
+    st.add_memlet_path(st.add_read(fout), wme, t_w, dst_conn='_prev', memlet=Memlet(f'{fout}[_sp]'))
+    st.add_memlet_path(t_w, wmx, st.add_write(fout), src_conn='_o', memlet=Memlet(f'{fout}[_sp]'))
+    return k.finish({'op': 'sddmm', 'epilogue': '', 'dtype': vt.to_string(), 'index': it.to_string()})
 
 
 def _write_epilogue(st, expr, epi, me, mx, out_s, fY, yidx, vt, W, P, register) -> None:
