@@ -303,6 +303,30 @@ def _read_entries(k: _Kernel, q_range: dict, arrays: Dict[str, str]) -> None:
         st.add_memlet_path(t, mx, st.add_write(s), src_conn=conns[a] + 'o', memlet=Memlet(f'{s}[0]'))
 
 
+def _gather(k: _Kernel, q_range: dict, P: int, label: str, pops: Dict[str, tuple], arrays: Dict[str, str],
+            code: str, pushes: Dict[str, str]) -> None:
+    """gather: per entry, one value of each stream of ``pops`` (connector -> (stream,
+    register)) into registers, then ``P`` times (unrolled) ``code`` over them and the
+    ``arrays`` it reads at random (connector -> FPGA array), pushing its outputs
+    (connector -> stream)."""
+    st = k.st
+    gme, gmx = st.add_map('gather', {**q_range, '_sp': f'0:{k.nnz}'}, schedule=FPGA_Device)
+    t_pop = st.add_tasklet('pop_entry', {c + '_in' for c in pops}, set(pops), '\n'.join(f'{c} = {c}_in' for c in pops))
+    regs = {}
+    for c, (s, r) in pops.items():
+        st.add_memlet_path(st.add_read(s), gme, t_pop, dst_conn=c + '_in', memlet=Memlet(f'{s}[0]'))
+        regs[c] = st.add_access(r)
+        st.add_edge(t_pop, c, regs[c], None, Memlet(f'{r}[0]'))
+    kme, kmx = st.add_map('gather_vectors', {'_skb': f'0:{P}'}, schedule=FPGA_Device, unroll=True)
+    t_g = st.add_tasklet(label, set(pops) | set(arrays), set(pushes), code)
+    for c, (_, r) in pops.items():
+        st.add_memlet_path(regs[c], kme, t_g, dst_conn=c, memlet=Memlet(f'{r}[0]'))
+    for c, a in arrays.items():
+        st.add_memlet_path(st.add_read(a), gme, kme, t_g, dst_conn=c, memlet=Memlet.from_array(a, k.sdfg.arrays[a]))
+    for c, s in pushes.items():
+        st.add_memlet_path(t_g, kmx, gmx, st.add_write(s), src_conn=c, memlet=Memlet(f'{s}[0]'))
+
+
 def _multiply(k: _Kernel, count, a_s: str, b_s: str, pr_s: str) -> None:
     """multiply: one map over every product of every pass, vector streams only (the PE
     that ``SparseMultiPumping`` pumps)."""
@@ -365,21 +389,9 @@ def _stream_product(sdfg, state, node, design: Design) -> dace.SDFGState:
     _read_entries(k, q_range, {fvals: val_s, fcrd: crd_s})
 
     # gather: per entry, P vectors of row c of X (this pass's columns) and P broadcasts of v
-    gme, gmx = st.add_map('gather', {**q_range, '_sp': f'0:{k.nnz}'}, schedule=FPGA_Device)
-    t_pop = st.add_tasklet('pop_entry', {'_v_in', '_c_in'}, {'_v', '_c'}, '_v = _v_in\n_c = _c_in')
-    st.add_memlet_path(st.add_read(val_s), gme, t_pop, dst_conn='_v_in', memlet=Memlet(f'{val_s}[0]'))
-    st.add_memlet_path(st.add_read(crd_s), gme, t_pop, dst_conn='_c_in', memlet=Memlet(f'{crd_s}[0]'))
-    vr, cr = st.add_access(v_reg), st.add_access(c_reg)
-    st.add_edge(t_pop, '_v', vr, None, Memlet(f'{v_reg}[0]'))
-    st.add_edge(t_pop, '_c', cr, None, Memlet(f'{c_reg}[0]'))
-    kme, kmx = st.add_map('gather_vectors', {'_skb': f'0:{P}'}, schedule=FPGA_Device, unroll=True)
     xidx = f'_c, _sq * {P} + _skb' if spmm else '_c'
-    t_g = st.add_tasklet('gather_x', {'_v', '_c', '_x'}, {'_xo', '_vo'}, f'_xo = _x[{xidx}]\n_vo = _v')
-    st.add_memlet_path(vr, kme, t_g, dst_conn='_v', memlet=Memlet(f'{v_reg}[0]'))
-    st.add_memlet_path(cr, kme, t_g, dst_conn='_c', memlet=Memlet(f'{c_reg}[0]'))
-    st.add_memlet_path(st.add_read(fX), gme, kme, t_g, dst_conn='_x', memlet=Memlet.from_array(fX, sdfg.arrays[fX]))
-    st.add_memlet_path(t_g, kmx, gmx, st.add_write(xv_s), src_conn='_xo', memlet=Memlet(f'{xv_s}[0]'))
-    st.add_memlet_path(t_g, kmx, gmx, st.add_write(vb_s), src_conn='_vo', memlet=Memlet(f'{vb_s}[0]'))
+    _gather(k, q_range, P, 'gather_x', {'_v': (val_s, v_reg), '_c': (crd_s, c_reg)}, {'_x': fX},
+            f'_xo = _x[{xidx}]\n_vo = _v', {'_xo': xv_s, '_vo': vb_s})
 
     _multiply(k, f'{Q * P} * {k.nnz}', vb_s, xv_s, pr_s)
 
@@ -483,22 +495,8 @@ def _stream_sddmm(sdfg, state, node, design: Design) -> dace.SDFGState:
     _read_entries(k, q_range, {fcrd: crd_s})
 
     # gather: per entry, P vectors of row i of X and of row c of Y.T (this pass's columns)
-    gme, gmx = st.add_map('gather', {**q_range, '_sp': f'0:{k.nnz}'}, schedule=FPGA_Device)
-    t_pop = st.add_tasklet('pop_entry', {'_i_in', '_c_in'}, {'_i', '_c'}, '_i = _i_in\n_c = _c_in')
-    st.add_memlet_path(st.add_read(row_s), gme, t_pop, dst_conn='_i_in', memlet=Memlet(f'{row_s}[0]'))
-    st.add_memlet_path(st.add_read(crd_s), gme, t_pop, dst_conn='_c_in', memlet=Memlet(f'{crd_s}[0]'))
-    ir, cr = st.add_access(i_reg), st.add_access(c_reg)
-    st.add_edge(t_pop, '_i', ir, None, Memlet(f'{i_reg}[0]'))
-    st.add_edge(t_pop, '_c', cr, None, Memlet(f'{c_reg}[0]'))
-    kme, kmx = st.add_map('gather_vectors', {'_skb': f'0:{P}'}, schedule=FPGA_Device, unroll=True)
-    t_g = st.add_tasklet('gather_xy', {'_i', '_c', '_x', '_y'}, {'_xo', '_yo'},
-                         f'_xo = _x[_i, _sq * {P} + _skb]\n_yo = _y[_c, _sq * {P} + _skb]')
-    st.add_memlet_path(ir, kme, t_g, dst_conn='_i', memlet=Memlet(f'{i_reg}[0]'))
-    st.add_memlet_path(cr, kme, t_g, dst_conn='_c', memlet=Memlet(f'{c_reg}[0]'))
-    st.add_memlet_path(st.add_read(fX), gme, kme, t_g, dst_conn='_x', memlet=Memlet.from_array(fX, sdfg.arrays[fX]))
-    st.add_memlet_path(st.add_read(fYt), gme, kme, t_g, dst_conn='_y', memlet=Memlet.from_array(fYt, sdfg.arrays[fYt]))
-    st.add_memlet_path(t_g, kmx, gmx, st.add_write(xv_s), src_conn='_xo', memlet=Memlet(f'{xv_s}[0]'))
-    st.add_memlet_path(t_g, kmx, gmx, st.add_write(yv_s), src_conn='_yo', memlet=Memlet(f'{yv_s}[0]'))
+    _gather(k, q_range, P, 'gather_xy', {'_i': (row_s, i_reg), '_c': (crd_s, c_reg)}, {'_x': fX, '_y': fYt},
+            f'_xo = _x[_i, _sq * {P} + _skb]\n_yo = _y[_c, _sq * {P} + _skb]', {'_xo': xv_s, '_yo': yv_s})
 
     _multiply(k, f'{Q * P} * {k.nnz}', xv_s, yv_s, pr_s)
 
