@@ -1,190 +1,34 @@
 """The FPGA resource and performance model (``sdfgsparse.targets.fpga.model``) on the
-streaming CSR SpMM prototypes of ``docs/fpga-probe/streaming`` (built here, trimmed: the
-plain 4-PE design and the pumpable 6-PE one, multi-pumped by 2 and 4 as its ``pump()``
-does), on a row-pointer SpMV written in DaCe's FPGA-sample style, and on a program lowered
-by ``to_fpga``. Every figure is compared with a count by hand from the model's documented
-rules (op costs, trips, II), so a change of rule or table shows up here. No compilation."""
+streaming CSR SpMM prototypes of ``docs/fpga-probe/streaming`` (built by the test helper
+``fpga_prototypes``: the plain 4-PE design and the pumpable 6-PE one, multi-pumped by 2
+and 4 by its ``pump()``), on a row-pointer SpMV written in DaCe's FPGA-sample style, and on
+a program lowered by ``to_fpga``. Every figure is compared with a count by hand from the
+model's documented rules (op costs, trips, II), so a change of rule or table shows up here.
+No compilation."""
 import functools
 
 import dace
 import numpy as np
 import pytest
 import sympy
-from dace import dtypes
 from dace.memlet import Memlet
 
+import fpga_prototypes
+from fpga_prototypes import FPGA_Device, FPGA_Global, M, N, NNZ, pump
 from sdfgsparse import errors
 from sdfgsparse.targets.fpga import model as fm
 
 pytestmark = pytest.mark.filterwarnings('ignore::UserWarning')  # DaCe's memlet propagation on t % P, dynamic ranges
-FPGA_Global, FPGA_Local, FPGA_Registers = (dtypes.StorageType.FPGA_Global, dtypes.StorageType.FPGA_Local,
-                                           dtypes.StorageType.FPGA_Registers)
-FPGA_Device = dtypes.ScheduleType.FPGA_Device
-M, N, NNZ = (dace.symbol(s, dace.int32) for s in ('M', 'N', 'NNZ'))
 BIG = dict(M=1000, NNZ=10000)
 
 
-def _frame(name, W, K, dt):
-    """Arrays, FPGA twins, pre/post copies and the two reader PEs shared by both designs."""
-    KB, vt = K // W, (dt if W == 1 else dace.vector(dt, W))
-    sdfg = dace.SDFG(name)
-    host = {'pos': ([M + 1], dace.int32), 'crd': ([NNZ], dace.int32), 'vals': ([NNZ], dt), 'X': ([N, K], dt),
-            'Y': ([M, K], dt)}
-    dev = dict(host, X=([N, KB], vt), Y=([M, KB], vt))
-    for a, (shape, t) in host.items():
-        sdfg.add_array(a, shape, t)
-        sdfg.add_array('fpga_' + a, dev[a][0], dev[a][1], transient=True, storage=FPGA_Global)
-    sdfg.add_scalar('rlen', dace.int32, transient=True, storage=FPGA_Registers)
-    sdfg.add_scalar('v_reg', dt, transient=True, storage=FPGA_Registers)
-    sdfg.add_scalar('c_reg', dace.int32, transient=True, storage=FPGA_Registers)
-    sdfg.add_array('acc', [KB], vt, transient=True, storage=FPGA_Registers)
-    pre, st, post = sdfg.add_state('pre_copy', is_start_block=True), sdfg.add_state('spmm_kernel'), \
-        sdfg.add_state('post_copy')
-    sdfg.add_edge(pre, st, dace.InterstateEdge())
-    sdfg.add_edge(st, post, dace.InterstateEdge())
-    for a in ('pos', 'crd', 'vals', 'X'):
-        pre.add_nedge(pre.add_read(a), pre.add_write('fpga_' + a), Memlet.from_array(a, sdfg.arrays[a]))
-    post.add_nedge(post.add_read('fpga_Y'), post.add_write('Y'), Memlet.from_array('Y', sdfg.arrays['Y']))
-    return sdfg, st, KB, vt
-
-
-def _streams(sdfg, specs):
-    for s, t, d in specs:
-        sdfg.add_stream(s, t, buffer_size=d, transient=True, storage=FPGA_Local)
-
-
-def _readers(st):
-    me, mx = st.add_map('read_rows', {'i': '0:M'}, schedule=FPGA_Device)
-    t = st.add_tasklet('row_len', {'b', 'e'}, {'l'}, 'l = e - b')
-    pos_r = st.add_read('fpga_pos')
-    st.add_memlet_path(pos_r, me, t, dst_conn='b', memlet=Memlet('fpga_pos[i]'))
-    st.add_memlet_path(pos_r, me, t, dst_conn='e', memlet=Memlet('fpga_pos[i + 1]'))
-    st.add_memlet_path(t, mx, st.add_write('len_s'), src_conn='l', memlet=Memlet('len_s[0]'))
-    me, mx = st.add_map('read_entries', {'p': '0:NNZ'}, schedule=FPGA_Device)
-    t = st.add_tasklet('entry', {'v', 'c'}, {'vo', 'co'}, 'vo = v\nco = c')
-    st.add_memlet_path(st.add_read('fpga_vals'), me, t, dst_conn='v', memlet=Memlet('fpga_vals[p]'))
-    st.add_memlet_path(st.add_read('fpga_crd'), me, t, dst_conn='c', memlet=Memlet('fpga_crd[p]'))
-    st.add_memlet_path(t, mx, st.add_write('val_s'), src_conn='vo', memlet=Memlet('val_s[0]'))
-    st.add_memlet_path(t, mx, st.add_write('crd_s'), src_conn='co', memlet=Memlet('crd_s[0]'))
-
-
-def _row_scope(st, name, KB):
-    """Row map, row length popped into the register ``rlen``, ``acc`` zeroed; returns the
-    row map, the ``rlen`` and ``acc`` access nodes."""
-    rme, rmx = st.add_map(name, {'i': '0:M'}, schedule=FPGA_Device)
-    t_len = st.add_tasklet('pop_len', {'l_in'}, {'l_out'}, 'l_out = l_in')
-    st.add_memlet_path(st.add_read('len_s'), rme, t_len, dst_conn='l_in', memlet=Memlet('len_s[0]'))
-    rlen = st.add_access('rlen')
-    st.add_edge(t_len, 'l_out', rlen, None, Memlet('rlen[0]'))
-    zme, zmx = st.add_map('zero_acc', {'kb': f'0:{KB}'}, schedule=FPGA_Device, unroll=True)
-    t_zero = st.add_tasklet('zero', {}, {'o'}, 'o = 0')
-    st.add_nedge(rme, zme, Memlet())
-    st.add_nedge(zme, t_zero, Memlet())
-    acc0 = st.add_access('acc')
-    st.add_memlet_path(t_zero, zmx, acc0, src_conn='o', memlet=Memlet('acc[kb]'))
-    return rme, rmx, rlen, acc0
-
-
-def _flush_and_write(st, rmx, acc1, KB):
-    fme, fmx = st.add_map('flush_row', {'kb': f'0:{KB}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('push', {'a'}, {'o'}, 'o = a')
-    st.add_memlet_path(acc1, fme, t, dst_conn='a', memlet=Memlet('acc[kb]'))
-    st.add_memlet_path(t, fmx, rmx, st.add_write('out_s'), src_conn='o', memlet=Memlet('out_s[0]'))
-    me, mx = st.add_map('write_y', {'i': '0:M', 'kb': f'0:{KB}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('write', {'r'}, {'y'}, 'y = r')
-    st.add_memlet_path(st.add_read('out_s'), me, t, dst_conn='r', memlet=Memlet('out_s[0]'))
-    st.add_memlet_path(t, mx, st.add_write('fpga_Y'), src_conn='y', memlet=Memlet('fpga_Y[i, kb]'))
-
-
-@functools.lru_cache(maxsize=None)
-def plain(W: int, K: int, dt=dace.float32) -> dace.SDFG:
-    """spmm_stream.build_sdfg: read_rows, read_entries, compute (acc[kb] += v * X[c, kb] over a
-    dynamic-range entry map, kb unrolled), write_y."""
-    sdfg, st, KB, vt = _frame(f'spmm_stream_w{W}_k{K}', W, K, dt)
-    _streams(sdfg, [('len_s', dace.int32, 8), ('val_s', dt, 8), ('crd_s', dace.int32, 8), ('out_s', vt, 8)])
-    _readers(st)
-    rme, rmx, rlen, acc0 = _row_scope(st, 'compute_rows', KB)
-    eme, emx = st.add_map('compute_entries', {'j': '0:rl'}, schedule=FPGA_Device)
-    eme.add_in_connector('rl')
-    st.add_edge(rlen, None, eme, 'rl', Memlet('rlen[0]'))
-    t_pop = st.add_tasklet('pop_entry', {'v_in', 'c_in'}, {'v', 'c'}, 'v = v_in\nc = c_in')
-    st.add_memlet_path(st.add_read('val_s'), rme, eme, t_pop, dst_conn='v_in', memlet=Memlet('val_s[0]'))
-    st.add_memlet_path(st.add_read('crd_s'), rme, eme, t_pop, dst_conn='c_in', memlet=Memlet('crd_s[0]'))
-    v_reg, c_reg = st.add_access('v_reg'), st.add_access('c_reg')
-    st.add_edge(t_pop, 'v', v_reg, None, Memlet('v_reg[0]'))
-    st.add_edge(t_pop, 'c', c_reg, None, Memlet('c_reg[0]'))
-    kme, kmx = st.add_map('mac', {'kb': f'0:{KB}'}, schedule=FPGA_Device, unroll=True)
-    t_mac = st.add_tasklet('mac', {'a', 'v', 'c', 'x'}, {'o'}, 'o = a + v * x[c, kb]')
-    st.add_memlet_path(v_reg, kme, t_mac, dst_conn='v', memlet=Memlet('v_reg[0]'))
-    st.add_memlet_path(c_reg, kme, t_mac, dst_conn='c', memlet=Memlet('c_reg[0]'))
-    st.add_memlet_path(acc0, eme, kme, t_mac, dst_conn='a', memlet=Memlet('acc[kb]'))
-    st.add_memlet_path(st.add_read('fpga_X'), rme, eme, kme, t_mac, dst_conn='x', memlet=Memlet(f'fpga_X[0:N, 0:{KB}]'))
-    acc1 = st.add_access('acc')
-    st.add_memlet_path(t_mac, kmx, emx, acc1, src_conn='o', memlet=Memlet('acc[kb]'))
-    _flush_and_write(st, rmx, acc1, KB)
-    sdfg.validate()
-    return sdfg
+# the prototype's designs (tests/fpga_prototypes.py); the model only reads them, so the plain one is cached
+plain = functools.lru_cache(maxsize=None)(fpga_prototypes.plain)
 
 
 def pumpable(W: int, K: int, dt=dace.float32) -> dace.SDFG:
-    """spmm_stream_pumped.build_pumpable: gather (X[c, kb] and v broadcast, K/W per entry),
-    multiply (one map on vector streams), accumulate (acc[t % K/W] += pr_s over rl*K/W)."""
-    sdfg, st, KB, vt = _frame(f'spmm_pumpable_w{W}_k{K}_{dt.to_string()}', W, K, dt)
-    # distinct depths: DaCe 1.0.2's is_external_stream compares descriptors structurally
-    _streams(sdfg, [('len_s', dace.int32, 8), ('val_s', dt, 8), ('crd_s', dace.int32, 8), ('xv_s', vt, 8),
-                    ('vb_s', vt, 9), ('pr_s', vt, 10), ('out_s', vt, 8)])
-    _readers(st)
-    gme, gmx = st.add_map('gather', {'p': '0:NNZ'}, schedule=FPGA_Device)
-    t_pop = st.add_tasklet('pop_entry', {'v_in', 'c_in'}, {'v', 'c'}, 'v = v_in\nc = c_in')
-    st.add_memlet_path(st.add_read('val_s'), gme, t_pop, dst_conn='v_in', memlet=Memlet('val_s[0]'))
-    st.add_memlet_path(st.add_read('crd_s'), gme, t_pop, dst_conn='c_in', memlet=Memlet('crd_s[0]'))
-    v_reg, c_reg = st.add_access('v_reg'), st.add_access('c_reg')
-    st.add_edge(t_pop, 'v', v_reg, None, Memlet('v_reg[0]'))
-    st.add_edge(t_pop, 'c', c_reg, None, Memlet('c_reg[0]'))
-    kme, kmx = st.add_map('gather_k', {'kb': f'0:{KB}'}, schedule=FPGA_Device)
-    t_g = st.add_tasklet('gather_x', {'v', 'c', 'x'}, {'xo', 'vo'}, 'xo = x[c, kb]\nvo = v')
-    st.add_memlet_path(v_reg, kme, t_g, dst_conn='v', memlet=Memlet('v_reg[0]'))
-    st.add_memlet_path(c_reg, kme, t_g, dst_conn='c', memlet=Memlet('c_reg[0]'))
-    st.add_memlet_path(st.add_read('fpga_X'), gme, kme, t_g, dst_conn='x', memlet=Memlet(f'fpga_X[0:N, 0:{KB}]'))
-    st.add_memlet_path(t_g, kmx, gmx, st.add_write('xv_s'), src_conn='xo', memlet=Memlet('xv_s[0]'))
-    st.add_memlet_path(t_g, kmx, gmx, st.add_write('vb_s'), src_conn='vo', memlet=Memlet('vb_s[0]'))
-    me, mx = st.add_map('multiply', {'t': f'0:NNZ*{KB}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('mul', {'a', 'x'}, {'o'}, 'o = a * x')
-    st.add_memlet_path(st.add_read('vb_s'), me, t, dst_conn='a', memlet=Memlet('vb_s[0]'))
-    st.add_memlet_path(st.add_read('xv_s'), me, t, dst_conn='x', memlet=Memlet('xv_s[0]'))
-    st.add_memlet_path(t, mx, st.add_write('pr_s'), src_conn='o', memlet=Memlet('pr_s[0]'))
-    rme, rmx, rlen, acc0 = _row_scope(st, 'accumulate', KB)
-    eme, emx = st.add_map('acc_entries', {'t': f'0:rl*{KB}'}, schedule=FPGA_Device)
-    eme.add_in_connector('rl')
-    st.add_edge(rlen, None, eme, 'rl', Memlet('rlen[0]'))
-    t_acc = st.add_tasklet('acc', {'a', 'p'}, {'o'}, 'o = a + p')
-    st.add_memlet_path(st.add_read('pr_s'), rme, eme, t_acc, dst_conn='p', memlet=Memlet('pr_s[0]'))
-    st.add_memlet_path(acc0, eme, t_acc, dst_conn='a', memlet=Memlet(f'acc[t % {KB}]'))
-    acc1 = st.add_access('acc')
-    st.add_memlet_path(t_acc, emx, acc1, src_conn='o', memlet=Memlet(f'acc[t % {KB}]'))
-    _flush_and_write(st, rmx, acc1, KB)
-    sdfg.validate()
-    return sdfg
-
-
-def pump(sdfg: dace.SDFG, factor: int) -> dace.SDFG:
-    """TemporalVectorization(factor) on the multiply PE, as the prototype's ``pump()``."""
-    from dace.transformation.subgraph import TemporalVectorization
-    st = next(s for s in sdfg.states() if s.label == 'spmm_kernel')
-    sg = next(sg for sg in dace.sdfg.concurrent_subgraphs(st)
-              if any(isinstance(n, dace.nodes.MapEntry) and n.map.label == 'multiply' for n in sg.nodes()))
-    xf = TemporalVectorization()
-    xf.factor = factor
-    assert xf.can_be_applied(sdfg, sg)
-    xf.setup_match(sg)
-    xf.apply(sdfg)
-    if factor != 2:  # DaCe 1.0.2 doubles the pumped range whatever the factor
-        for n, _ in sdfg.all_nodes_recursive():
-            if isinstance(n, dace.nodes.MapEntry) and n.map.label == 'multiply':
-                b, e, s = n.map.range.ranges[0]
-                n.map.range.ranges[0] = (b, ((e + 1) // 2) * factor - 1, s)
-    sdfg.validate()
-    return sdfg
+    """The pumpable 6-PE design with the prototype's distinct FIFO depths (8, 9 for vb_s, 10 for pr_s)."""
+    return fpga_prototypes.pumpable(W, K, dt, depth=8, distinct_depths=True)
 
 
 @functools.lru_cache(maxsize=None)

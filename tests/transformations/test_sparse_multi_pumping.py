@@ -2,7 +2,8 @@
 W-wide vector streams, C-simulated (:mod:`sdfgsparse.targets.fpga.csim`) and compared with
 scipy and with the same design unpumped, for (W, F) = (4, 2), (4, 4), (2, 2).
 
-The design (``Y = A @ X``, A in CSR, K a build-time constant)::
+The design (``Y = A @ X``, A in CSR, K a build-time constant), the pumpable prototype of
+``docs/fpga-probe/streaming`` built by the test helper ``fpga_prototypes``::
 
     read_rows    : fpga_pos            -> len_s (int32)
     read_entries : fpga_vals, fpga_crd -> val_s (f32), crd_s (i32)
@@ -25,17 +26,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from dace import dtypes
-from dace.memlet import Memlet
 
+from fpga_prototypes import NNZ, pumpable, random_csr
 from sdfgsparse.targets.fpga import csim, pumping, toolchain
 from sdfgsparse.transformations import SparseMultiPumping
 
 pytestmark = [pytest.mark.filterwarnings('ignore::UserWarning'), pytest.mark.xdist_group('fpga')]
 
-FPGA_Global, FPGA_Local, FPGA_Registers = (dtypes.StorageType.FPGA_Global, dtypes.StorageType.FPGA_Local,
-                                           dtypes.StorageType.FPGA_Registers)
-FPGA_Device = dtypes.ScheduleType.FPGA_Device
-M, N, NNZ = (dace.symbol(s, dace.int32) for s in ('M', 'N', 'NNZ'))
 K = 8
 DEPTH = 8
 CALL_TIMEOUT = 60
@@ -43,98 +40,9 @@ PES = ['read_rows', 'read_entries', 'gather', 'multiply', 'accumulate', 'write_y
 
 
 def build_pumpable(W: int, name: str) -> dace.SDFG:
-    """The design of the module docstring (trimmed from docs/fpga-probe/streaming)."""
-    KB = K // W
-    vt = dace.vector(dace.float32, W)
-    sdfg = dace.SDFG(name)
-    host = {'pos': ([M + 1], dace.int32), 'crd': ([NNZ], dace.int32), 'vals': ([NNZ], dace.float32),
-            'X': ([N, K], dace.float32), 'Y': ([M, K], dace.float32)}
-    dev = {'X': ([N, KB], vt), 'Y': ([M, KB], vt)}
-    for name_, (shape, dt) in host.items():
-        sdfg.add_array(name_, shape, dt)
-        shape, dt = dev.get(name_, (shape, dt))
-        sdfg.add_array('fpga_' + name_, shape, dt, transient=True, storage=FPGA_Global)
-    for s, dt in (('len_s', dace.int32), ('val_s', dace.float32), ('crd_s', dace.int32), ('xv_s', vt), ('vb_s', vt),
-                  ('pr_s', vt), ('out_s', vt)):
-        sdfg.add_stream(s, dt, buffer_size=DEPTH, transient=True, storage=FPGA_Local)
-    for s, dt in (('rlen', dace.int32), ('v_reg', dace.float32), ('c_reg', dace.int32)):
-        sdfg.add_scalar(s, dt, transient=True, storage=FPGA_Registers)
-    sdfg.add_array('acc', [KB], vt, transient=True, storage=FPGA_Registers)
-
-    pre = sdfg.add_state('pre_copy', is_start_block=True)
-    st = sdfg.add_state('spmm_kernel')
-    post = sdfg.add_state('post_copy')
-    sdfg.add_edge(pre, st, dace.InterstateEdge())
-    sdfg.add_edge(st, post, dace.InterstateEdge())
-    for a in ('pos', 'crd', 'vals', 'X'):  # the memlet names the host array (vector copies of X)
-        pre.add_nedge(pre.add_read(a), pre.add_write('fpga_' + a), Memlet.from_array(a, sdfg.arrays[a]))
-    post.add_nedge(post.add_read('fpga_Y'), post.add_write('Y'), Memlet.from_array('Y', sdfg.arrays['Y']))
-
-    me, mx = st.add_map('read_rows', {'i': '0:M'}, schedule=FPGA_Device)
-    t = st.add_tasklet('row_len', {'b', 'e'}, {'l'}, 'l = e - b')
-    pos = st.add_read('fpga_pos')
-    st.add_memlet_path(pos, me, t, dst_conn='b', memlet=Memlet('fpga_pos[i]'))
-    st.add_memlet_path(pos, me, t, dst_conn='e', memlet=Memlet('fpga_pos[i + 1]'))
-    st.add_memlet_path(t, mx, st.add_write('len_s'), src_conn='l', memlet=Memlet('len_s[0]'))
-
-    me, mx = st.add_map('read_entries', {'p': '0:NNZ'}, schedule=FPGA_Device)
-    t = st.add_tasklet('entry', {'v', 'c'}, {'vo', 'co'}, 'vo = v\nco = c')
-    st.add_memlet_path(st.add_read('fpga_vals'), me, t, dst_conn='v', memlet=Memlet('fpga_vals[p]'))
-    st.add_memlet_path(st.add_read('fpga_crd'), me, t, dst_conn='c', memlet=Memlet('fpga_crd[p]'))
-    st.add_memlet_path(t, mx, st.add_write('val_s'), src_conn='vo', memlet=Memlet('val_s[0]'))
-    st.add_memlet_path(t, mx, st.add_write('crd_s'), src_conn='co', memlet=Memlet('crd_s[0]'))
-
-    gme, gmx = st.add_map('gather', {'p': '0:NNZ'}, schedule=FPGA_Device)
-    t_pop = st.add_tasklet('pop_entry', {'v_in', 'c_in'}, {'v', 'c'}, 'v = v_in\nc = c_in')
-    st.add_memlet_path(st.add_read('val_s'), gme, t_pop, dst_conn='v_in', memlet=Memlet('val_s[0]'))
-    st.add_memlet_path(st.add_read('crd_s'), gme, t_pop, dst_conn='c_in', memlet=Memlet('crd_s[0]'))
-    v_reg, c_reg = st.add_access('v_reg'), st.add_access('c_reg')
-    st.add_edge(t_pop, 'v', v_reg, None, Memlet('v_reg[0]'))
-    st.add_edge(t_pop, 'c', c_reg, None, Memlet('c_reg[0]'))
-    kme, kmx = st.add_map('gather_k', {'kb': f'0:{KB}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('gather_x', {'v', 'c', 'x'}, {'xo', 'vo'}, 'xo = x[c, kb]\nvo = v')
-    st.add_memlet_path(v_reg, kme, t, dst_conn='v', memlet=Memlet('v_reg[0]'))
-    st.add_memlet_path(c_reg, kme, t, dst_conn='c', memlet=Memlet('c_reg[0]'))
-    st.add_memlet_path(st.add_read('fpga_X'), gme, kme, t, dst_conn='x', memlet=Memlet(f'fpga_X[0:N, 0:{KB}]'))
-    st.add_memlet_path(t, kmx, gmx, st.add_write('xv_s'), src_conn='xo', memlet=Memlet('xv_s[0]'))
-    st.add_memlet_path(t, kmx, gmx, st.add_write('vb_s'), src_conn='vo', memlet=Memlet('vb_s[0]'))
-
-    me, mx = st.add_map('multiply', {'t': f'0:NNZ*{KB}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('mul', {'a', 'x'}, {'o'}, 'o = a * x')
-    st.add_memlet_path(st.add_read('vb_s'), me, t, dst_conn='a', memlet=Memlet('vb_s[0]'))
-    st.add_memlet_path(st.add_read('xv_s'), me, t, dst_conn='x', memlet=Memlet('xv_s[0]'))
-    st.add_memlet_path(t, mx, st.add_write('pr_s'), src_conn='o', memlet=Memlet('pr_s[0]'))
-
-    rme, rmx = st.add_map('accumulate', {'i': '0:M'}, schedule=FPGA_Device)
-    t = st.add_tasklet('pop_len', {'l_in'}, {'l_out'}, 'l_out = l_in')
-    st.add_memlet_path(st.add_read('len_s'), rme, t, dst_conn='l_in', memlet=Memlet('len_s[0]'))
-    rlen = st.add_access('rlen')
-    st.add_edge(t, 'l_out', rlen, None, Memlet('rlen[0]'))
-    zme, zmx = st.add_map('zero_acc', {'kb': f'0:{KB}'}, schedule=FPGA_Device, unroll=True)
-    t = st.add_tasklet('zero', {}, {'o'}, 'o = 0')
-    st.add_nedge(rme, zme, Memlet())
-    st.add_nedge(zme, t, Memlet())
-    acc0 = st.add_access('acc')
-    st.add_memlet_path(t, zmx, acc0, src_conn='o', memlet=Memlet('acc[kb]'))
-    eme, emx = st.add_map('acc_entries', {'t': f'0:rl*{KB}'}, schedule=FPGA_Device)
-    eme.add_in_connector('rl')  # data-dependent range: the row's length
-    st.add_edge(rlen, None, eme, 'rl', Memlet('rlen[0]'))
-    t = st.add_tasklet('acc', {'a', 'p'}, {'o'}, 'o = a + p')
-    st.add_memlet_path(st.add_read('pr_s'), rme, eme, t, dst_conn='p', memlet=Memlet('pr_s[0]'))
-    st.add_memlet_path(acc0, eme, t, dst_conn='a', memlet=Memlet(f'acc[t % {KB}]'))
-    acc1 = st.add_access('acc')
-    st.add_memlet_path(t, emx, acc1, src_conn='o', memlet=Memlet(f'acc[t % {KB}]'))
-    fme, fmx = st.add_map('flush_row', {'kb': f'0:{KB}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('push', {'a'}, {'o'}, 'o = a')
-    st.add_memlet_path(acc1, fme, t, dst_conn='a', memlet=Memlet('acc[kb]'))
-    st.add_memlet_path(t, fmx, rmx, st.add_write('out_s'), src_conn='o', memlet=Memlet('out_s[0]'))
-
-    me, mx = st.add_map('write_y', {'i': '0:M', 'kb': f'0:{KB}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('write', {'r'}, {'y'}, 'y = r')
-    st.add_memlet_path(st.add_read('out_s'), me, t, dst_conn='r', memlet=Memlet('out_s[0]'))
-    st.add_memlet_path(t, mx, st.add_write('fpga_Y'), src_conn='y', memlet=Memlet('fpga_Y[i, kb]'))
-    sdfg.validate()
-    return sdfg
+    """The design of the module docstring: the prototype's (:func:`fpga_prototypes.pumpable`),
+    every stream ``DEPTH`` deep."""
+    return pumpable(W, K, dace.float32, depth=DEPTH, distinct_depths=False, name=name)
 
 
 def pumped(W: int, F: int) -> dace.SDFG:
@@ -165,16 +73,6 @@ def build(tmp_path_factory):
 
     yield get
     _BUILT.clear()
-
-
-def random_csr(m, n, density, rng, empty_rows=()):
-    A = sp.random(m, n, density=density, format='csr', dtype=np.float32, random_state=rng).tolil()
-    for r in empty_rows:
-        A[r, :] = 0
-    A = A.tocsr()
-    A.eliminate_zeros()
-    A.sort_indices()
-    return A
 
 
 def matrices():
