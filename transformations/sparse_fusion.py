@@ -95,7 +95,7 @@ class SparseFusion(xf.SingleStateTransformation):
         if _sparse_link(state, sdfg, softmax, 'out', self.probs.data, spmm, 'A') is None:
             return False  # W is not a transient passed only from the softmax to the SpMM
         for node, conn in ((sddmm, '_X'), (sddmm, '_Y'), (spmm, '_B'), (spmm, '_Y')):
-            edge = _edge(state, node, conn)
+            edge = node.edge(state, conn)
             if edge is None or len(sdfg.arrays[edge.data.data].shape) != 2:
                 return False  # a dense operand that is not a 2-D array
         return True
@@ -115,8 +115,8 @@ class SparseFusion(xf.SingleStateTransformation):
                 fused.add_in_connector(e.dst_conn)
                 state.add_edge(e.src, e.src_conn, fused, e.dst_conn, dace.Memlet.from_array(
                     e.data.data, sdfg.arrays[e.data.data]))
-        _connect_input(state, sdfg, _edge(state, sddmm, '_X'), fused, attention.Q)
-        y_edge = _edge(state, sddmm, '_Y')
+        _connect_input(state, sdfg, sddmm.edge(state, '_X'), fused, attention.Q)
+        y_edge = sddmm.edge(state, '_Y')
         transpose = absorbable_transpose(state, sdfg, y_edge) if self.absorb_transpose else None
         if sddmm.y_layout == 'NK':  # the SDDMM already reads the keys by rows
             _connect_input(state, sdfg, y_edge, fused, attention.K)
@@ -129,8 +129,8 @@ class SparseFusion(xf.SingleStateTransformation):
         else:
             _connect_input(state, sdfg, y_edge, fused, attention.K)
             fused.key_layout = 'KT'
-        _connect_input(state, sdfg, _edge(state, spmm, '_B'), fused, attention.V)
-        out = _edge(state, spmm, '_Y')
+        _connect_input(state, sdfg, spmm.edge(state, '_B'), fused, attention.V)
+        out = spmm.edge(state, '_Y')
         fused.add_out_connector(attention.OUT)
         state.add_edge(fused, attention.OUT, out.dst, out.dst_conn,
                        dace.Memlet.from_array(out.data.data, sdfg.arrays[out.data.data]))
@@ -148,16 +148,6 @@ class SparseFusion(xf.SingleStateTransformation):
 
 
 # ---------------------------------------------------------------------- helpers
-def _edge(state, node, conn):
-    for e in state.in_edges(node):
-        if e.dst_conn == conn:
-            return e
-    for e in state.out_edges(node):
-        if e.src_conn == conn:
-            return e
-    return None
-
-
 def _connect_input(state, sdfg, edge, node, conn):
     node.add_in_connector(conn)
     state.add_edge(edge.src, edge.src_conn, node, conn, dace.Memlet.from_array(edge.data.data,

@@ -113,6 +113,17 @@ class SparseLibraryNode(nodes.LibraryNode):
                 res[conn[len(prefix) + 2:]] = sdfg.arrays[e.data.data]
         return res
 
+    def edge(self, state: SDFGState, conn: str):
+        """The edge at connector ``conn`` (an input or an output); None when it is not
+        connected."""
+        for e in state.in_edges(self):
+            if e.dst_conn == conn:
+                return e
+        for e in state.out_edges(self):
+            if e.src_conn == conn:
+                return e
+        return None
+
     def connected(self, state: SDFGState, conn: str) -> dace.data.Data:
         sdfg = state.parent
         for e in state.in_edges(self):

@@ -145,9 +145,8 @@ def streamable(node, state: dace.SDFGState) -> Optional[str]:
     if isinstance(node, SDDMM):
         dense[member_conn('out', 'vals')] = 1
     for conn, dims in dense.items():
-        try:
-            e = _connected(state, node, conn)
-        except KeyError:
+        e = node.edge(state, conn)
+        if e is None:
             return f'{conn} is not connected'
         why = _whole_array(state.parent, e, dims, vt, member=conn.startswith('_out_'))
         if why:
@@ -157,16 +156,6 @@ def streamable(node, state: dace.SDFGState) -> Optional[str]:
             if template.replace(' ', '') not in ('{0}', '{1}', ''):
                 return f'epilogue input {conn} is indexed [{template}] (row or column only)'
     return None
-
-
-def _connected(state, node, conn):
-    for e in state.in_edges(node):
-        if e.dst_conn == conn:
-            return e
-    for e in state.out_edges(node):
-        if e.src_conn == conn:
-            return e
-    raise KeyError(conn)
 
 
 class _Kernel:
@@ -346,9 +335,9 @@ def _stream_product(sdfg, state, node, design: Design) -> dace.SDFGState:
         design = design.for_vector()
     W, P, T = design.vector_width, design.accumulators, design.tile
     din, dout = ('_B', '_Y') if spmm else ('_x', '_y')
-    pos, crd, vals = (_connected(state, node, f'_A_{m}').data.data for m in ('pos1', 'crd1', 'vals'))
-    X, Y = _connected(state, node, din).data.data, _connected(state, node, dout).data.data
-    epi_inputs = {c: (_connected(state, node, c).data.data, t.replace(' ', ''))
+    pos, crd, vals = (node.edge(state, f'_A_{m}').data.data for m in ('pos1', 'crd1', 'vals'))
+    X, Y = node.edge(state, din).data.data, node.edge(state, dout).data.data
+    epi_inputs = {c: (node.edge(state, c).data.data, t.replace(' ', ''))
                   for c, t in (node.epilogue_inputs.items() if node.epilogue else ())}
     vt = sdfg.arrays[vals].dtype
     it = sdfg.arrays[crd].dtype
@@ -449,9 +438,9 @@ def _stream_sddmm(sdfg, state, node, design: Design) -> dace.SDFGState:
     dot product to the entry's value slot, scaling by S's value after the last pass. The
     result's row pointers and indices are S's, copied on the host."""
     W, P, T = design.vector_width, design.accumulators, design.tile
-    pos, crd, vals = (_connected(state, node, f'_S_{m}').data.data for m in ('pos1', 'crd1', 'vals'))
-    opos, ocrd, ovals = (_connected(state, node, member_conn('out', m)).data.data for m in ('pos1', 'crd1', 'vals'))
-    X, Y = _connected(state, node, '_X').data.data, _connected(state, node, '_Y').data.data
+    pos, crd, vals = (node.edge(state, f'_S_{m}').data.data for m in ('pos1', 'crd1', 'vals'))
+    opos, ocrd, ovals = (node.edge(state, member_conn('out', m)).data.data for m in ('pos1', 'crd1', 'vals'))
+    X, Y = node.edge(state, '_X').data.data, node.edge(state, '_Y').data.data
     vt, it = sdfg.arrays[vals].dtype, sdfg.arrays[crd].dtype
     rows, K = sdfg.arrays[X].shape
     vec = dace.vector(vt, W) if W > 1 else vt
