@@ -454,7 +454,7 @@ def _stream_sddmm(sdfg, state, node, design: Design) -> dace.SDFGState:
     cols = sdfg.arrays[Y].shape[1]
     fYt = k.twin(Y, [cols, Q * P], vec)
     k.copy_in(k.transposed_padded(Y, K, KP), fYt)
-    fout = k.twin(ovals, sdfg.arrays[ovals].shape, vt)
+    fout = k.twin(ovals, sdfg.arrays[ovals].shape, vt, True)  # (write reads it back after the first pass)
     k.copy_out(fout, ovals)
     k.host_copy(pos, opos)
     k.host_copy(crd, ocrd)
