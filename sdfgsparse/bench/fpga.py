@@ -138,7 +138,7 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
     from sdfgsparse.bench.matrices import canonical
     from sdfgsparse.targets.fpga.csim import SimulationNotice
     from sdfgsparse.targets.fpga.model import model_design
-    from sdfgsparse.targets.fpga.select import _evaluate, _model
+    from sdfgsparse.targets.fpga.select import FABRIC_MHZ, _evaluate, _model
     loaded = []
     for src in matrices:
         A = canonical(src.load(), np.float32)
@@ -166,7 +166,6 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
         design = f'W={d.vector_width} P={d.accumulators} F={d.pumping}' if d else 'W=1 P=1 F=1'
         for mname, A in loaded:
             args = _inputs(name, k, A, rng)
-            sizes = {'rows': A.shape[0], 'cols': A.shape[1], 'nnz': A.nnz, 'k': k}
             values = {}
             for s in model.symbols:
                 values[s] = {'M': A.shape[0], 'N': A.shape[1], 'K': k}.get(s, A.nnz)
@@ -206,6 +205,8 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
                 else:
                     line += (f' ({mul.dsp / base[0] - 1:+.0%} multiply DSP, {m.dsp / base[1] - 1:+.0%} design DSP, '
                              f'time {ev["seconds"] / base[2] - 1:+.1%})')
+                if f * choice.clock_mhz > FABRIC_MHZ:
+                    line += f'; above {FABRIC_MHZ} MHz: not a candidate'
                 pumping.append(line)
     return {'rows': rows, 'pumping': pumping, 'designs': designs}
 
