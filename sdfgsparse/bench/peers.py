@@ -45,7 +45,8 @@ def _missing(module: str, pip_name: str) -> Optional[str]:
     try:
         importlib.import_module(module)
     except ImportError as exc:
-        return f'not installed (pip install {pip_name}): {str(exc).splitlines()[0][:120]}'
+        return (f"not installed (pip install {pip_name}, or all peers: pip install -e '.[bench]'): "
+                f'{str(exc).splitlines()[0][:120]}')
     except Exception as exc:  # a broken installation (e.g. a native library missing)
         return f'unusable ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})'
     return None

@@ -189,7 +189,7 @@ def format_report(result: BenchResult) -> str:
         f'{m.get("repeat")} timed runs after {m.get("warmup")} warm-up, interleaved'
     ]
     for name, why in sorted(m.get('peers_skipped', {}).items()):
-        out.append(f'peer {name}: skipped, {why}')
+        out.append(f'peer {name}: MISSING, {why}; the best-peer ratios leave it out')
     if result.compile:
         out.append('')
         out.append('sdfgsparse compile time (s): kernel  cold build  warm cache')

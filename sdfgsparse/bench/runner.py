@@ -174,7 +174,7 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
         why = s.available()
         if why:
             m['peers_skipped'][s.name] = why
-            _line(f'peer {s.name}: skipped, {why}', log)
+            _line(f'peer {s.name}: MISSING, {why}; the best-peer ratios leave it out', log)
             continue
         s.setup(config.threads)
         m['versions'][s.name] = s.version()

@@ -119,7 +119,8 @@ def test_wrong_and_failing_peers_are_reported_not_timed(mtx_dir):
     logged = []
     config = _config(mtx_dir, 'spmv,spmm:4')
     res = run_benchmark(config, systems=[ScipyPeer(), WrongPeer(), RaisingPeer(), MissingPeer()], log=logged.append)
-    assert logged == ['peer mkl: skipped, not installed (pip install sparse_dot_mkl)']
+    assert logged == ['peer mkl: MISSING, not installed (pip install sparse_dot_mkl); the best-peer ratios leave it '
+                      'out']
     assert res.machine['peers_skipped'] == {'mkl': 'not installed (pip install sparse_dot_mkl)'}
     by = {(r.kernel, r.matrix, r.system): r for r in res.results}
     assert len(by) == 2 * 2 * 3

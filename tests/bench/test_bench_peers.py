@@ -58,4 +58,4 @@ def test_peer_agrees_with_scipy(peer, kernel, matrix):
 def test_unavailable_peer_message_names_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, 'graphblas', None)  # makes the import fail
     why = make_peers(['graphblas'])[0].available()
-    assert why.startswith('not installed (pip install python-graphblas)')
+    assert why.startswith("not installed (pip install python-graphblas, or all peers: pip install -e '.[bench]')")
