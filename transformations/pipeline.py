@@ -74,8 +74,12 @@ class OptimizedProgram:
     #: ``target='fpga'``: how the streaming design was chosen
     #: (:class:`sdfgsparse.targets.fpga.select.Choice`; None without an SpMM)
     fpga_choice: Any = None
-    #: ``target='fpga'``: symbol values of the example matrices (for :meth:`fpga_report`)
+    #: ``target='fpga'``: symbol values of the example matrices, and of the sizes the
+    #: design was chosen at where the examples do not give them (for :meth:`fpga_report`)
     fpga_symbols: Dict[str, int] = field(default_factory=dict)
+    #: ``target='fpga'``: the board and kernel clock of the model
+    fpga_board: str = 'u280'
+    fpga_clock_mhz: float = 300
     _compiled: Optional[CompiledProgram] = None
 
     def __call__(self, *args, **kwargs):
@@ -120,14 +124,14 @@ class OptimizedProgram:
                                                    f'{self.target!r}, not \'fpga\'')
         from sdfgsparse.targets.fpga.model import model_design
         choice = self.fpga_choice
-        kwargs = dict(board=choice.board, clock_mhz=choice.clock_mhz) if choice else {}
-        model = model_design(self._compiled.lowered, **kwargs)
+        model = model_design(self._compiled.lowered, board=self.fpga_board, clock_mhz=self.fpga_clock_mhz)
         values = dict(symbols)
         if not values and self.fpga_symbols:
-            nnz = choice.sizes['nnz'] if choice else None
-            values = {n: self.fpga_symbols.get(n, nnz) for n in model.symbols}
+            nnz = choice.sizes['nnz'] if choice else None  # (the kernels' entry counts and dynamic trips)
+            values = {n: self.fpga_symbols.get(n, nnz if n.endswith(('_nnz', '_trips')) else None)
+                      for n in model.symbols}
             if any(v is None for v in values.values()):
-                values = {}
+                values = {}  # a size nobody gave: the report stays symbolic
         text = model.table(**values)
         return text + ('\n' + choice.report() if choice else '')
 
@@ -304,10 +308,17 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
             if fpga_board not in BOARDS:
                 raise errors.ArgumentError(f'ss.optimize: fpga_board {fpga_board!r} is not known (known: '
                                            f'{", ".join(sorted(BOARDS))})')
-            vt, it, sizes, op = program_sizes(sdfg, matrices)
+            if isinstance(fpga_clock_mhz, bool) or not isinstance(fpga_clock_mhz, (int, float)) \
+                    or not fpga_clock_mhz > 0:
+                raise errors.ArgumentError(f'ss.optimize: fpga_clock_mhz must be a positive number of MHz, got '
+                                           f'{fpga_clock_mhz!r}')
+            vt, it, sizes, op, names = program_sizes(sdfg, matrices)
             result.fpga_symbols = _bind_sizes(sdfg, matrices)
+            result.fpga_board, result.fpga_clock_mhz = fpga_board, fpga_clock_mhz
             if vt is not None:
-                result.fpga_choice = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz, op=op)
+                result.fpga_choice = c = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz, op=op)
+                for key, name in names.items():  # the sizes it was chosen at, where no example gave them
+                    result.fpga_symbols.setdefault(name, c.sizes[key])
             return int(result.fpga_choice is not None)
 
         def chosen(n):

@@ -15,7 +15,8 @@ it once; then, per matrix:
 
 Then the multi-pumping claim, per kernel: the chosen vector width and accumulators
 unpumped against pumped by 2 (and 4), DSPs of the multiply element and of the design
-at equal modelled time. C-simulation cannot show timing closure, achieved clocks or
+at equal modelled time (modelled on the plain SpMM or SDDMM the choice is made on: for
+``gcn:K`` without its epilogue). C-simulation cannot show timing closure, achieved clocks or
 resources: those figures are the model's.
 """
 import dataclasses
@@ -153,15 +154,15 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter('ignore', SimulationNotice)
-            opt = ss.optimize(_program(name), target='fpga', matrices=_inputs(name, k, largest, rng))
+            opt = ss.optimize(_program(name), target='fpga', matrices=_inputs(name, k, largest, rng),
+                              fpga_board=board, fpga_clock_mhz=clock_mhz)
             opt.build()
         choice = opt.fpga_choice
         log(f'{label}: design chosen and built in {time.perf_counter() - t0:.1f} s'
             + (f' ({choice.rule})' if choice else ''))
         if choice:
             designs[label] = choice.report()
-        model = model_design(opt._compiled.lowered, **(dict(board=choice.board, clock_mhz=choice.clock_mhz)
-                                                         if choice else dict(board=board, clock_mhz=clock_mhz)))
+        model = model_design(opt._compiled.lowered, board=board, clock_mhz=clock_mhz)
         d = choice.design if choice else None
         design = f'W={d.vector_width} P={d.accumulators} F={d.pumping}' if d else 'W=1 P=1 F=1'
         for mname, A in loaded:

@@ -125,14 +125,11 @@ class SparseLibraryNode(nodes.LibraryNode):
         return None
 
     def connected(self, state: SDFGState, conn: str) -> dace.data.Data:
-        sdfg = state.parent
-        for e in state.in_edges(self):
-            if e.dst_conn == conn:
-                return sdfg.arrays[e.data.data]
-        for e in state.out_edges(self):
-            if e.src_conn == conn:
-                return sdfg.arrays[e.data.data]
-        raise KeyError(f'{self.label}: connector {conn} is not connected')
+        """The descriptor of the data at connector ``conn`` (KeyError when not connected)."""
+        e = self.edge(state, conn)
+        if e is None:
+            raise KeyError(f'{self.label}: connector {conn} is not connected')
+        return state.parent.arrays[e.data.data]
 
 
 @properties.make_properties

@@ -109,6 +109,12 @@ def test_optimize_chooses_and_reports_the_design():
     values = {s: 10 for s in model.model_design(low).symbols}
     assert 'M=10,' in opt.fpga_report(**values) and 'M=300' not in opt.fpga_report(**values)
     np.testing.assert_allclose(opt(A, X, b), np.maximum(A.toarray() @ X + b, 0), rtol=1e-5, atol=1e-5)
+    # the example gives A only: the report takes the dense width the design was chosen at
+    only_a = ss.optimize(fpga_select_gcn, target='fpga', matrices={'A': A})
+    assert only_a.fpga_choice.sizes['k'] == select.DEFAULT_SIZES['k']
+    assert f'K={select.DEFAULT_SIZES["k"]}, M=300' in only_a.fpga_report()
+    with pytest.raises(errors.ArgumentError, match='fpga_clock_mhz must be a positive'):
+        ss.optimize(fpga_select_gcn, target='fpga', fpga_clock_mhz=0)
     with pytest.raises(errors.ArgumentError, match="fpga_board 'u999'"):
         ss.optimize(fpga_select_gcn, target='fpga', fpga_board='u999')
     with pytest.raises(errors.UnsupportedOperationError, match="not 'fpga'"):
@@ -139,6 +145,11 @@ def test_bench_target_fpga(tmp_path):
     assert 'FPGA design for an SDDMM' in text
     assert 'Multi-pumping at the largest matrix' in text and '-50% multiply DSP' in text
     assert 'chosen W=' in text
+    with redirect_stdout(io.StringIO()) as out:  # the board and clock reach the choice and the model
+        assert main(['bench', '--target', 'fpga', '--matrices', str(tmp_path), '--kernels', 'spmm:4', '--board', 'u250',
+                     '--clock-mhz', '150']) == 0
+    text = out.getvalue()  # (U250: 4 DDR banks, 76.8 GB/s; the element clocks are the kernel's 150 MHz times F)
+    assert 'on u250 at 150 MHz' in text and '/76.8 ' in text and 'DSP at 150 MHz' in text, text
     for bad in (['--board', 'u999'], ['--kernels', 'spmv:4'], ['--kernels', 'sddmm:0'], ['--kernels', 'spgemm'],
                 ['--clock-mhz', '0']):
         with redirect_stdout(io.StringIO()):

@@ -81,12 +81,8 @@ def _build(sdfg: dace.SDFG, folder: str, cxx: str, ap_types: str) -> str:
     # nested SDFGs (the gearboxes of two pumped kernels) in one kernel's source only, which
     # the other kernels' sources (compiled apart for an FPGA, too) do not see
     from sdfgsparse.targets.fpga.lower import quiet
-    ctx = quiet()
-    try:
-        with dace.config.set_temporary('compiler', 'unique_functions', value='none'):
-            objects = codegen.generate_code(sdfg)
-    finally:
-        ctx.__exit__(None, None, None)
+    with quiet(), dace.config.set_temporary('compiler', 'unique_functions', value='none'):
+        objects = codegen.generate_code(sdfg)
     compiler.generate_program_folder(sdfg, objects, folder)
     pumping.patch_pumped_host(folder)  # DaCe 1.0.2 does not launch multi-pumped kernels (pumping.py)
     build = os.path.join(folder, 'build')

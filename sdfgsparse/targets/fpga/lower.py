@@ -2,17 +2,24 @@
 
 :func:`to_fpga` (in place):
 
-1. every sparse library node is expanded with its portable ``'pure'`` SDFG
-   (:func:`sdfgsparse.targets.expand_sparse_nodes`), which DaCe's FPGA transformations
-   can see into;
-2. the sparse arguments and results are flattened (:func:`flatten_sparse_arguments`): a
+1. a sparse argument in another format that a product reads is made CSR
+   (:func:`convert_arguments`; the call path converts the caller's matrix);
+2. every sparse library node but those that take a streaming design
+   (:func:`.streaming.streamable`: CSR SpMV, SpMM, SDDMM) is expanded with its portable
+   ``'pure'`` SDFG (:func:`sdfgsparse.targets.expand_sparse_nodes`);
+3. the sparse arguments and results are flattened (:func:`flatten_sparse_arguments`): a
    structure argument ``A`` whose members the program reads through views (``A_pos1``, ``A_crd1``,
    ``A_vals``) becomes those member arrays, each an argument of its own. DaCe 1.0.2's
    FPGA transformation cannot copy a structure to the device (``FPGATransformSDFG`` left
    member memlets naming arrays that no longer exist), and a kernel argument is a flat
    array in device memory anyway;
-3. ``SDFG.apply_fpga_transformations()``: the host arrays are copied to and from FPGA
-   global memory around one state of kernels.
+4. when the program is one state of computations after simplification: it is split where
+   a computation reads what another writes (:func:`split_by_dependencies`); each streamed
+   node becomes its kernel (:func:`.streaming.stream_node`, pumped by the design's factor),
+   each run of the other states one group of kernel states (:func:`kernel_states`: FPGA
+   global twins of the host arrays, copied in before and out after). A program of several
+   states (loops, branches) takes DaCe's ``apply_fpga_transformations`` on its ``pure``
+   expansions instead: nothing streams there.
 
 The lowered SDFG records what the flattening did (:func:`flat_arguments`: argument ->
 member -> the array that now stands for it), which the call path
@@ -21,7 +28,9 @@ A sparse result (``__return...``) is flattened the same way: the call path alloc
 member arrays and rebuilds the scipy matrix; so is a sparse intermediate (``(A + B) @ x``),
 into transient member arrays.
 """
+import contextlib
 import copy
+import threading
 from typing import Dict, List, Optional
 
 import dace
@@ -120,14 +129,19 @@ def _top_sparse_nodes(sdfg: dace.SDFG) -> list:
 BENIGN_WARNINGS = ('Cannot find appropriate memlet pattern to propagate', 'Found schedule ScheduleType.Sequential')
 
 
+#: Held while the lowering or the FPGA code generator runs: both change process-wide state
+#: for their duration (warning filters; DaCe's ``unique_functions`` configuration).
+LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
 def quiet():
-    """A context in which :data:`BENIGN_WARNINGS` are not shown."""
+    """Under :data:`LOCK`, a context in which :data:`BENIGN_WARNINGS` are not shown."""
     import warnings
-    ctx = warnings.catch_warnings()
-    ctx.__enter__()
-    for text in BENIGN_WARNINGS:
-        warnings.filterwarnings('ignore', message=text, category=UserWarning)
-    return ctx
+    with LOCK, warnings.catch_warnings():
+        for text in BENIGN_WARNINGS:
+            warnings.filterwarnings('ignore', message=text, category=UserWarning)
+        yield
 
 
 def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.SDFG:
@@ -135,11 +149,8 @@ def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.
     take the streaming ``design`` (:mod:`.streaming`; ``Design()`` when None)."""
     if is_lowered(sdfg):
         return sdfg
-    ctx = quiet()
-    try:
+    with quiet():
         return _to_fpga(sdfg, design)
-    finally:
-        ctx.__exit__(None, None, None)
 
 
 def _to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design]) -> dace.SDFG:

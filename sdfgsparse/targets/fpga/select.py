@@ -103,9 +103,9 @@ def _probe(vt: str, it: str, op: str = 'spmm') -> dace.SDFG:
 def _model(vt: str, it: str, design: Design, board: str, clock_mhz: float, op: str = 'spmm'):
     from sdfgsparse.targets.fpga.lower import to_fpga
     from sdfgsparse.targets.fpga.model import model_design
-    with _LOCK:
+    with _LOCK:  # (the cache does not keep two threads from modelling the same candidate)
         sdfg = copy.deepcopy(_probe(vt, it, op))
-    return model_design(to_fpga(sdfg, design), board=board, clock_mhz=clock_mhz)
+        return model_design(to_fpga(sdfg, design), board=board, clock_mhz=clock_mhz)
 
 
 def _evaluate(model, sizes: Dict[str, int]) -> dict:
@@ -155,10 +155,14 @@ def choose_design(vt: str = 'float32', it: str = 'int32', sizes: Optional[Dict[s
     return Choice(best['design'], sizes, board, clock_mhz, rule, rows, op)
 
 
-def program_sizes(sdfg: dace.SDFG, matrices=None) -> Tuple[Optional[str], Optional[str], Dict[str, int], str]:
-    """(value type, index type, sizes, ``'spmm'`` or ``'sddmm'``) of the SpMM or SDDMM of
-    ``sdfg`` with the widest dense operand among the example ``matrices`` (name -> value; a
-    size is missing where they do not give it); (None, None, {}, '') without either."""
+def program_sizes(sdfg: dace.SDFG, matrices=None) -> Tuple[Optional[str], Optional[str], Dict[str, int], str,
+                                                            Dict[str, str]]:
+    """(value type, index type, sizes, ``'spmm'`` or ``'sddmm'``, size -> symbol) of the
+    SpMM or SDDMM of ``sdfg`` with the widest dense operand among the example ``matrices``
+    (name -> value). Its sizes come from its own operands where the examples give them
+    (``k`` from its dense operand, ``rows``/``cols``/``nnz`` from its sparse one); a size
+    is missing where they do not. The last item names the symbols of ``rows``, ``cols``
+    and ``k`` where they are symbols. (None, None, {}, '', {}) without either operation."""
     import numpy as np
     from sdfgsparse.ops.sddmm import SDDMM
     from sdfgsparse.ops.spmm import SpMM
@@ -172,14 +176,18 @@ def program_sizes(sdfg: dace.SDFG, matrices=None) -> Tuple[Optional[str], Option
             if k is None:
                 shape_k = node.connected(state, conn).shape[-1]
                 k = int(shape_k) if dace.symbolic.issymbolic(shape_k) is False or isinstance(shape_k, int) else None
-            found.append((k or 0, isinstance(node, SDDMM), node.operand_type(state, prefix)))
+            a = next(e for e in state.in_edges(node) if e.dst_conn.startswith(f'_{prefix}_')).src
+            a = next((e.src.data for e in state.in_edges(a) if isinstance(e.src, dace.nodes.AccessNode)), a.data)
+            found.append((k or 0, isinstance(node, SDDMM), node.operand_type(state, prefix),
+                          node.connected(state, conn).shape[-1], a))
     if not found:
-        return None, None, {}, ''
-    k, sddmm, st = max(found, key=lambda f: f[:2])
+        return None, None, {}, '', {}
+    k, sddmm, st, kexpr, a = max(found, key=lambda f: f[:2])
     sizes = {'k': k} if k else {}
-    for value in matrices.values():
-        shape = getattr(value, 'shape', ())
-        if hasattr(value, 'nnz') and len(shape) == 2:
-            sizes.update(rows=int(shape[0]), cols=int(shape[1]), nnz=int(value.nnz))
-            break
-    return np.dtype(st.dtype.type).name, np.dtype(st.index_dtype.type).name, sizes, 'sddmm' if sddmm else 'spmm'
+    value = matrices.get(a)
+    if value is not None and hasattr(value, 'nnz') and len(getattr(value, 'shape', ())) == 2:
+        sizes.update(rows=int(value.shape[0]), cols=int(value.shape[1]), nnz=int(value.nnz))
+    names = {key: str(x) for key, x in (('rows', st.rows), ('cols', st.cols), ('k', kexpr))
+             if dace.symbolic.issymbolic(x) and getattr(x, 'is_Symbol', False)}
+    return (np.dtype(st.dtype.type).name, np.dtype(st.index_dtype.type).name, sizes, 'sddmm' if sddmm else 'spmm',
+            names)

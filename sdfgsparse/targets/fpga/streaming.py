@@ -55,6 +55,10 @@ FPGA_Device = dtypes.ScheduleType.FPGA_Device
 ADDER_LATENCY = 8
 #: Attribute of a kernel state built here: its :class:`Design` and what it computes.
 DESIGN_ATTR = '_ss_fpga_design'
+#: Names the designs give their loop variables (and the tasklet connectors next to which
+#: a size symbol appears in code): a program whose symbols or data use one of them takes
+#: the portable expansion instead (a size named ``_sq`` would be read as the pass index).
+RESERVED = frozenset({'_sq', '_si', '_sp', '_sj', '_skb', '_st', '_sw', '_srl', '__tn', '__tk', '_d', '_v', '_prev'})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +134,10 @@ def streamable(node, state: dace.SDFGState) -> Optional[str]:
     from sdfgsparse.ops.spmv import SpMV
     if not isinstance(node, (SpMM, SpMV, SDDMM)):
         return f'{type(node).__name__} has no streaming design'
+    sdfg = state.parent
+    taken = sorted(RESERVED & ({str(s) for s in sdfg.free_symbols} | set(sdfg.symbols) | set(sdfg.arrays)))
+    if taken:
+        return f'the program uses the name(s) {", ".join(taken)}, which the streaming designs reserve'
     prefix = 'S' if isinstance(node, SDDMM) else 'A'
     if isinstance(node, SDDMM) and node.y_layout != 'KN':
         return f'Y is laid out {node.y_layout}'
@@ -444,7 +452,8 @@ def _stream_sddmm(sdfg, state, node, design: Design) -> dace.SDFGState:
     vt, it = sdfg.arrays[vals].dtype, sdfg.arrays[crd].dtype
     rows, K = sdfg.arrays[X].shape
     vec = dace.vector(vt, W) if W > 1 else vt
-    Q = dace.symbolic.pystr_to_symbolic(f'int_ceil({K}, {T})')
+    # (at least one pass: with K = 0 the padded zeros give every entry the value 0)
+    Q = dace.symbolic.pystr_to_symbolic(f'Max(1, int_ceil({K}, {T}))')
     KP = Q * T
     k = _Kernel(sdfg, state, node, design, pos, rows, it)
     fpos, fcrd, fvals = (k.twin(pos, sdfg.arrays[pos].shape, it, True), k.twin(crd, sdfg.arrays[crd].shape, it, True),
@@ -567,7 +576,7 @@ def pump_multiply(sdfg: dace.SDFG, kernel: dace.SDFGState) -> None:
     raises naming why when the PE cannot be pumped."""
     info = design_of(kernel)
     factor = info['design'].pumping
-    if factor == 1 or info['design'].vector_width % factor:  # (an SpMV's single lane is not pumped)
+    if factor == 1:  # (an SpMV's design has one lane and no pumping: Design.for_vector)
         return
     from sdfgsparse.targets.fpga import pumping
     pes = [pe for pe in pumping.pumpable_elements(sdfg, factor) if pe.state is kernel and pe.name == 'multiply']
