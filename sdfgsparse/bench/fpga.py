@@ -167,10 +167,7 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
         design = f'W={d.vector_width} P={d.accumulators} F={d.pumping}' if d else 'W=1 P=1 F=1'
         for mname, A in loaded:
             args = _inputs(name, k, A, rng)
-            values = {}
-            for s in model.symbols:
-                values[s] = {'M': A.shape[0], 'N': A.shape[1], 'K': k}.get(s, A.nnz)
-            e = model.evaluate(**values)
+            e = _evaluate(model, {'rows': A.shape[0], 'cols': A.shape[1], 'nnz': A.nnz, 'k': k})
             row = FpgaRow(label, mname, A.shape[0], A.nnz, design, int(e['dsp']), int(e['lut']), int(e['bram18']),
                           e['cycles'], e['seconds'] * 1e3, e['bottleneck'], e['gbps_needed'], e['gbps_board'])
             if A.nnz <= MAX_SIMULATED_NNZ:

@@ -109,6 +109,8 @@ def _model(vt: str, it: str, design: Design, board: str, clock_mhz: float, op: s
 
 
 def _evaluate(model, sizes: Dict[str, int]) -> dict:
+    """The model of a program whose sizes are the symbols M, N and K (the probes and the
+    bench programs; any other symbol counts entries) at ``sizes``."""
     values = {}
     for s in model.symbols:
         name = str(s)

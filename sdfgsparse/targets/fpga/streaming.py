@@ -277,14 +277,32 @@ def stream_node(sdfg: dace.SDFG, state: dace.SDFGState, node, design: Design) ->
     return _stream_product(sdfg, state, node, design)
 
 
-def _read_rows(k: _Kernel, fpos: str, rows, q_range: dict, len_s: str) -> None:
-    """read_rows: the length of every row, once per pass."""
-    st = k.st
-    me, mx = st.add_map('read_rows', {**q_range, '_si': f'0:{rows}'}, schedule=FPGA_Device)
+def _row_length(st: dace.SDFGState, me, fpos: str):
+    """A tasklet in the row map ``me`` (parameter ``_si``) whose output ``_l`` is the length
+    of row ``_si`` from the row pointers ``fpos``."""
     t = st.add_tasklet('row_length', {'_b', '_e'}, {'_l'}, '_l = _e - _b')
     r = st.add_read(fpos)
     st.add_memlet_path(r, me, t, dst_conn='_b', memlet=Memlet(f'{fpos}[_si]'))
     st.add_memlet_path(r, me, t, dst_conn='_e', memlet=Memlet(f'{fpos}[_si + 1]'))
+    return t
+
+
+def _to_lanes(st: dace.SDFGState, label: str, lanes: str, vec, W: int):
+    """A tasklet (input connector ``_r``, for the caller to connect) that stores a vector
+    into the register array ``lanes`` of its ``W`` lanes; returns (tasklet, the lanes'
+    access node)."""
+    t = st.add_tasklet(label, {'_r'}, {'_o'}, '_o = _r')
+    t.out_connectors['_o'] = vec
+    la = st.add_access(lanes)
+    st.add_edge(t, '_o', la, None, Memlet(f'{lanes}[0:{W}]'))
+    return t, la
+
+
+def _read_rows(k: _Kernel, fpos: str, rows, q_range: dict, len_s: str) -> None:
+    """read_rows: the length of every row, once per pass."""
+    st = k.st
+    me, mx = st.add_map('read_rows', {**q_range, '_si': f'0:{rows}'}, schedule=FPGA_Device)
+    t = _row_length(st, me, fpos)
     st.add_memlet_path(t, mx, st.add_write(len_s), src_conn='_l', memlet=Memlet(f'{len_s}[0]'))
 
 
@@ -355,8 +373,7 @@ def _stream_product(sdfg, state, node, design: Design) -> dace.SDFGState:
     Q = dace.symbolic.pystr_to_symbolic(f'int_ceil({K}, {T})') if spmm else 1
     KP = Q * T  # padded columns
     k = _Kernel(sdfg, state, node, design, pos, rows, it)
-    fpos, fcrd, fvals = (k.twin(pos, sdfg.arrays[pos].shape, it, True), k.twin(crd, sdfg.arrays[crd].shape, it, True),
-                         k.twin(vals, sdfg.arrays[vals].shape, vt, True))
+    fpos, fcrd, fvals = (k.twin(a, sdfg.arrays[a].shape, sdfg.arrays[a].dtype, True) for a in (pos, crd, vals))
     if spmm:
         fX = k.twin(X, [cols, Q * P], vec)
         k.copy_in(k.padded(X, K, KP), fX)
@@ -456,8 +473,7 @@ def _stream_sddmm(sdfg, state, node, design: Design) -> dace.SDFGState:
     Q = dace.symbolic.pystr_to_symbolic(f'Max(1, int_ceil({K}, {T}))')
     KP = Q * T
     k = _Kernel(sdfg, state, node, design, pos, rows, it)
-    fpos, fcrd, fvals = (k.twin(pos, sdfg.arrays[pos].shape, it, True), k.twin(crd, sdfg.arrays[crd].shape, it, True),
-                         k.twin(vals, sdfg.arrays[vals].shape, vt, True))
+    fpos, fcrd, fvals = (k.twin(a, sdfg.arrays[a].shape, sdfg.arrays[a].dtype, True) for a in (pos, crd, vals))
     fX = k.twin(X, [rows, Q * P], vec)
     k.copy_in(k.padded(X, K, KP), fX)
     cols = sdfg.arrays[Y].shape[1]
@@ -477,10 +493,7 @@ def _stream_sddmm(sdfg, state, node, design: Design) -> dace.SDFGState:
 
     # row_index: each entry's row, once per pass
     rme, rmx = st.add_map('row_index', {**q_range, '_si': f'0:{rows}'}, schedule=FPGA_Device)
-    t = st.add_tasklet('row_length', {'_b', '_e'}, {'_l'}, '_l = _e - _b')
-    r = st.add_read(fpos)
-    st.add_memlet_path(r, rme, t, dst_conn='_b', memlet=Memlet(f'{fpos}[_si]'))
-    st.add_memlet_path(r, rme, t, dst_conn='_e', memlet=Memlet(f'{fpos}[_si + 1]'))
+    t = _row_length(st, rme, fpos)
     rl = st.add_access(rlen)
     st.add_edge(t, '_l', rl, None, Memlet(f'{rlen}[0]'))
     eme, emx = st.add_map('row_entries', {'_sj': '0:_srl'}, schedule=FPGA_Device)
@@ -512,11 +525,8 @@ def _stream_sddmm(sdfg, state, node, design: Design) -> dace.SDFGState:
     st.add_memlet_path(t_add, umx, d1, src_conn='_o', memlet=Memlet(f'{dacc}[0]'))
     if W > 1:
         lanes = k.register('lanes', vt, [W])
-        t_l = st.add_tasklet('to_lanes', {'_a'}, {'_o'}, '_o = _a')
-        t_l.out_connectors['_o'] = vec
-        st.add_edge(d1, None, t_l, '_a', Memlet(f'{dacc}[0]'))
-        la = st.add_access(lanes)
-        st.add_edge(t_l, '_o', la, None, Memlet(f'{lanes}[0:{W}]'))
+        t_l, la = _to_lanes(st, 'to_lanes', lanes, vec, W)
+        st.add_edge(d1, None, t_l, '_r', Memlet(f'{dacc}[0]'))
         t_s = st.add_tasklet('sum_lanes', {'_l'}, {'_d'}, '_d = ' + ' + '.join(f'_l[{w}]' for w in range(W)))
         st.add_edge(la, None, t_s, '_l', Memlet(f'{lanes}[0:{W}]'))
     else:
@@ -540,11 +550,8 @@ def _write_epilogue(st, expr, epi, me, mx, out_s, fY, yidx, vt, W, P, register) 
     (unrolled), the lanes back into a vector for Y."""
     lanes_in, lanes_out = register('lanes_in', vt, [W]), register('lanes_out', vt, [W])
     vec = dace.vector(vt, W) if W > 1 else vt
-    t_pop = st.add_tasklet('pop_result', {'_r'}, {'_o'}, '_o = _r')
+    t_pop, li = _to_lanes(st, 'pop_result', lanes_in, vec, W)
     st.add_memlet_path(st.add_read(out_s), me, t_pop, dst_conn='_r', memlet=Memlet(f'{out_s}[0]'))
-    t_pop.out_connectors['_o'] = vec
-    li = st.add_access(lanes_in)
-    st.add_edge(t_pop, '_o', li, None, Memlet(f'{lanes_in}[0:{W}]'))
     lme, lmx = st.add_map('epilogue_lanes', {'_sw': f'0:{W}'}, schedule=FPGA_Device, unroll=True)
     conns = {EPI_PREFIX + 'value'} | set(epi)
     code = substitute(expr, {VALUE: EPI_PREFIX + 'value'})
@@ -552,13 +559,9 @@ def _write_epilogue(st, expr, epi, me, mx, out_s, fY, yidx, vt, W, P, register) 
     st.add_memlet_path(li, lme, t, dst_conn=EPI_PREFIX + 'value', memlet=Memlet(f'{lanes_in}[_sw]'))
     for conn, (arr, template) in epi.items():
         if template == '{1}':  # a column input: this write's vector of it, into registers
-            lanes = register(f'lanes{conn}', vt, [W])
-            t_in = st.add_tasklet(f'read{conn}', {'_r'}, {'_o'}, '_o = _r')
-            t_in.out_connectors['_o'] = vec
+            t_in, la = _to_lanes(st, f'read{conn}', register(f'lanes{conn}', vt, [W]), vec, W)
             st.add_memlet_path(st.add_read(arr), me, t_in, dst_conn='_r', memlet=Memlet(f'{arr}[_sq * {P} + _skb]'))
-            la = st.add_access(lanes)
-            st.add_edge(t_in, '_o', la, None, Memlet(f'{lanes}[0:{W}]'))
-            st.add_memlet_path(la, lme, t, dst_conn=conn, memlet=Memlet(f'{lanes}[_sw]'))
+            st.add_memlet_path(la, lme, t, dst_conn=conn, memlet=Memlet(f'{la.data}[_sw]'))
             continue
         idx = {'{0}': '_si', '': '0'}[template]
         st.add_memlet_path(st.add_read(arr), me, lme, t, dst_conn=conn, memlet=Memlet(f'{arr}[{idx}]'))
