@@ -241,6 +241,14 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
                                                f'{", ".join(TARGETS)})')
     if cache_size is not None and (not isinstance(cache_size, int) or cache_size <= 0):
         raise errors.ShapeError(f'ss.optimize: cache_size must be a positive number of bytes, got {cache_size!r}')
+    if target == 'fpga':  # (before the pipeline changes an SDFG the caller passed)
+        from sdfgsparse.targets.fpga.model import BOARDS
+        if fpga_board not in BOARDS:
+            raise errors.ArgumentError(f'ss.optimize: fpga_board {fpga_board!r} is not known (known: '
+                                       f'{", ".join(sorted(BOARDS))})')
+        if isinstance(fpga_clock_mhz, bool) or not isinstance(fpga_clock_mhz, (int, float)) or not fpga_clock_mhz > 0:
+            raise errors.ArgumentError(f'ss.optimize: fpga_clock_mhz must be a positive number of MHz, got '
+                                       f'{fpga_clock_mhz!r}')
     if isinstance(program_or_sdfg, dace.SDFG):
         sdfg = program_or_sdfg
     elif hasattr(program_or_sdfg, 'to_sdfg'):
@@ -303,15 +311,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     if target == 'fpga':  # lowered on a copy: the program keeps its signature (sparse arguments)
 
         def choose():
-            from sdfgsparse.targets.fpga.model import BOARDS
             from sdfgsparse.targets.fpga.select import choose_design, program_sizes
-            if fpga_board not in BOARDS:
-                raise errors.ArgumentError(f'ss.optimize: fpga_board {fpga_board!r} is not known (known: '
-                                           f'{", ".join(sorted(BOARDS))})')
-            if isinstance(fpga_clock_mhz, bool) or not isinstance(fpga_clock_mhz, (int, float)) \
-                    or not fpga_clock_mhz > 0:
-                raise errors.ArgumentError(f'ss.optimize: fpga_clock_mhz must be a positive number of MHz, got '
-                                           f'{fpga_clock_mhz!r}')
             vt, it, sizes, op, names = program_sizes(sdfg, matrices)
             result.fpga_symbols = _bind_sizes(sdfg, matrices)
             result.fpga_board, result.fpga_clock_mhz = fpga_board, fpga_clock_mhz

@@ -117,6 +117,11 @@ def test_optimize_chooses_and_reports_the_design():
         ss.optimize(fpga_select_gcn, target='fpga', fpga_clock_mhz=0)
     with pytest.raises(errors.ArgumentError, match="fpga_board 'u999'"):
         ss.optimize(fpga_select_gcn, target='fpga', fpga_board='u999')
+    sdfg = fpga_select_gcn.to_sdfg()  # (an SDFG is optimised in place: refused before any change)
+    before = sdfg.hash_sdfg()
+    with pytest.raises(errors.ArgumentError, match="fpga_board 'u999'"):
+        ss.optimize(sdfg, target='fpga', fpga_board='u999')
+    assert sdfg.hash_sdfg() == before
     with pytest.raises(errors.UnsupportedOperationError, match="not 'fpga'"):
         ss.optimize(fpga_select_gcn).fpga_report()
 
