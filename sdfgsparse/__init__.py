@@ -11,6 +11,10 @@ from sdfgsparse import _dace_compat
 
 _dace_compat.apply()
 
+from sdfgsparse.targets.cpu import openmp as _openmp
+
+_openmp.bind()  # one OpenMP runtime for our libraries and those already or later loaded
+
 from sdfgsparse import errors
 from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, SparseFormat, SparseType
 from sdfgsparse.runtime.container import SparseMatrix

@@ -3,12 +3,17 @@
     sdfgsparse bench [--matrices DIR] [--kernels spmv,spmm,...] [--threads N] [--repeat R]
                      [--peers scipy,torch,graphblas,pydata,mkl] [--json FILE] [--plot FILE.png]
                      [--quick] [--no-progress] [--stream-mib MIB] [--optimize]
+                     [--isolation same|separate]
                      [--target cpu|fpga [--board u280] [--clock-mhz 300]]
 
 ``--optimize`` adds the system ``sdfgsparse-opt`` (each kernel's program through
 ``ss.optimize`` with the matrix's inputs as examples) next to the unoptimised
 ``sdfgsparse``; ``gcn`` then means ``gcn+bias``, and without ``--kernels`` the kernels are
 gcn, attention, atb and cg.
+
+``--isolation separate`` times each system in a process of its own
+(:mod:`sdfgsparse.bench.isolation`); the default ``same`` times them all in one process,
+in a random order each round, as a user runs them side by side.
 
 ``--target fpga`` runs :mod:`sdfgsparse.bench.fpga` instead: the designs ``ss.optimize``
 chooses for the FPGA, their model per matrix and a C-simulation check (no timing of peers).
@@ -68,6 +73,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument('--optimize', action='store_true',
                    help='also run every kernel through ss.optimize (system sdfgsparse-opt, with the matrix as '
                    'example input) and report its heuristics time; gcn then includes a bias (gcn+bias)')
+    p.add_argument('--isolation', choices=('same', 'separate'), default='same',
+                   help='same (default): every system in one process, called in a random order each round, as '
+                   'a user runs them side by side; separate: each system in a process of its own (no other '
+                   'library\'s threads or OpenMP runtime loaded)')
+    p.add_argument('--only', default=None, help=argparse.SUPPRESS)  # one system: a child of --isolation separate
     p.add_argument('--suite', choices=('kernels', 'ml'), default='kernels',
                    help='kernels (default): sparse kernels against peer libraries; ml: sparse torch models '
                    '(GCN inference and training step, sparse MLP) compiled with ss.torch.compile against eager '
@@ -102,7 +112,8 @@ def config_from_args(args):
     matrices = from_folder(args.matrices) if args.matrices else default_matrices(quick=args.quick)
     config = BenchConfig(kernels=kernels, matrices=matrices, peers=peers, threads=args.threads, repeat=args.repeat,
                          quick=args.quick, stream_elements=mib * 2**20 // 8,
-                         progress=False if args.no_progress else None, optimize=optimize)
+                         progress=False if args.no_progress else None, optimize=optimize,
+                         only=getattr(args, 'only', None))
     config.validate()
     return config
 
@@ -120,6 +131,10 @@ def to_argv(args) -> List[str]:
         argv.append('--no-progress')
     if getattr(args, 'optimize', False):
         argv.append('--optimize')
+    if getattr(args, 'isolation', 'same') != 'same':
+        argv += ['--isolation', args.isolation]
+    if getattr(args, 'only', None):
+        argv += ['--only', args.only]
     if getattr(args, 'suite', 'kernels') != 'kernels':
         argv += ['--suite', args.suite]
     if getattr(args, 'target', 'cpu') != 'cpu':
@@ -156,7 +171,12 @@ def run(args) -> int:
     from sdfgsparse.bench.plot import write_plot
     from sdfgsparse.bench.report import format_report
     from sdfgsparse.bench.runner import run_benchmark
-    result = run_benchmark(config, log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
+    log = lambda line: print(f'sdfgsparse bench: {line}', flush=True)  # noqa: E731
+    if getattr(args, 'isolation', 'same') == 'separate' and not args.only:
+        from sdfgsparse.bench.isolation import run_separate
+        result = run_separate(to_argv(args), config, log)
+    else:
+        result = run_benchmark(config, log=log)
     print(format_report(result), flush=True)
     if args.json:
         result.write_json(args.json)

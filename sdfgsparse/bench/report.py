@@ -17,6 +17,7 @@ sdfgsparse-opt's. A section before the tables gives ``ss.optimize`` per kernel: 
 heuristics time (median over matrices, C++ compilation excluded), the build time and the
 transformations applied.
 """
+import os
 import math
 from typing import Dict, Iterable, List, Optional
 
@@ -179,6 +180,27 @@ def noise_warning(result: BenchResult, threshold: float = NOISE_SPREAD) -> Optio
             f'was noisy — close other work and rerun, or raise --repeat')
 
 
+def _runtime_names(record) -> str:
+    return ', '.join(os.path.basename(p) for p in record.get('mapped', [])) or 'none'
+
+
+def _isolation_lines(m) -> List[str]:
+    """How the systems shared processes, and the OpenMP runtimes they loaded."""
+    if m.get('isolation') == 'separate':
+        per = m.get('openmp_by_system', {})
+        return ['isolation: separate (a process per system); OpenMP runtimes: ' +
+                '; '.join(f'{name}: {_runtime_names(rec)}' for name, rec in per.items())]
+    rec = m.get('openmp')
+    if not rec:
+        return []
+    out = [f'isolation: same (all systems in one process, random order each round); OpenMP: ours '
+           f'{os.path.basename(rec.get("runtime") or "?")} ({rec.get("action")}), mapped: {_runtime_names(rec)}']
+    if rec.get('competing'):
+        out.append(f'warning: other OpenMP runtimes in use beside ours ({_runtime_names({"mapped": rec["competing"]})})'
+                   '; their thread teams compete with ours for the cores (see sdfgsparse.targets.cpu.openmp)')
+    return out
+
+
 def format_report(result: BenchResult) -> str:
     """The whole report as text (see the module docstring)."""
     m = result.machine
@@ -188,6 +210,7 @@ def format_report(result: BenchResult) -> str:
         f'({m.get("stream_method", "?")}, {m.get("stream_array_MiB", 0):.0f} MiB arrays); '
         f'{m.get("repeat")} timed runs after {m.get("warmup")} warm-up, interleaved'
     ]
+    out += _isolation_lines(m)
     for name, why in sorted(m.get('peers_skipped', {}).items()):
         out.append(f'peer {name}: MISSING, {why}; the best-peer ratios leave it out')
     if result.compile:

@@ -47,6 +47,7 @@ from sdfgsparse.bench.progress import Progress
 from sdfgsparse.bench.results import BenchResult, Result
 from sdfgsparse.bench.stream import DEFAULT_ELEMENTS, stream_triad
 from sdfgsparse.bench.timing import Stats, interleaved, measure_peak
+from sdfgsparse.targets.cpu import openmp
 
 __all__ = ['BenchConfig', 'run_benchmark', 'machine_info']
 
@@ -72,6 +73,7 @@ class BenchConfig:
     progress: Optional[bool] = None
     seed: int = 0
     optimize: bool = False
+    only: Optional[str] = None  # run this one system (a child of ``--isolation separate``)
 
     def validate(self) -> None:
         if self.threads < 1:
@@ -80,6 +82,11 @@ class BenchConfig:
             raise OptionError(f'--repeat {self.repeat}: expected at least 1 timed run (10 or more for real numbers)')
         if self.warmup < 0:
             raise OptionError(f'warmup={self.warmup}: expected 0 or more warm-up calls')
+        if self.only is not None:
+            from sdfgsparse.bench.isolation import system_names
+            if self.only not in system_names(self):
+                raise OptionError(f'--only {self.only}: not one of this run\'s systems '
+                                  f'({", ".join(system_names(self))})')
 
 
 def _cpu_model() -> str:
@@ -169,6 +176,8 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
         m['optimize'] = True
     if systems is None:
         systems = ([OptimizedSystem()] if config.optimize else []) + [SdfgsparseSystem()] + make_peers(config.peers)
+    if config.only is not None:
+        systems = [s for s in systems if s.name == config.only]
     usable = []
     for s in systems:
         why = s.available()
@@ -214,6 +223,8 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
     for s in systems:
         out.optimize += getattr(s, 'records', [])
     m['process_peak_rss_MiB'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    m['isolation'] = 'same'  # one process (isolation.run_separate merges a process per system)
+    m['openmp'] = openmp.describe()  # after the run: every runtime the systems loaded
     return out
 
 

@@ -174,3 +174,40 @@ def test_a_slow_system_gets_its_checking_call_as_only_run(mtx_dir):
         assert r.correct and r.runs == 1 and r.median_s == r.min_s == r.max_s
         assert r.note.startswith('one run only: the call took') and r.peak_mem_bytes is not None
     assert 'note: scipy spmv on rect: one run only' in format_report(res)
+
+
+def test_isolation_separate_runs_a_process_per_system_and_merges(mtx_dir, tmp_path, capsys):
+    out_json = tmp_path / 'sep.json'
+    rc = cli.main([
+        'bench', '--matrices', str(mtx_dir), '--kernels', 'spmv', '--repeat', '2', '--threads',
+        os.environ['OMP_NUM_THREADS'], '--json', str(out_json), '--no-progress', '--stream-mib', '1', '--peers',
+        'scipy', '--isolation', 'separate'
+    ])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    assert 'sdfgsparse: its own process' in printed and 'scipy: its own process' in printed
+    assert 'isolation: separate (a process per system)' in printed
+    data = json.loads(out_json.read_text())
+    m = data['machine']
+    assert m['isolation'] == 'separate' and set(m['openmp_by_system']) == {'sdfgsparse', 'scipy'}
+    assert m['stream_triad_GBps'] > 0 and set(m['versions']) >= {'sdfgsparse', 'scipy'}
+    assert [c['kernel'] for c in data['compile']] == ['spmv']  # compiled in sdfgsparse's process only
+    got = {(r['matrix'], r['system']) for r in data['results']}
+    assert got == {('rect', 'sdfgsparse'), ('rect', 'scipy'), ('square', 'sdfgsparse'), ('square', 'scipy')}
+    assert all(r['correct'] and r['runs'] == 2 for r in data['results'])
+
+
+def test_isolation_same_is_the_default_and_reports_the_openmp_runtime(mtx_dir):
+    res = run_benchmark(_config(mtx_dir, 'spmv', peers=['scipy']))
+    rec = res.machine['openmp']
+    assert rec['action'] in ('loaded', 'shared', 'bound') and rec['runtime']
+    assert res.machine['isolation'] == 'same'
+    text = format_report(res)
+    assert 'isolation: same (all systems in one process' in text and 'OpenMP: ours libgomp' in text
+
+
+def test_only_must_name_a_system_of_the_run(mtx_dir, capsys):
+    rc = cli.main(['bench', '--matrices', str(mtx_dir), '--kernels', 'spmv', '--peers', 'scipy', '--only', 'torch',
+                   '--no-progress', '--threads', os.environ['OMP_NUM_THREADS']])
+    assert rc == 2
+    assert "--only torch: not one of this run's systems (sdfgsparse, scipy)" in capsys.readouterr().err
