@@ -142,6 +142,7 @@ class Entries:
         st = self.type
         kb.symbols_of(st.rows, st.cols, *st.sizes.values())
         outer = self.pieces[0]
+        kb.balance(outer.var)
         kb.line(f'for {outer.var} in dace.map[{outer.bounds[0]}:{outer.bounds[1]}]:', indent)
 
     def emit(self,

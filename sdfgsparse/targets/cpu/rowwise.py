@@ -36,6 +36,7 @@ def emit_count_fill(kb: KernelBuilder, tag: str, rows, cap, count_inputs: Sequen
     L = kb.line
     L(f'{tag}cap = dace.int64({pyexpr(cap)})')
     L(f'{tag}cnt = np.empty(({R},), dtype=dace.int64)')
+    kb.balance('i')
     for step, inputs, code in (('count', count_inputs, count_code), ('fill', fill_inputs, fill_code)):
         L(f'for i in dace.map[0:{R}]:')
         L(f'    _{tag}{step} = dace.int64(i)')
