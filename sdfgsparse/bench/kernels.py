@@ -220,8 +220,14 @@ class Kernel:
             return 2.0 * A.nnz + 10.0 * A.shape[0]
         return 2.0 * A.nnz * k
 
-    def bytes(self, inp: Dict[str, Any], ref) -> float:
-        """Compulsory bytes of one call: distinct inputs read once, result written once."""
+    def bytes(self, inp: Dict[str, Any], ref, cache_bytes: Optional[int] = None) -> float:
+        """Compulsory bytes of one call: distinct inputs read once, result written once.
+        SpMV with the last-level cache's size ``cache_bytes``: the bytes a perfect SpMV
+        moves, x's reads counted by an LRU model of that cache over the column pattern
+        (:func:`sdfgsparse.analysis.spmv_traffic.spmv_traffic`)."""
+        if self.name == 'spmv' and cache_bytes:
+            from sdfgsparse.analysis.spmv_traffic import spmv_traffic
+            return float(spmv_traffic(inp['A'], cache_bytes).total)
         seen, total = set(), 0
         for v in inp.values():
             if id(v) not in seen:

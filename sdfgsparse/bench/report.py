@@ -236,6 +236,9 @@ def format_report(result: BenchResult) -> str:
     for k in kernels:
         out.append('')
         out += _kernel_table(k, [r for r in result.results if r.kernel == k])
+        if k == 'spmv' and m.get('model_cache_MiB'):
+            out.append(f'  spmv GB/s: bytes a perfect SpMV moves (the matrix and y once, the lines of x that miss an '
+                       f'LRU model of the {m["model_cache_MiB"]:.0f} MiB last-level cache) / time')
     bad = [r for r in result.results if not r.correct]
     if bad:
         out.append('')

@@ -74,6 +74,8 @@ class BenchConfig:
     seed: int = 0
     optimize: bool = False
     only: Optional[str] = None  # run this one system (a child of ``--isolation separate``)
+    #: last-level cache of the SpMV traffic model (:meth:`Kernel.bytes`); None: this machine's
+    cache_bytes: Optional[int] = None
 
     def validate(self) -> None:
         if self.threads < 1:
@@ -170,6 +172,9 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
     config.validate()
     out = BenchResult(machine=machine_info(config.threads))
     m = out.machine
+    if config.cache_bytes is None and m.get('llc_MiB'):
+        config.cache_bytes = int(m['llc_MiB'] * 2**20)
+    m['model_cache_MiB'] = config.cache_bytes / 2**20 if config.cache_bytes else None
     m.update(repeat=config.repeat, warmup=config.warmup, quick=config.quick, peers_skipped={},
              kernels=[k.label for k in config.kernels], matrices=[s.name for s in config.matrices])
     if config.optimize:
@@ -232,7 +237,7 @@ def _run_one(kernel: Kernel, matrix: str, A, systems, compile_errors, config: Be
              stream_gbps: float) -> List[Result]:
     inp = kernel.inputs(A, seed=config.seed)
     ref = kernel.reference(inp)
-    flops, nbytes = kernel.flops(inp), kernel.bytes(inp, ref)
+    flops, nbytes = kernel.flops(inp), kernel.bytes(inp, ref, cache_bytes=config.cache_bytes)
     A = inp['A']  # the matrix the kernel runs on (cg: its SPD symmetrisation)
     results: Dict[str, Result] = {}
     calls: Dict[str, Callable[[], Any]] = {}
