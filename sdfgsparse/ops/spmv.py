@@ -7,7 +7,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.targets.cpu import kernel_checks
-from sdfgsparse.targets.cpu.dense_loops import spmv_row, spmv_row_chunks
+from sdfgsparse.targets.cpu.dense_loops import regular_rows, spmv_row, spmv_row_chunks
 from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
 from sdfgsparse.lowering.epilogue import node_epilogue
 from sdfgsparse.lowering.graph import SUM, Kernel, epilogue_pass, read
@@ -44,7 +44,9 @@ class ExpandSpMVCPU(ExpandTransformation):
     """Co-iterates the levels of A: a scalar accumulator per row when the outer level owns
     the rows, otherwise in-place updates (sequential when rows are scattered). A plain row
     walk (CSR, or CSC seen as ``A.T``) with A, x and y of one dtype goes ``row_chunk``
-    entries at a time (:func:`~sdfgsparse.targets.cpu.dense_loops.spmv_row_chunks`).
+    entries at a time (:func:`~sdfgsparse.targets.cpu.dense_loops.spmv_row_chunks`), or,
+    with ``adaptive_walk``, one entry at a time on calls whose rows look regular
+    (:func:`~sdfgsparse.targets.cpu.dense_loops.regular_rows`).
 
     When A is an argument that only such kernels read and its walk is a plain row walk
     (CSR, or CSC seen as ``A.T``; :func:`sdfgsparse.targets.cpu.kernel_checks.claims`), a
@@ -78,11 +80,23 @@ class ExpandSpMVCPU(ExpandTransformation):
                                 y.shape, finish, indent=indent)
                 return
             outer, inner, crd, pos = row
-            ent.emit_row_map(kb, indent=indent)
-            for l in spmv_row_chunks(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1],
-                                     f'{pos}[{outer.bounds[1]}]', y.dtype.ctype, y.dtype.bytes, chunks):
-                kb.line(l, indent + 1)
-            epilogue(indent + 1)
+
+            def rows(width, at):
+                ent.emit_row_map(kb, indent=at)
+                for l in spmv_row_chunks(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1],
+                                         f'{pos}[{outer.bounds[1]}]', y.dtype.ctype, y.dtype.bytes, width):
+                    kb.line(l, at + 1)
+                epilogue(at + 1)
+
+            if not node.adaptive_walk:
+                rows(chunks, indent)
+                return
+            for l in regular_rows('_regular', pos, outer.bounds[1]):  # the walk per call (dense_loops.regular_rows)
+                kb.line(l, indent)
+            kb.line('if _regular[0] > 0:', indent)
+            rows(1, indent + 1)
+            kb.line('else:', indent)
+            rows(chunks, indent + 1)
 
         if argument is None:
             walk(0)
@@ -123,6 +137,13 @@ class SpMV(FusableSparseNode):
         desc='Entries per step of a row walk (CSR, or CSC seen as A.T; A, x and y of one dtype): '
         'one vector per step, the lanes past the row end masked, so the loop tests the row end once '
         'per step (a power of two up to 64); 0 or 1: one entry per step (the scalar loop)')
+
+    adaptive_walk = properties.Property(
+        dtype=bool,
+        default=True,
+        desc='With row_chunk > 1: choose per call between the chunked walk and one entry per step from a sample '
+        'of row lengths (regular, short rows: one entry per step; targets/cpu/dense_loops.regular_rows); '
+        'False: always the chunks')
 
     def row_walk(self, state, ent: Entries):
         """:meth:`Entries.row_walk` of A when the expansion takes it (rows in parallel, a

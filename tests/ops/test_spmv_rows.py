@@ -1,5 +1,6 @@
 """SpMV's row walk in vector chunks (``SpMV.row_chunk``, targets/cpu/dense_loops.spmv_row_chunks):
-the same program with chunks of 2, 4 and 8 and with the scalar loop (``row_chunk = 0``)
+the same program with chunks of 2, 4 and 8 (adaptive: one entry per step on calls whose
+rows look regular), chunks of 4 on every call, and the scalar loop (``row_chunk = 0``)
 against scipy, on rows of every length around the chunk sizes, rows at the very end of
 the arrays, empty and one-entry matrices, a real power-law matrix, both value dtypes and
 index widths, CSC seen as ``A.T`` with its epilogue apart and fused into the SpMV, and a
@@ -52,15 +53,16 @@ def _variants(prog, fuse=False):
     ``fuse``: with the epilogue (bias, activation) fused into the SpMV first."""
     if (prog, fuse) not in _COMPILED:
         out = {}
-        for chunk in (0, 2, 4, 8):
+        for chunk in (0, 2, 4, 8, -4):  # -4: chunks of 4 on every call (adaptive_walk off)
             sdfg = prog.to_sdfg()
-            sdfg.name = f'{sdfg.name}_chunk{chunk}{"_fused" if fuse else ""}'
+            sdfg.name = f'{sdfg.name}_chunk{chunk}{"_fused" if fuse else ""}'.replace('-', 'fixed')
             if fuse:
                 assert sdfg.apply_transformations_repeated(SparseEpilogueFusion) >= 1
             nodes = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, SpMV)]
             assert nodes
             for n in nodes:
-                n.row_chunk = chunk
+                n.row_chunk = abs(chunk)
+                n.adaptive_walk = chunk >= 0
                 assert bool(n.epilogue) == fuse
             out[chunk] = ss.compile(sdfg)
         _COMPILED[prog, fuse] = out
@@ -86,6 +88,8 @@ def _matrices(rng):
     yield sp.csr_matrix(np.array([[2.5]]))
     yield sp.csr_matrix(np.ones((3, 9)))  # rows of 9: two chunks of 4 and a tail
     yield sp.csr_matrix(real_matrix('cora_A'))  # power-law rows
+    band = sp.diags([rng.standard_normal(300 - abs(d)) for d in range(-4, 5)], list(range(-4, 5)), format='csr')
+    yield band  # regular rows: the adaptive walk takes one entry per step
 
 
 def _check(variants, args, want, rtol):
@@ -166,3 +170,32 @@ def test_chunks_must_be_a_power_of_two(chunk):
             n.row_chunk = chunk
     with pytest.raises(ValueError, match=f'row_chunk must be 0, 1 or a power of two up to 64.*got {chunk}'):
         sdfg.expand_library_nodes()
+
+
+def _regular_rows_program():
+    from sdfgsparse.targets.cpu.dense_loops import regular_rows
+    from sdfgsparse.targets.cpu.kernel import KernelBuilder
+    kb = KernelBuilder('regular_rows_probe')
+    R = dace.symbol('R')
+    kb.param('_pos', dace.data.Array(dace.int32, [R + 1]))
+    kb.param('_out', dace.data.Array(dace.int64, [1]))
+    for l in regular_rows('_r', '_pos', 'R'):
+        kb.line(l)
+    kb.line('_out[0] = _r[0]')
+    return kb.build().compile()
+
+
+@pytest.mark.parametrize('lengths, regular', [
+    ([9] * 500, 1),  # a band
+    ([9] * 250 + [3] * 250, 1),  # two bands
+    ([4] * 100 + [40] * 100, 0),  # regular but long rows (mean > 16)
+    (list(np.random.default_rng(0).integers(0, 12, 500)), 0),  # irregular
+    ([5, 6], 0),  # too few rows to sample
+    ([], 0),
+])
+def test_regular_rows_decision(lengths, regular):
+    probe = _regular_rows_program()
+    pos = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    out = np.full(1, -1, np.int64)
+    probe(_pos=pos, _out=out, R=len(lengths))
+    assert out[0] == regular
