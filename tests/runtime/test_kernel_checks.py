@@ -123,8 +123,21 @@ def test_kernel_checks_agree_with_validation(rng, in_kernel, prog, dtype, idt):
         _agree(rng, prog, m, n, density, dtype, idt)
 
 
-def _agree(rng, prog, m, n, density, dtype, idt):
-    A = _random(rng, m, n, density, dtype, idt)
+@pytest.mark.parametrize('prog,dtype,idt', [(kc_spmv, np.float64, np.int32), (kc_spmv64, np.float32, np.int64)],
+                         ids=['f64-i32', 'f32-i64'])
+def test_kernel_checks_on_regular_rows(rng, in_kernel, prog, dtype, idt):
+    """A band (regular rows, which the unchecked walk takes one entry per step): the same
+    results and errors through the checked walk."""
+    band = sp.diags([np.ones(400 - abs(d)) for d in range(-3, 4)], list(range(-3, 4)), format='csr')
+    _agree(rng, prog, 400, 400, None, dtype, idt, A=band)
+
+
+def _agree(rng, prog, m, n, density, dtype, idt, A=None):
+    if A is None:
+        A = _random(rng, m, n, density, dtype, idt)
+    else:
+        A = sp.csr_array((rng.standard_normal(A.nnz).astype(dtype), A.indices.astype(idt), A.indptr.astype(idt)),
+                         shape=A.shape)
     if A.indices.dtype != idt:
         pytest.skip('scipy narrowed the index arrays')
     x = rng.standard_normal(n).astype(dtype)
