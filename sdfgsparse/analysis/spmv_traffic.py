@@ -62,8 +62,9 @@ def x_line_misses(indices: np.ndarray, cols: int, value_bytes: int, cache_bytes:
     chosen = np.flatnonzero(set_of % stride == 0)
     misses = 0
     sampled = len(range(0, sets, stride))
-    order = np.argsort(set_of[chosen], kind='stable')  # each set's accesses, in program order
-    seq_sets, seq_lines = set_of[chosen][order], lines[chosen][order]
+    sampled_sets_of = set_of[chosen]
+    order = np.argsort(sampled_sets_of, kind='stable')  # each set's accesses, in program order
+    seq_sets, seq_lines = sampled_sets_of[order], lines[chosen][order]
     bounds = np.flatnonzero(np.diff(seq_sets)) + 1
     for part in np.split(seq_lines, bounds):
         lru: list = []

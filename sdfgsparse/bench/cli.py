@@ -174,7 +174,7 @@ def run(args) -> int:
     log = lambda line: print(f'sdfgsparse bench: {line}', flush=True)  # noqa: E731
     if getattr(args, 'isolation', 'same') == 'separate' and not args.only:
         from sdfgsparse.bench.isolation import run_separate
-        result = run_separate(to_argv(args), config, log)
+        result = run_separate(args, config, log)
     else:
         result = run_benchmark(config, log=log)
     print(format_report(result), flush=True)

@@ -8,6 +8,7 @@ with their OpenMP runtimes and thread teams loaded side by side
 that no system's threads or runtime touch another's: the ratios then measure the
 kernels alone. Each child measures its own STREAM triad; the report takes sdfgsparse's.
 """
+import argparse
 import json
 import os
 import subprocess
@@ -29,15 +30,19 @@ def system_names(config) -> List[str]:
     return ([OPT_SYSTEM] if config.optimize else []) + ['sdfgsparse'] + list(config.peers)
 
 
-def run_separate(argv: List[str], config, log: Callable[[str], None], env: Optional[dict] = None) -> BenchResult:
-    """Run ``sdfgsparse bench`` once per system of ``config`` (``argv``: the command-line
-    words of this run, from :func:`~sdfgsparse.bench.cli.to_argv`) and merge the results.
-    A child that fails is reported through ``log`` and leaves its system out."""
+def run_separate(args, config, log: Callable[[str], None], env: Optional[dict] = None) -> BenchResult:
+    """Run ``sdfgsparse bench`` once per system of ``config`` (``args``: this run's parsed
+    options; each child gets them with ``--only`` its system, its own JSON file, no plot
+    and no progress bar) and merge the results. A child that fails is reported through
+    ``log`` and leaves its system out."""
+    from sdfgsparse.bench.cli import to_argv
     parts = []
     for name in system_names(config):
         with tempfile.TemporaryDirectory(prefix='sdfgsparse-bench-') as tmp:
             path = os.path.join(tmp, 'result.json')
-            words = _child_argv(argv) + ['--only', name, '--json', path]
+            child = argparse.Namespace(**{**vars(args), 'isolation': 'same', 'only': name, 'json': path, 'plot': None,
+                                          'no_progress': True})
+            words = to_argv(child)
             t0 = time.perf_counter()
             log(f'{name}: its own process')
             proc = subprocess.run([sys.executable, '-m', 'sdfgsparse.bench.cli'] + words, env=env,
@@ -50,20 +55,6 @@ def run_separate(argv: List[str], config, log: Callable[[str], None], env: Optio
                 parts.append((name, BenchResult.from_dict(json.load(f))))
             log(f'{name}: done in {time.perf_counter() - t0:.0f} s')
     return merge(parts)
-
-
-def _child_argv(argv: List[str]) -> List[str]:
-    """``argv`` without the options the parent handles itself (json, plot, isolation)."""
-    out, skip = [], False
-    for word in argv:
-        if skip:
-            skip = False
-            continue
-        if word in ('--json', '--plot', '--isolation', '--only'):
-            skip = True
-            continue
-        out.append(word)
-    return out + ['--isolation', 'same', '--no-progress']
 
 
 def merge(parts) -> BenchResult:

@@ -180,8 +180,8 @@ def noise_warning(result: BenchResult, threshold: float = NOISE_SPREAD) -> Optio
             f'was noisy — close other work and rerun, or raise --repeat')
 
 
-def _runtime_names(record) -> str:
-    return ', '.join(os.path.basename(p) for p in record.get('mapped', [])) or 'none'
+def _runtime_names(paths) -> str:
+    return ', '.join(os.path.basename(p) for p in paths) or 'none'
 
 
 def _isolation_lines(m) -> List[str]:
@@ -189,14 +189,15 @@ def _isolation_lines(m) -> List[str]:
     if m.get('isolation') == 'separate':
         per = m.get('openmp_by_system', {})
         return ['isolation: separate (a process per system); OpenMP runtimes: ' +
-                '; '.join(f'{name}: {_runtime_names(rec)}' for name, rec in per.items())]
+                '; '.join(f'{name}: {_runtime_names(rec.get("mapped", []))}' for name, rec in per.items())]
     rec = m.get('openmp')
     if not rec:
         return []
     out = [f'isolation: same (all systems in one process, random order each round); OpenMP: ours '
-           f'{os.path.basename(rec.get("runtime") or "?")} ({rec.get("action")}), mapped: {_runtime_names(rec)}']
+           f'{os.path.basename(rec.get("runtime") or "?")} ({rec.get("action")}), '
+           f'mapped: {_runtime_names(rec.get("mapped", []))}']
     if rec.get('competing'):
-        out.append(f'warning: other OpenMP runtimes in use beside ours ({_runtime_names({"mapped": rec["competing"]})})'
+        out.append(f'warning: other OpenMP runtimes in use beside ours ({_runtime_names(rec["competing"])})'
                    '; their thread teams compete with ours for the cores (see sdfgsparse.targets.cpu.openmp)')
     return out
 

@@ -172,9 +172,8 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
     config.validate()
     out = BenchResult(machine=machine_info(config.threads))
     m = out.machine
-    if config.cache_bytes is None and m.get('llc_MiB'):
-        config.cache_bytes = int(m['llc_MiB'] * 2**20)
-    m['model_cache_MiB'] = config.cache_bytes / 2**20 if config.cache_bytes else None
+    cache_bytes = config.cache_bytes or (int(m['llc_MiB'] * 2**20) if m.get('llc_MiB') else None)
+    m['model_cache_MiB'] = cache_bytes / 2**20 if cache_bytes else None
     m.update(repeat=config.repeat, warmup=config.warmup, quick=config.quick, peers_skipped={},
              kernels=[k.label for k in config.kernels], matrices=[s.name for s in config.matrices])
     if config.optimize:
@@ -221,7 +220,7 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
                 progress.step(label)
                 continue
             out.results += _run_one(kernel, source.name, A, systems, compile_errors, config, progress,
-                                    m['stream_triad_GBps'])
+                                    m['stream_triad_GBps'], cache_bytes)
             progress.step(label)
         del A
     progress.close()
@@ -234,10 +233,10 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
 
 
 def _run_one(kernel: Kernel, matrix: str, A, systems, compile_errors, config: BenchConfig, progress: Progress,
-             stream_gbps: float) -> List[Result]:
+             stream_gbps: float, cache_bytes: Optional[int]) -> List[Result]:
     inp = kernel.inputs(A, seed=config.seed)
     ref = kernel.reference(inp)
-    flops, nbytes = kernel.flops(inp), kernel.bytes(inp, ref, cache_bytes=config.cache_bytes)
+    flops, nbytes = kernel.flops(inp), kernel.bytes(inp, ref, cache_bytes=cache_bytes)
     A = inp['A']  # the matrix the kernel runs on (cg: its SPD symmetrisation)
     results: Dict[str, Result] = {}
     calls: Dict[str, Callable[[], Any]] = {}

@@ -161,8 +161,9 @@ class KernelBuilder:
 
 #: Rows per chunk of a dynamically scheduled row map (:meth:`KernelBuilder.balance`). Against
 #: OpenMP's static halves (2 threads, December 2026): SpMV on soc-brightkite 0.424 -> 0.293 ms,
-#: SpMM (K = 64) 4.46 -> 3.29 ms, bcsstk13 0.033 -> 0.028 ms and 0.267 -> 0.224 ms; within
-#: noise on banded and small matrices; chunks of 2048 rows lost on small matrices.
+#: SpMM (K = 64) 4.46 -> 3.29 ms, bcsstk13 0.033 -> 0.028 ms and 0.267 -> 0.224 ms; about 5 %
+#: slower where rows cost alike (SpMV on banded-200k 1.43 -> 1.51 ms, SpMM on delaunay_n16
+#: 6.18 -> 6.46 ms); within noise on the small ones; chunks of 2048 rows lost on small matrices.
 ROW_CHUNK = 256
 
 
@@ -172,7 +173,7 @@ def _balance(sdfg: dace.SDFG, variables) -> None:
     for state in sdfg.states():
         for node in state.nodes():
             if (isinstance(node, dace.nodes.MapEntry) and state.entry_node(node) is None
-                    and list(node.map.params) in ([v] for v in variables)
+                    and len(node.map.params) == 1 and node.map.params[0] in variables
                     and node.map.schedule in (dace.ScheduleType.Default, dace.ScheduleType.CPU_Multicore)):
                 node.map.omp_schedule = dace.dtypes.OMPScheduleType.Dynamic
                 node.map.omp_chunk_size = ROW_CHUNK

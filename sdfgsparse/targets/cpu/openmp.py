@@ -100,13 +100,11 @@ def _gnu(path: str) -> bool:
 
 
 def _dlvsym():
-    libc = ctypes.CDLL(None)
-    for lib in (libc, ctypes.CDLL('libdl.so.2')):
-        fn = getattr(lib, 'dlvsym', None)
-        if fn is not None:
-            fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
-            return fn
-    return None
+    """glibc's ``dlvsym`` (in libc from glibc 2.34, in libdl before), or None."""
+    fn = getattr(ctypes.CDLL(None), 'dlvsym', None) or getattr(ctypes.CDLL('libdl.so.2'), 'dlvsym', None)
+    if fn is not None:
+        fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    return fn
 
 
 def missing_entry_points(path: str) -> List[str]:
@@ -139,22 +137,22 @@ def bind() -> Dict[str, object]:
         if _STATE:
             return dict(_STATE)
         before = loaded_runtimes()
-        _STATE.update(_bind())
+        _STATE.update(_bind(before))
         _STATE['before'] = before
         return dict(_STATE)
 
 
-def _bind() -> Dict[str, object]:
+def _bind(before: List[str]) -> Dict[str, object]:
     if os.environ.get(OPT_OUT_ENV, '').lower() in ('private', 'off', '0'):
         return {'action': 'none', 'why': f'{OPT_OUT_ENV}={os.environ[OPT_OUT_ENV]}', 'runtime': None}
     if not sys.platform.startswith('linux'):
         return {'action': 'none', 'why': f'not Linux ({sys.platform})', 'runtime': None}
-    before = loaded_runtimes()
+    foreign = _foreign(before)
     if _make_global(OUR_SONAME, load=False) is None:  # a libgomp.so.1 is loaded: ours bind to it
-        ours = [p for p in before if _gnu(p) and p not in _foreign(before)]
+        ours = [p for p in before if _gnu(p) and p not in foreign]
         return {'action': 'shared', 'why': f'{OUR_SONAME} was already loaded', 'runtime': (ours or [OUR_SONAME])[0]}
     refused = {}
-    for path in _foreign(before):
+    for path in foreign:
         missing = missing_entry_points(path)
         if missing:
             refused[path] = f'lacks {", ".join(missing[:3])}' + (' ...' if len(missing) > 3 else '')
