@@ -18,7 +18,7 @@ from sdfgsparse.bench.plot import write_plot
 from sdfgsparse.bench.report import format_report, geomean, noise_warning
 from sdfgsparse.bench.results import BenchResult, Result
 from sdfgsparse.bench.runner import BenchConfig
-from sdfgsparse.bench.timing import interleaved, peak_memory
+from sdfgsparse.bench.timing import balanced_orders, interleaved, peak_memory
 
 
 # ---------------------------------------------------------------- option parsing
@@ -220,6 +220,22 @@ def test_interleaved_shuffles_order_and_reports_stats():
     assert order2 == order  # seeded: the same order every run
     for s in stats.values():
         assert s.times == [1.0] * 12 and s.median == s.min == s.max == 1.0 and not s.noisy
+
+
+@pytest.mark.parametrize('n', [1, 2, 3, 4, 5, 6])
+def test_balanced_orders_give_every_predecessor_equally_often(n):
+    import random
+    from collections import Counter
+    names = [f's{i}' for i in range(n)]
+    rows = n if n % 2 == 0 else 2 * n  # one pass through the Williams square
+    orders = balanced_orders(names, 3 * rows, random.Random(5))
+    assert len(orders) == 3 * rows and all(sorted(o) == names for o in orders)
+    for p in range(3):
+        follows = Counter((x, y) for o in orders[p * rows:(p + 1) * rows] for x, y in zip(o, o[1:]))
+        want = 1 if n % 2 == 0 else 2
+        assert all(follows[(x, y)] == want for x in names for y in names if x != y), follows
+        assert sum(follows.values()) == rows * (n - 1)
+    assert balanced_orders(names, 3 * rows - 1, random.Random(5)) == orders[:-1]  # seeded: a prefix
 
 
 def test_interleaved_keeps_going_when_one_call_raises():
