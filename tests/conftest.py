@@ -4,6 +4,7 @@ import os
 
 os.environ.setdefault('DACE_cache', 'hash')
 os.environ.setdefault('OMP_NUM_THREADS', '1')  # two pytest workers share the two cores
+os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')  # as the benchmark runs NumPy's BLAS (bench/cli.py)
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

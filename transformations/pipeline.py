@@ -20,9 +20,14 @@ Order (each step is a transformation a user can also apply by hand; see
    nodes along an axis DaCe's ``'pure-seq'`` expansion (no atomics);
 7. DaCe's own clean-up (``simplify``).
 
-Fusion runs before tiling so that tiling sees the final nodes. The report says what each
-step applied, where, and why (iteration counts before/after, chosen tile sizes), and how
-long the heuristics took (C++ compilation excluded).
+Fusion runs before tiling so that tiling sees the final nodes. Steps 3-5 ask the
+data-movement model (:mod:`sdfgsparse.analysis.schedules`) about every match and rewrite
+only where its schedule moves at least ``MARGIN`` less than the program's (with the sizes
+of ``matrices=``; without them a fusion, which drops a pass over memory at every size,
+applies, and tiling does not). The report says what each step applied, where, and why
+(iteration counts before/after, chosen tile sizes), each model decision with the node's
+lower bound, the chosen schedule's cost and the rejected ones', and how long the
+heuristics took (C++ compilation excluded).
 """
 import copy
 import time
@@ -33,6 +38,7 @@ import dace
 
 from sdfgsparse import errors
 from sdfgsparse.analysis.iterations import iteration_count
+from sdfgsparse.analysis.schedules import Machine
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.ops.dense_matmul import select_dense_products
 from sdfgsparse.ops.spmm import SpMM
@@ -80,6 +86,9 @@ class OptimizedProgram:
     #: ``target='fpga'``: the board and kernel clock of the model
     fpga_board: str = 'u280'
     fpga_clock_mhz: float = 300
+    #: the data-movement model's decisions (:class:`sdfgsparse.analysis.schedules.Decision`),
+    #: applied or not, in pipeline order
+    decisions: List[Any] = field(default_factory=list)
     _compiled: Optional[CompiledProgram] = None
 
     def __call__(self, *args, **kwargs):
@@ -110,6 +119,9 @@ class OptimizedProgram:
         for s in self.steps:
             lines.append(f'  {s.name:<22} applied {s.applied}x  {s.detail}')
         lines.append(f'  iterations: {self.iterations_before}  ->  {self.iterations_after}')
+        if self.decisions:
+            lines.append('  data-movement model (memory-equivalent bytes per call; analysis/schedules.py):')
+            lines += [f'    {d.transformation}: {d.line()}' for d in self.decisions]
         return '\n'.join(lines)
 
     def fpga_report(self, **symbols) -> str:
@@ -137,6 +149,44 @@ class OptimizedProgram:
 
     def __str__(self):
         return self.report()
+
+
+def _tile(sdfg: dace.SDFG, options: Dict[str, Any], result: 'OptimizedProgram') -> int:
+    """SparseDenseTiling where the model justifies a tile (its ``can_be_applied`` asks the
+    model); every SpMM's decision goes to ``result.decisions``, applied or not (none when
+    its sizes are unknown)."""
+    applied = 0
+    for node, state in list(sdfg.all_nodes_recursive()):
+        if not isinstance(node, SpMM) or node.dense_tile or not isinstance(state, dace.SDFGState):
+            continue
+        g = state.sdfg
+        xf = SparseDenseTiling()
+        for k, v in options.items():
+            setattr(xf, k, v)
+        xf.setup_match(sdfg, g.cfg_id, g.node_id(state), {SparseDenseTiling.product: state.node_id(node)}, 0)
+        d = xf.decision(state, g)
+        if d is None:
+            continue
+        result.decisions.append(d)
+        if d.applies:
+            xf.apply_pattern(append=True)
+            applied += 1
+    return applied
+
+
+def _patterns(sdfg: dace.SDFG, matrices: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """``'<argument>_vals'`` -> column indices in row order, for the example matrices given
+    for sparse arguments (the gather model of the attention decision)."""
+    import scipy.sparse as sp
+    out = {}
+    for name, value in (matrices or {}).items():
+        if sp.issparse(value) and name in sdfg.arrays and is_sparse_desc(sdfg.arrays[name]):
+            A = sp.csr_array(value)
+            if not A.has_canonical_format:
+                A = A.copy()
+                A.sum_duplicates()
+            out[f'{name}_vals'] = A.indices
+    return out
 
 
 def _bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[str, int]:
@@ -207,6 +257,35 @@ def _count(sdfg):
         return f'(not counted: {e})'
 
 
+def _steered(sdfg, xform_cls, decide, result, options=None) -> int:
+    """Apply ``xform_cls`` at each match the model justifies: ``decide(xf, state, sdfg)``
+    returns a :class:`~sdfgsparse.analysis.schedules.Decision` (recorded in
+    ``result.decisions``) or None when the sizes are unknown, which applies the rewrite
+    (a fusion moves less at every size). Matches the model rejects stay; returns the
+    number applied."""
+    from dace.transformation.passes.pattern_matching import match_patterns
+    applied, rejected = 0, set()
+    while True:
+        for xf in match_patterns(sdfg, xform_cls, options=[options] if options else None):
+            tcfg = sdfg.cfg_list[xf.cfg_id]
+            tsdfg = tcfg.sdfg if not isinstance(tcfg, dace.SDFG) else tcfg
+            state = tcfg.node(xf.state_id)
+            key = (xf.cfg_id, xf.state_id, tuple(sorted(xf._subgraph.items())))
+            if key in rejected:
+                continue
+            d = decide(xf, state, tsdfg)
+            if d is not None:
+                result.decisions.append(d)
+            if d is not None and not d.applies:
+                rejected.add(key)
+                continue
+            xf.apply_pattern(append=True)
+            applied += 1
+            break
+        else:
+            return applied
+
+
 def _run(sdfg, xform, options=None, repeated=True):
     if repeated:
         return sdfg.apply_transformations_repeated(xform, options=options, validate=False)
@@ -229,7 +308,8 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
                    signature), run as a C-simulation of the generated HLS code.
     :param matrices: example arguments by name (scipy / torch sparse, NumPy arrays); their
                      sizes let tiling choose tile sizes. Not kept.
-    :param cache_size: fast-memory size in bytes for tile sizes (default: this machine's L2).
+    :param cache_size: last-level cache size in bytes for the data-movement model (default:
+                       this machine's).
     :param fpga_board: ``'fpga'``: the board of the model that chooses the streaming design
                        (:data:`sdfgsparse.targets.fpga.model.BOARDS`).
     :param fpga_clock_mhz: ``'fpga'``: the kernel clock of that model.
@@ -276,22 +356,37 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     step('SparseLoopOrdering', lambda: _run(sdfg, SparseLoopOrdering),
          lambda n: f'sampled products -> SDDMM; iterations {before} -> {_count(sdfg)}' if n else
          'no sampled product S * (X @ Y)')
-    step('SparseFusion', lambda: _run(sdfg, SparseFusion),
-         lambda n: 'softmax(sddmm(S, Q, K.T)) @ V -> one pass over S' if n else 'no attention chain')
-    step('SparseEpilogueFusion', lambda: _run(sdfg, SparseEpilogueFusion),
-         lambda n: 'element-wise maps fused into SpMV/SpMM' if n else 'no element-wise map after SpMV/SpMM')
+    machine = Machine.here(llc=cache_size)
+    patterns = _patterns(sdfg, matrices)
+
+    def attention(xf, state, g):
+        return xf.decision(state, g, sizes, patterns.get(xf.sparse_argument(state)), machine)
+
+    def rejected(name):
+        return [d for d in result.decisions if d.transformation == name and not d.applies]
+
+    step('SparseFusion', lambda: _steered(sdfg, SparseFusion, attention, result),
+         lambda n: 'softmax(sddmm(S, Q, K.T)) @ V -> one pass over S' if n else
+         ('the model keeps the three nodes' if rejected('SparseFusion') else 'no attention chain'))
+    step('SparseEpilogueFusion',
+         lambda: _steered(sdfg, SparseEpilogueFusion, lambda xf, st, g: xf.decision(st, g, sizes, machine), result),
+         lambda n: 'element-wise maps fused into SpMV/SpMM' if n else
+         ('the model keeps the separate passes' if rejected('SparseEpilogueFusion') else
+          'no element-wise map after SpMV/SpMM'))
     tiling = {'sizes': sizes}
     if cache_size:
         tiling['cache_bytes'] = cache_size
 
     def tiles(n):
         if not n:
+            if rejected('SparseDenseTiling'):
+                return 'the model keeps the untransformed dense loops'
             return 'no SpMM to tile' + ('' if sizes else ' (sizes unknown: pass matrices=)')
         t = [f'{node.label}: {node.dense_tile} columns' for node, _ in sdfg.all_nodes_recursive()
              if isinstance(node, SpMM) and node.dense_tile]
         return 'dense tiles ' + ', '.join(t)
 
-    step('SparseDenseTiling', lambda: _run(sdfg, SparseDenseTiling, tiling), tiles)
+    step('SparseDenseTiling', lambda: _tile(sdfg, tiling, result), tiles)
     if target == 'cpu':
         step('dense nodes', lambda: select_dense_products(sdfg),
              lambda n: f'{n} dense nodes (X @ W register-blocked, dot products as one SIMD reduction, axis '

@@ -5,12 +5,26 @@ from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
 from sdfgsparse._symbolic import evaluate
-from sdfgsparse.analysis.tiling import machine_cache_bytes, machine_threads, spmm_dense_tile
+from sdfgsparse.analysis.schedules import Decision, Machine, spmm_bound_bytes, spmm_tile_decision
+from sdfgsparse.targets.cpu.dense_loops import contiguous_rows
 from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import member_conn
-from sdfgsparse.ops.spmm import SpMM
+from sdfgsparse.ops.spmm import SCATTER_TILE, SpMM
 
-__all__ = ['SparseDenseTiling']
+__all__ = ['SparseDenseTiling', 'stored_slots']
+
+
+def stored_slots(st, values) -> int:
+    """Value slots of a sparse type (its ``vals`` member's length) given symbol values;
+    None when unknown."""
+    shape = st.member_shapes()['vals']
+    n = 1
+    for d in (shape if isinstance(shape, (list, tuple)) else [shape]):
+        x = evaluate(d, values)
+        if x is None:
+            return None
+        n *= x
+    return n
 
 
 @properties.make_properties
@@ -27,13 +41,16 @@ class SparseDenseTiling(xf.SingleStateTransformation):
 
     (a scatter walk — CSC, COO, ``A.T`` — runs its tiles in parallel, each walking ``A``'s
     entries once with ``J`` contiguous updates per entry instead of one strided column per
-    walk). ``J`` is the largest tile whose working set fits ``cache_bytes`` (see
-    :func:`sdfgsparse.analysis.tiling.spmm_dense_tile`), a multiple of ``vector``.
+    walk; untransformed, it takes tiles of :data:`~sdfgsparse.ops.spmm.SCATTER_TILE`).
+    ``J`` comes from the data-movement model
+    (:func:`sdfgsparse.analysis.schedules.spmm_tile_decision`): each candidate tile pays
+    one walk over ``A`` per tile and saves the gathers of ``B`` (and scattered updates of
+    ``Y``) that its smaller working set keeps in the last-level and private caches.
 
-    Applicability: the node is untiled (``dense_tile == 0``), the operand's shape and ``K``
-    are known (constants, or symbol values in ``sizes``), and the model says tiling helps
-    (a row-owned walk whose ``B`` does not fit the cache but a vector-wide slice does, or
-    any scatter walk with ``K`` above the vector width).
+    Applicability: the node is untiled (``dense_tile == 0``), the operand's shape, entry
+    count and ``K`` are known (constants, or symbol values in ``sizes``), and the model's
+    best tile moves at least :data:`~sdfgsparse.analysis.schedules.MARGIN` less than the
+    schedule without the transformation; :meth:`decision` gives every candidate's cost.
     """
     CATEGORY = 'Sparse'
 
@@ -41,8 +58,7 @@ class SparseDenseTiling(xf.SingleStateTransformation):
 
     cache_bytes = properties.Property(dtype=int,
                                       default=0,
-                                      desc='Fast-memory size in bytes the tile must fit; 0: the L2 cache of this '
-                                      'machine')
+                                      desc='Last-level cache size in bytes for the model; 0: this machine\'s')
     threads = properties.Property(dtype=int, default=0, desc='Parallel workers; 0: OMP_NUM_THREADS or the CPU count')
     vector = properties.Property(dtype=int, default=8, desc='Tile sizes are multiples of this (SIMD width)')
     sizes = properties.DictProperty(key_type=str,
@@ -53,21 +69,33 @@ class SparseDenseTiling(xf.SingleStateTransformation):
     def expressions(cls):
         return [sdutil.node_path_graph(cls.product)]
 
-    def tile(self, state, sdfg) -> int:
-        """The tile the model chooses for the matched node (0: none)."""
+    def decision(self, state, sdfg) -> Decision:
+        """The model's verdict on the matched node (None when a size is unknown)."""
         node = self.product
         st = node.operand_type(state, 'A')
         y = node.connected(state, '_Y')
         values = {**{str(c): v for c, v in sdfg.constants.items()}, **self.sizes}  # sizes: constants or given
         rows, cols, k = (evaluate(e, values) for e in (st.rows, st.cols, y.shape[1]))
-        if rows is None or cols is None or k is None:
-            return 0
+        nnz = stored_slots(st, values)
+        if rows is None or cols is None or k is None or nnz is None:
+            return None
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
         scatter = ent.strategy(0, node.schedule_hint) == 'sequential'
-        itemsize = node.connected(state, '_B').dtype.bytes
-        cache = self.cache_bytes if self.cache_bytes > 0 else machine_cache_bytes(2)
-        return spmm_dense_tile(rows, cols, k, cache // itemsize, scatter,
-                               self.threads if self.threads > 0 else machine_threads(), self.vector)
+        b = node.connected(state, '_B')
+        # without the transformation: a scatter walk takes fixed tiles (one column per walk
+        # where the rows are not contiguous), a row-owned walk one walk
+        default = (SCATTER_TILE if contiguous_rows(b, y) else 1) if scatter else 0
+        v, i = b.dtype.bytes, st.index_dtype.bytes
+        m = Machine.here(llc=self.cache_bytes or None, threads=self.threads or None)
+        bound = spmm_bound_bytes(rows, cols, nnz, k, m, v)
+        return spmm_tile_decision(node.label, rows, cols, nnz, k, scatter, default, m, v, i, self.vector, bound)
+
+    def tile(self, state, sdfg) -> int:
+        """The tile the model chooses for the matched node (0: none)."""
+        d = self.decision(state, sdfg)
+        if d is None or not d.applies:
+            return 0
+        return d.candidate(d.chosen).param
 
     def can_be_applied(self, state, expr_index, sdfg, permissive=False):
         if self.product.dense_tile != 0:

@@ -60,7 +60,7 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
         return inner[0]
 
     def can_be_applied(self, state, expr_index, sdfg, permissive=False):
-        product, tmp, entry = self.product, self.tmp, self.map_entry
+        tmp, entry = self.tmp, self.map_entry
         desc = sdfg.arrays[tmp.data]
         if not desc.transient or isinstance(desc, dace.data.View):
             return False  # the intermediate must be ours to remove
@@ -102,6 +102,33 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
         if state.out_degree(exit_) != 1:
             return False
         return True
+
+    # ------------------------------------------------------------------ model
+    def decision(self, state, sdfg, sizes=None, machine=None):
+        """The data-movement model's verdict on this match
+        (:func:`sdfgsparse.analysis.schedules.epilogue_decision`): the product writing the
+        map's output against the product plus a pass over its result, given symbol values
+        ``sizes``. None when a size is unknown (the fused schedule moves less at every
+        size: it drops a write and a read of the result)."""
+        from sdfgsparse._symbolic import evaluate
+        from sdfgsparse.analysis.schedules import Machine, epilogue_decision, product_cost, spmm_bound_bytes
+        from sdfgsparse.transformations.sparse_dense_tiling import stored_slots
+        product = self.product
+        if not hasattr(product, 'operand_type'):
+            return None
+        st = product.operand_type(state, 'A')
+        desc = sdfg.arrays[self.tmp.data]
+        values = {**{str(c): v for c, v in sdfg.constants.items()}, **dict(sizes or {})}
+        k = evaluate(desc.shape[1], values) if len(desc.shape) == 2 else 1
+        rows, cols = evaluate(st.rows, values), evaluate(st.cols, values)
+        nnz = stored_slots(st, values)
+        if None in (k, rows, cols, nnz):
+            return None
+        m = machine or Machine.here()
+        extra = sum(1 for e in state.in_edges(self.map_entry) if e.data.data != self.tmp.data)
+        v = desc.dtype.bytes
+        return epilogue_decision(product.label, product_cost(rows, cols, nnz, k, m, v, st.index_dtype.bytes), rows, k,
+                                 m, v, extra, spmm_bound_bytes(rows, cols, nnz, k, m, v))
 
     # ------------------------------------------------------------------ rewrite
     def apply(self, state, sdfg):

@@ -100,6 +100,40 @@ class SparseFusion(xf.SingleStateTransformation):
                 return False  # a dense operand that is not a 2-D array
         return True
 
+    # ------------------------------------------------------------------ model
+    def decision(self, state, sdfg, sizes=None, pattern=None, machine=None):
+        """The data-movement model's verdict on this match
+        (:func:`sdfgsparse.analysis.schedules.attention_decision`): fused against the three
+        nodes, given symbol values ``sizes`` and, optionally, ``pattern``, S's column
+        indices in row order (CSR) for the gather model. None when a size is unknown."""
+        from sdfgsparse._symbolic import evaluate
+        from sdfgsparse.analysis.schedules import Machine, attention_bound_bytes, attention_decision
+        from sdfgsparse.ops.softmax import owns_single_rows
+        from sdfgsparse.transformations.sparse_dense_tiling import stored_slots
+        sddmm, spmm = self.sddmm, self.spmm
+        st = sddmm.operand_type(state, 'S')
+        values = {**{str(c): v for c, v in sdfg.constants.items()}, **dict(sizes or {})}
+        q, v_ = sddmm.connected(state, '_X'), spmm.connected(state, '_B')
+        dims = [evaluate(e, values) for e in (st.rows, st.cols, q.shape[1], v_.shape[1])]
+        nnz = stored_slots(st, values)
+        if nnz is None or any(x is None for x in dims):
+            return None
+        rows, cols, d, e = dims
+        m = machine or Machine.here()
+        vb, ib = q.dtype.bytes, st.index_dtype.bytes
+        y_edge = sddmm.edge(state, '_Y')
+        absorbed = sddmm.y_layout != 'NK' and self.absorb_transpose and \
+            absorbable_transpose(state, sdfg, y_edge) is not None
+        return attention_decision(sddmm.label, rows, cols, nnz, d, e, m, vb, ib, indices=pattern,
+                                  row_owning=owns_single_rows(st), keys_transposed=absorbed,
+                                  bound=attention_bound_bytes(rows, cols, nnz, d, e, m, vb))
+
+    def sparse_argument(self, state) -> str:
+        """Name of the array that holds S's values as the SDDMM reads them (a program
+        argument's member, ``A_vals``, or a transient)."""
+        e = self.sddmm.edge(state, '_S_vals')
+        return e.data.data if e is not None else ''
+
     # ------------------------------------------------------------------ rewrite
     def apply(self, state, sdfg):
         sddmm, softmax, spmm = self.sddmm, self.softmax, self.spmm

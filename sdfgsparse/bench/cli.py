@@ -22,9 +22,16 @@ The top-level command adds this sub-command with :func:`add_parser`; :func:`run`
 
 Threads: OpenMP reads ``OMP_NUM_THREADS`` once, when the runtime loads, so :func:`run`
 re-executes itself in a child process (``python -m sdfgsparse.bench.cli``) with
-``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` set to ``--threads``
-unless ``OMP_NUM_THREADS`` already has that value. torch, GraphBLAS and MKL are also set
-through their own APIs; scipy.sparse and pydata/sparse are sequential.
+``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` set to ``--threads`` and
+``OPENBLAS_NUM_THREADS=1`` (:func:`thread_env`) unless the environment already says so.
+torch, GraphBLAS and MKL are also set through their own APIs; scipy.sparse and
+pydata/sparse are sequential. NumPy's OpenBLAS (the vector dot products and dense
+products of scipy's composed kernels) runs on one thread: its threads busy-wait for a
+while after each multi-threaded call and take a core from whatever runs next. Measured
+(2026-12-02, CG step on delaunay_n16, 2 threads, all systems interleaved): with two
+OpenBLAS threads scipy's step took 6.5 ms instead of 0.7 ms, and the sdfgsparse program
+timed after it in a round about 15 % longer than the same program elsewhere in the
+round; with one, both rows agree.
 
 Exit status: 0 when every sdfgsparse (and sdfgsparse-opt) result agreed with scipy, 1 when
 one did not (or failed), 2 for bad options. Wrong peer results are reported, not an error of the run.
@@ -35,7 +42,7 @@ import subprocess
 import sys
 from typing import List, Optional, Sequence
 
-__all__ = ['add_parser', 'run', 'main', 'config_from_args', 'to_argv']
+__all__ = ['add_parser', 'run', 'main', 'config_from_args', 'to_argv', 'thread_env']
 
 CHILD_ENV = 'SDFGSPARSE_BENCH_CHILD'
 STREAM_MIB, QUICK_STREAM_MIB = 512, 256
@@ -142,10 +149,15 @@ def to_argv(args) -> List[str]:
     return argv
 
 
+def thread_env(threads: int) -> dict:
+    """The thread settings the benchmark process runs with (see the module docstring)."""
+    n = str(threads)
+    return {'OMP_NUM_THREADS': n, 'MKL_NUM_THREADS': n, 'OPENBLAS_NUM_THREADS': '1'}
+
+
 def _reexec(args) -> int:
     env = dict(os.environ)
-    n = str(args.threads)
-    env.update({CHILD_ENV: '1', 'OMP_NUM_THREADS': n, 'MKL_NUM_THREADS': n, 'OPENBLAS_NUM_THREADS': n})
+    env.update({CHILD_ENV: '1', **thread_env(args.threads)})
     sys.stdout.flush()
     sys.stderr.flush()
     return subprocess.call([sys.executable, '-m', 'sdfgsparse.bench.cli'] + to_argv(args), env=env)
@@ -161,10 +173,11 @@ def run(args) -> int:
     except BenchError as exc:
         print(f'sdfgsparse bench: {exc}', file=sys.stderr)
         return 2
-    if os.environ.get('OMP_NUM_THREADS') != str(args.threads) and not os.environ.get(CHILD_ENV):
+    wanted = thread_env(args.threads)
+    loaded = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS')  # read when OpenMP and NumPy loaded, before us
+    if any(os.environ.get(k) != wanted[k] for k in loaded) and not os.environ.get(CHILD_ENV):
         return _reexec(args)
-    for var in ('MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS'):  # for libraries not loaded yet
-        os.environ.setdefault(var, str(args.threads))
+    os.environ.setdefault('MKL_NUM_THREADS', wanted['MKL_NUM_THREADS'])  # MKL loads with its peer, later
 
     if getattr(args, 'suite', 'kernels') == 'ml':
         return _run_ml(args, config)

@@ -135,6 +135,7 @@ def machine_info(threads: int) -> Dict[str, Any]:
         'llc_MiB': _llc_mib(),
         'omp_num_threads_env': os.environ.get('OMP_NUM_THREADS'),
         'mkl_num_threads_env': os.environ.get('MKL_NUM_THREADS'),
+        'openblas_num_threads_env': os.environ.get('OPENBLAS_NUM_THREADS'),
         'platform': platform.platform(),
         'versions': {
             'python': platform.python_version(),

@@ -22,7 +22,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.targets.cpu.dense_loops import axpy_row, contiguous_rows, dot_rows
+from sdfgsparse.targets.cpu.dense_loops import axpy_row, contiguous_rows, dot_rows, spmm_row
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.lowering.graph import MAX, SUM, Kernel, emit, fill, read
 from sdfgsparse.lowering.graph_dense import entry_maps, sampled_pass, spmm_pass
@@ -91,9 +91,13 @@ class ExpandSparseAttentionPure(ExpandTransformation):
 @dace.library.expansion
 class ExpandSparseAttentionCPU(ExpandTransformation):
     """When each outer iteration of S is one row (CSR, ELL, DIA, DCSR) the rows run in
-    parallel with the row maximum and sum as scalars: a pass computing the scores (kept in
-    a scratch slot per entry) and their maximum, a pass adding ``exp(s - max) * V[j, :]`` to the output row, and a scaling of the
-    row by ``1 / sum``. Otherwise (BSR block rows; scattered rows of CSC, COO, ``S.T``) the
+    parallel (dynamic chunks) with the row maximum and sum as scalars: a pass computing the
+    scores (kept in a scratch slot per entry) and their maximum, a pass adding
+    ``exp(s - max) * V[j, :]`` to the output row, and a scaling of the row by ``1 / sum``.
+    Where a row's entries are one segment of a compressed level (CSR) and the dense rows
+    are contiguous, the weights are normalised in their scratch slots instead and the
+    output row is computed in registers (:func:`~sdfgsparse.targets.cpu.dense_loops.spmm_row`,
+    as SpMM's rows): no zero fill and no load and store of the row per entry. Otherwise (BSR block rows; scattered rows of CSC, COO, ``S.T``) the
     same passes run over all entries with per-row maximum and sum workspaces (in parallel
     over BSR block rows, sequentially for scattered rows), then a parallel scaling pass.
 
@@ -116,7 +120,6 @@ class ExpandSparseAttentionCPU(ExpandTransformation):
         i, j = ent.i, ent.j
         key = f'{K}[{j}, k]' if node.key_layout == 'K' else f'{K}[k, {j}]'
         score = [f'acc = {Ts}(0)', f'for k in range(0, {d}):', f'    acc += {Q}[{i}, k] * {key}', f's = {Ts}({ent.val}) * acc']
-        zero_fill(kb, OUT, out.shape)
         strategy = ent.strategy(0, node.schedule_hint)
         npt = f'np.{T.type.__name__}'
         if owns_single_rows(st):
@@ -133,6 +136,24 @@ class ExpandSparseAttentionCPU(ExpandTransformation):
                                                          pyexpr(kd.strides[0]), T.ctype) + \
                         [f's = {Ts}({ent.val}) * acc']
                 weigh = axpy_row(OUT, i, V, j, 'e', dv, pyexpr(vd.strides[0]), T.ctype)
+            row = ent.row_walk() if simd else None
+            if row is not None:
+                # weights normalised in the scratch slots, then the output row in registers
+                # (spmm_row: no zero fill, no load and store of the row per entry)
+                _, inner, crd, _ = row
+                emit_row_phases(kb, ent, [
+                    (ROW, [f'mx = {Ts}({low})']),
+                    (ENTRY, score + [f'sc[{ent.v}] = s', 'mx = max(mx, s)']),
+                    (ROW, [f'sm = {Ts}(0)']),
+                    (ENTRY, [f'e = math.exp(sc[{ent.v}] - mx)', f'sc[{ent.v}] = e', 'sm = sm + e']),
+                    (ROW, [f'rs = {Ts}(1) / max(sm, {Ts}(1))']),
+                    (ENTRY, [f'sc[{ent.v}] = sc[{ent.v}] * rs']),
+                    (ROW, spmm_row(OUT, i, V, crd, 'sc', inner.bounds[0], inner.bounds[1], dv,
+                                   pyexpr(vd.strides[0]), T.ctype)),
+                ],
+                                parallel=strategy != 'sequential')
+                return kb.build()
+            zero_fill(kb, OUT, out.shape)
             emit_row_phases(kb, ent, [
                 (ROW, [f'mx = {Ts}({low})']),
                 (ENTRY, score + [f'sc[{ent.v}] = s', 'mx = max(mx, s)']),
@@ -143,6 +164,7 @@ class ExpandSparseAttentionCPU(ExpandTransformation):
             ],
                             parallel=strategy != 'sequential')
             return kb.build()
+        zero_fill(kb, OUT, out.shape)
         rows = pyexpr(st.rows)
         kb.line(f'mx = np.zeros(({rows},), dtype={npt})')
         kb.line(f'sm = np.zeros(({rows},), dtype={npt})')

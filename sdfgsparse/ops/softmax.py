@@ -61,7 +61,7 @@ def lowest_value(dtype: dace.typeclass) -> float:
 
 
 def emit_row_phases(kb: KernelBuilder, ent: Entries, phases: Sequence[Tuple[str, Sequence[str]]], parallel: bool):
-    """One loop over the outer level (a map when ``parallel``) whose body runs ``phases``
+    """One loop over the outer level (a map when ``parallel``, rows taken in dynamic chunks) whose body runs ``phases``
     in order: ``(ROW, lines)`` once per outer iteration, ``(ENTRY, lines)`` once per stored
     entry of that iteration (a full walk of the inner levels, guards included).
 
@@ -73,6 +73,8 @@ def emit_row_phases(kb: KernelBuilder, ent: Entries, phases: Sequence[Tuple[str,
         kb.line(l)
     if outer.has_loop:
         b, e = outer.bounds
+        if parallel:
+            kb.balance(outer.var)  # rows of different lengths: dynamic chunks
         kb.line(f'for {outer.var} in dace.map[{b}:{e}]:' if parallel else f'for {outer.var} in range({b}, {e}):')
     base = 1 if outer.has_loop else 0
     for l in outer.body:

@@ -74,16 +74,49 @@ def test_naive_attention_is_reordered_then_fused(rng):
         np.testing.assert_allclose(opt(S=S, Q=Q, Kt=Kt, V=V), naive_attention(S, Q, Kt, V), rtol=1e-9, atol=1e-12)
 
 
+def test_the_model_decides_the_attention_fusion(rng, monkeypatch):
+    from sdfgsparse.analysis.schedules import Candidate, Decision
+    from sdfgsparse.transformations import SparseFusion
+    S = real_matrix('cora_A')
+    m, n = S.shape
+    Q, Kt, V = rng.standard_normal((m, 8)), rng.standard_normal((n, 8)), rng.standard_normal((n, 5))
+    args = {'S': S, 'Q': Q, 'Kt': Kt, 'V': V}
+    opt = ss.optimize(naive_attention, matrices=args)
+    (d, ) = [d for d in opt.decisions if d.transformation == 'SparseFusion']
+    assert d.applies and d.chosen == 'fused' and _steps(opt)['SparseFusion'] == 1 and not d.notes  # pattern given
+    assert 'SparseFusion: ' in opt.report() and 'SOAP lower bound' in opt.report()
+
+    # a model that prefers the three nodes: the pipeline leaves them, and the program is right
+    def three_nodes(self, state, sdfg, sizes=None, pattern=None, machine=None):
+        cands = [Candidate('fused', 2.0, 0.0), Candidate('three nodes', 1.0, 0.0)]
+        return Decision('sddmm', 'SparseFusion', cands, 'three nodes', 'three nodes')
+
+    monkeypatch.setattr(SparseFusion, 'decision', three_nodes)
+    kept = ss.optimize(naive_attention, matrices=args)
+    assert _steps(kept)['SparseFusion'] == 0 and 'keeps the three nodes' in kept.report()
+    assert not [x for x, _ in kept.sdfg.all_nodes_recursive() if isinstance(x, SparseAttention)]
+    np.testing.assert_allclose(kept(**args), _attention_ref(S, Q, Kt, V), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(opt(**args), kept(**args), rtol=1e-9, atol=1e-12)
+
+
 def test_tiling_needs_sizes_and_uses_them(rng):
     A = real_matrix('cora_A')
     B = rng.standard_normal((A.shape[0], 40))
     untiled = ss.optimize(atb)
     assert _steps(untiled)['SparseDenseTiling'] == 0 and 'pass matrices=' in untiled.report()
-    opt = ss.optimize(atb, matrices={'A': A, 'B': B}, cache_size=1 << 20)
+    # a last-level cache of 2 n rows of 8 doubles: the model takes tiles of 8 columns
+    opt = ss.optimize(atb, matrices={'A': A, 'B': B}, cache_size=2 * A.shape[0] * 8 * 8)
     assert _steps(opt)['SparseDenseTiling'] == 1
     (node, ) = [n for n, _ in opt.sdfg.all_nodes_recursive() if isinstance(n, SpMM)]
-    assert node.dense_tile > 0 and node.dense_tile % 8 == 0
+    (d, ) = [d for d in opt.decisions if d.transformation == 'SparseDenseTiling']
+    assert d.applies and node.dense_tile == d.candidate(d.chosen).param == 8
+    assert 'SparseDenseTiling: ' in opt.report() and 'below the default' in opt.report()
     np.testing.assert_allclose(opt(A=A, B=B), A.T @ B, rtol=1e-10, atol=1e-12)
+    # everything cached: the model cannot justify another walk over A (with two threads)
+    kept = ss.optimize(atb, matrices={'A': A, 'B': B}, cache_size=1 << 30)
+    (d, ) = [d for d in kept.decisions if d.transformation == 'SparseDenseTiling']
+    assert d.chosen == d.default or d.chosen == 'one walk'  # one thread: a single walk may win
+    np.testing.assert_allclose(kept(A=A, B=B), A.T @ B, rtol=1e-10, atol=1e-12)
 
 
 def test_dot_products_take_the_reduction_expansion(rng):
