@@ -324,26 +324,29 @@ def product_cost(rows: int, cols: int, nnz: int, k: int, m: Machine, v: int = 8,
     return spmm_tile_cost(rows, cols, nnz, max(1, k), max(1, k), False, m, v, i)
 
 
-def bound_bytes(model: 'sm.SparseBound', m: Machine, v: int = 8) -> Optional[float]:
-    """A SOAP bound (words, in the fast-memory size ``S``) in bytes at the last-level
-    cache's size; None when it still has symbols."""
-    import sympy
-    e = sympy.sympify(model.total if hasattr(model, 'total') else model).subs(sm.S_SYM, m.llc // v)
-    return float(e) * v if e.is_number else None
+def bound_bytes(model: 'sm.SparseBound', v: int = 8) -> Optional[float]:
+    """A SOAP bound built with numbers (sizes, and ``S`` in words) in bytes: the larger of
+    its reuse and compulsory terms (numerically: ``SparseBound.total`` asks sympy to
+    compare expressions, tens of milliseconds); None when a term is still symbolic."""
+    terms = [model.reuse, model.compulsory]
+    if not all(getattr(t, 'is_number', True) for t in terms):
+        return None
+    return max(float(t) for t in terms) * v
 
 
 def spmm_bound_bytes(rows, cols, nnz, k, m: Machine, v: int = 8, stats: Optional[Mapping] = None) -> Optional[float]:
-    """The lower bound of SpMM (:func:`~sdfgsparse.analysis.sparse_models.spmm_model`) in bytes."""
-    return bound_bytes(sm.spmm_model(nnz, rows, cols, k, stats=stats), m, v)
+    """The lower bound of SpMM (:func:`~sdfgsparse.analysis.sparse_models.spmm_model`) in
+    bytes, with the last-level cache as the fast memory."""
+    return bound_bytes(sm.spmm_model(nnz, rows, cols, k, S=m.llc // v, stats=stats), v)
 
 
 def attention_bound_bytes(rows, cols, nnz, d, e, m: Machine, v: int = 8,
                           stats: Optional[Mapping] = None) -> Optional[float]:
     """The lower bound of sampled attention: the chain SDDMM -> SpMM over S's pattern
     (:func:`~sdfgsparse.analysis.sparse_models.chain_bound`; the softmax between them is
-    element-wise), in bytes."""
-    import sympy
-    parts = [sm.sddmm_model(nnz, rows, cols, d, stats=stats, names=('S', 'Q', 'K', 'P')),
-             sm.spmm_model(nnz, rows, cols, e, stats=stats, names=('P', 'V', 'O'))]
-    e_ = sympy.sympify(sm.chain_bound(parts)).subs(sm.S_SYM, m.llc // v)
-    return float(e_) * v if e_.is_number else None
+    element-wise), in bytes, with the last-level cache as the fast memory."""
+    S = m.llc // v
+    parts = [sm.sddmm_model(nnz, rows, cols, d, S=S, stats=stats, names=('S', 'Q', 'K', 'P')),
+             sm.spmm_model(nnz, rows, cols, e, S=S, stats=stats, names=('P', 'V', 'O'))]
+    total = sm.chain_bound(parts)
+    return float(total) * v if total.is_number else None
