@@ -1,28 +1,27 @@
 """Interleaved wall-clock timing, its statistics, and the peak memory of one call.
 
-:func:`interleaved` runs every system's call ``warmup`` times, then ``repeat`` rounds in
-which each system is called once, so that a slow phase of the machine (another process,
-frequency changes) hits all systems alike rather than whichever ran last. The round orders
-are the rows of a balanced Latin square (Williams' design, with systems assigned to its
-symbols by a seeded shuffle): within the rounds every system follows every other one
-equally often. A library's threads keep spinning for a while after its call and slow
-whatever runs next, so the predecessor matters: with a rotating order each system had
-one fixed predecessor (the optimised and plain sdfgsparse rows of one program differed by
-a steady 10% in a quick run), and with a fresh random order per round the counts were
-still uneven (over 30 rounds of four systems one followed scipy 14 times, another 6; the
-first read 10% slower). The garbage collector is off during the timed rounds; between
-two calls (untimed) a generation-0 collection frees what the previous call left in
-reference cycles (python-graphblas results are cyclic: without it, ten rounds of
-512 MB results piled up to an 18 GB process).
+:func:`interleaved` runs every system's call ``warmup`` times, then times the calls
+in an order where the systems alternate, so that a slow phase of the machine (another
+process, frequency changes) hits all systems alike rather than whichever ran last. A
+library's threads keep spinning for a while after its call and slow whatever runs next,
+so the predecessor of a timed call matters: the order repeats an Eulerian circuit of the
+complete directed graph on the systems (:func:`call_sequence`), in which every system
+follows every other one exactly once per period; each system is timed at least
+``repeat`` times (``n - 1`` per period for ``n`` systems). A fixed or random round order
+gave uneven predecessors, the same for every matrix of a run (the seed is fixed), and
+with it a steady bias: ``docs/performance.md`` has the figures. The garbage collector is
+off during the timed calls; between two calls (untimed) a generation-0 collection frees
+what the previous call left in reference cycles (python-graphblas results are cyclic:
+without it, ten rounds of 512 MB results piled up to an 18 GB process).
 
 :func:`peak_memory` measures the growth of the resident set during one call: on Linux it
 resets the kernel's high-water mark (``/proc/self/clear_refs``) and reads ``VmHWM -
 VmRSS``; this sees allocations of C/C++ code (DaCe, MKL, torch) too. Elsewhere it falls
 back to :mod:`tracemalloc`, which sees only Python and NumPy allocations. Either is
 approximate: memory the allocator already holds is reused without growing the resident
-set. (It does not hand free heap memory back first: after one ``malloc_trim(0)``, glibc
-returned and refetched the heap's top on every later call, 2026-12-02: scipy's CG step
-went from 0.8 to 5.9 ms and ours from 0.30 to 0.56 ms for the rest of the process.)
+set. (It does not hand free heap memory back first: after one ``malloc_trim(0)`` every
+later call of some systems ran slower for the rest of the process; see
+``docs/performance.md``.)
 """
 import gc
 import random
@@ -32,7 +31,7 @@ import tracemalloc
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-__all__ = ['Stats', 'interleaved', 'balanced_orders', 'measure_peak', 'peak_memory', 'NOISE_SPREAD']
+__all__ = ['Stats', 'interleaved', 'call_sequence', 'measure_peak', 'peak_memory', 'NOISE_SPREAD']
 
 # (max - min) / median above this marks a measurement as noisy.
 NOISE_SPREAD = 0.5
@@ -67,32 +66,31 @@ class Stats:
         return len(self.times) > 1 and self.spread > NOISE_SPREAD
 
 
-def balanced_orders(names: List[str], repeat: int, rng: random.Random) -> List[List[str]]:
-    """``repeat`` call orders of ``names``: the rows of a Williams balanced Latin square
-    (``n`` rows for an even count, ``2 n`` for an odd one), in a shuffled order per pass
-    through them; ``names`` are assigned to the square's symbols by ``rng``. Over each whole
-    pass every name directly follows every other name equally often."""
+def call_sequence(names: List[str], repeat: int, rng: random.Random) -> List[str]:
+    """The order of the timed calls: repeated periods of an Eulerian circuit of the complete
+    directed graph on ``names`` (names assigned to its vertices by ``rng``), so that over
+    each period every name directly follows every other name exactly once, the period's
+    boundary included; each name is called ``n - 1`` times per period (once for a single
+    name) and the periods repeat until each has ``repeat`` calls."""
     n = len(names)
-    if n == 0:
-        return [[] for _ in range(repeat)]
-    base, lo, hi = [0], 1, n - 1
-    while len(base) < n:  # 0, 1, n-1, 2, n-2, ...
-        base.append(lo)
-        lo += 1
-        if len(base) < n:
-            base.append(hi)
-            hi -= 1
-    rows = [[(x + r) % n for x in base] for r in range(n)]
-    if n % 2:
-        rows += [row[::-1] for row in rows]
-    symbols = list(names)
-    rng.shuffle(symbols)
-    out: List[List[str]] = []
-    while len(out) < repeat:
-        batch = list(rows)
-        rng.shuffle(batch)
-        out += [[symbols[x] for x in row] for row in batch]
-    return out[:repeat]
+    if n == 0 or repeat <= 0:
+        return []
+    if n == 1:
+        return list(names) * repeat
+    order = list(names)
+    rng.shuffle(order)
+    # Hierholzer's algorithm on the complete digraph (every ordered pair an edge)
+    todo = {a: [b for b in reversed(order) if b != a] for a in order}
+    stack, circuit = [order[0]], []
+    while stack:
+        v = stack[-1]
+        if todo[v]:
+            stack.append(todo[v].pop())
+        else:
+            circuit.append(stack.pop())
+    period = circuit[::-1][:-1]  # first == last: drop the closing vertex
+    periods = -(-repeat // (n - 1))
+    return period * periods
 
 
 def interleaved(calls: Dict[str, Callable[[], object]],
@@ -100,7 +98,7 @@ def interleaved(calls: Dict[str, Callable[[], object]],
                 warmup: int = 1,
                 clock: Callable[[], float] = time.perf_counter,
                 on_call: Optional[Callable[[str], None]] = None) -> Dict[str, Stats]:
-    """Time each of ``calls`` ``repeat`` times, interleaved (see the module docstring).
+    """Time each of ``calls`` at least ``repeat`` times, interleaved (see the module docstring).
 
     ``on_call(name)`` is called before each warm-up and timed call (progress display).
     Returns one :class:`Stats` per name. A call that raises gets the exception in
@@ -121,25 +119,24 @@ def interleaved(calls: Dict[str, Callable[[], object]],
             except Exception as exc:
                 fail(name, exc)
                 break
-    rounds = balanced_orders(names, repeat, random.Random(0))
+    sequence = call_sequence(names, repeat, random.Random(0))
     enabled = gc.isenabled()
     gc.disable()
     try:
-        for order in rounds:
-            for name in order:
-                if name not in names:
-                    continue  # failed in an earlier round
-                if on_call:
-                    on_call(name)
-                fn = calls[name]
-                gc.collect(0)
-                t0 = clock()
-                try:
-                    fn()
-                except Exception as exc:
-                    fail(name, exc)
-                    continue
-                stats[name].times.append(clock() - t0)
+        for name in sequence:
+            if name not in names:
+                continue  # failed earlier
+            if on_call:
+                on_call(name)
+            fn = calls[name]
+            gc.collect(0)
+            t0 = clock()
+            try:
+                fn()
+            except Exception as exc:
+                fail(name, exc)
+                continue
+            stats[name].times.append(clock() - t0)
     finally:
         if enabled:
             gc.enable()

@@ -18,7 +18,7 @@ from sdfgsparse.bench.plot import write_plot
 from sdfgsparse.bench.report import format_report, geomean, noise_warning
 from sdfgsparse.bench.results import BenchResult, Result
 from sdfgsparse.bench.runner import BenchConfig
-from sdfgsparse.bench.timing import balanced_orders, interleaved, peak_memory
+from sdfgsparse.bench.timing import call_sequence, interleaved, peak_memory
 
 
 # ---------------------------------------------------------------- option parsing
@@ -204,17 +204,15 @@ def test_sddmm_reference_and_work_counts():
 
 
 # ---------------------------------------------------------------- timing
-def test_interleaved_shuffles_order_and_reports_stats():
+def test_interleaved_alternates_systems_and_reports_stats():
     order = []
     ticks = iter(range(1000))
     calls = {n: (lambda n=n: order.append(n)) for n in 'abc'}
     stats = interleaved(calls, repeat=12, warmup=1, clock=lambda: float(next(ticks)))
     assert order[:3] == ['a', 'b', 'c']  # warm-up
-    rounds = [order[i:i + 3] for i in range(3, len(order), 3)]
-    assert len(rounds) == 12 and all(sorted(r) == ['a', 'b', 'c'] for r in rounds)
-    # each system is preceded by each other one at some point (no fixed predecessor)
-    follows = {(x, y) for r in rounds for x, y in zip(r, r[1:])}
-    assert follows == {(x, y) for x in 'abc' for y in 'abc' if x != y}
+    timed = order[3:]
+    assert sorted(timed) == sorted('abc' * 12)  # each timed 12 times (two per period of six calls)
+    assert all(x != y for x, y in zip(timed, timed[1:]))  # never the same system twice in a row
     order2 = []
     interleaved({n: (lambda n=n: order2.append(n)) for n in 'abc'}, repeat=12, warmup=1)
     assert order2 == order  # seeded: the same order every run
@@ -223,19 +221,24 @@ def test_interleaved_shuffles_order_and_reports_stats():
 
 
 @pytest.mark.parametrize('n', [1, 2, 3, 4, 5, 6])
-def test_balanced_orders_give_every_predecessor_equally_often(n):
+def test_call_sequence_gives_every_predecessor_equally_often(n):
     import random
     from collections import Counter
     names = [f's{i}' for i in range(n)]
-    rows = n if n % 2 == 0 else 2 * n  # one pass through the Williams square
-    orders = balanced_orders(names, 3 * rows, random.Random(5))
-    assert len(orders) == 3 * rows and all(sorted(o) == names for o in orders)
-    for p in range(3):
-        follows = Counter((x, y) for o in orders[p * rows:(p + 1) * rows] for x, y in zip(o, o[1:]))
-        want = 1 if n % 2 == 0 else 2
-        assert all(follows[(x, y)] == want for x in names for y in names if x != y), follows
-        assert sum(follows.values()) == rows * (n - 1)
-    assert balanced_orders(names, 3 * rows - 1, random.Random(5)) == orders[:-1]  # seeded: a prefix
+    seq = call_sequence(names, 10, random.Random(5))
+    per = max(1, n - 1)
+    counts = Counter(seq)
+    assert set(counts) == set(names) and all(c == -(-10 // per) * per for c in counts.values())
+    if n > 1:
+        period = n * (n - 1)
+        assert len(seq) % period == 0
+        # over the periodic sequence (its wrap-around included): every ordered pair once per period
+        follows = Counter(zip(seq, seq[1:] + seq[:1]))
+        periods = len(seq) // period
+        assert all(follows[(x, y)] == periods for x in names for y in names if x != y), follows
+        assert sum(follows.values()) == len(seq)
+    assert call_sequence(names, 10, random.Random(5)) == seq  # seeded
+    assert call_sequence([], 10, random.Random(5)) == [] and call_sequence(names, 0, random.Random(5)) == []
 
 
 def test_interleaved_keeps_going_when_one_call_raises():
