@@ -62,10 +62,10 @@ ENTRY_VISIT = 64
 _WAYS = 16
 #: accesses the LRU simulation of a gather follows at most (about; set sampling): it
 #: keeps a decision within ss.optimize's heuristics budget (tens of milliseconds)
-SIMULATED = 1 << 12
+SIMULATED = 1 << 11
 #: longer gather streams are simulated over a window of this many accesses from their
 #: middle (when the rows do not fit), the misses scaled to the whole stream
-WINDOW = 1 << 17
+WINDOW = 1 << 16
 
 
 @dataclass(frozen=True)
