@@ -27,11 +27,8 @@ re-executes itself in a child process (``python -m sdfgsparse.bench.cli``) with
 torch, GraphBLAS and MKL are also set through their own APIs; scipy.sparse and
 pydata/sparse are sequential. NumPy's OpenBLAS (the vector dot products and dense
 products of scipy's composed kernels) runs on one thread: its threads busy-wait for a
-while after each multi-threaded call and take a core from whatever runs next. Measured
-(2026-12-02, CG step on delaunay_n16, 2 threads, all systems interleaved): with two
-OpenBLAS threads scipy's step took 6.5 ms instead of 0.7 ms, and the sdfgsparse program
-timed after it in a round about 15 % longer than the same program elsewhere in the
-round; with one, both rows agree.
+while after each multi-threaded call and take a core from whatever runs next (figures in
+``docs/performance.md``).
 
 Exit status: 0 when every sdfgsparse (and sdfgsparse-opt) result agreed with scipy, 1 when
 one did not (or failed), 2 for bad options. Wrong peer results are reported, not an error of the run.
