@@ -6,8 +6,8 @@ process, frequency changes) hits all systems alike rather than whichever ran las
 library's threads keep spinning for a while after its call and slow whatever runs next,
 so the predecessor of a timed call matters: the order repeats an Eulerian circuit of the
 complete directed graph on the systems (:func:`call_sequence`), in which every system
-follows every other one exactly once per period; each system is timed at least
-``repeat`` times (``n - 1`` per period for ``n`` systems). A fixed or random round order
+follows every other one exactly once per period; each system is timed ``repeat`` times
+(``n - 1`` per period for ``n`` systems; the last period is cut short). A fixed or random round order
 gave uneven predecessors, the same for every matrix of a run (the seed is fixed), and
 with it a steady bias: ``docs/performance.md`` has the figures. The garbage collector is
 off during the timed calls; between two calls (untimed) a generation-0 collection frees
@@ -71,7 +71,8 @@ def call_sequence(names: List[str], repeat: int, rng: random.Random) -> List[str
     directed graph on ``names`` (names assigned to its vertices by ``rng``), so that over
     each period every name directly follows every other name exactly once, the period's
     boundary included; each name is called ``n - 1`` times per period (once for a single
-    name) and the periods repeat until each has ``repeat`` calls."""
+    name), and the periods repeat until each has ``repeat`` calls (the last one cut
+    there)."""
     n = len(names)
     if n == 0 or repeat <= 0:
         return []
@@ -89,8 +90,12 @@ def call_sequence(names: List[str], repeat: int, rng: random.Random) -> List[str
         else:
             circuit.append(stack.pop())
     period = circuit[::-1][:-1]  # first == last: drop the closing vertex
-    periods = -(-repeat // (n - 1))
-    return period * periods
+    seq, count = [], dict.fromkeys(names, 0)
+    for name in period * -(-repeat // (n - 1)):
+        if count[name] < repeat:  # the last period is cut where a name has its calls
+            count[name] += 1
+            seq.append(name)
+    return seq
 
 
 def interleaved(calls: Dict[str, Callable[[], object]],
@@ -98,7 +103,7 @@ def interleaved(calls: Dict[str, Callable[[], object]],
                 warmup: int = 1,
                 clock: Callable[[], float] = time.perf_counter,
                 on_call: Optional[Callable[[str], None]] = None) -> Dict[str, Stats]:
-    """Time each of ``calls`` at least ``repeat`` times, interleaved (see the module docstring).
+    """Time each of ``calls`` ``repeat`` times, interleaved (see the module docstring).
 
     ``on_call(name)`` is called before each warm-up and timed call (progress display).
     Returns one :class:`Stats` per name. A call that raises gets the exception in
