@@ -7,24 +7,12 @@ from dace.transformation import transformation as xf
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse.analysis.schedules import Decision, Machine, spmm_bound_bytes, spmm_tile_decision
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows
+from sdfgsparse.transformations._sizes import size_values, stored_slots
 from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.ops.spmm import SCATTER_TILE, SpMM
 
-__all__ = ['SparseDenseTiling', 'stored_slots']
-
-
-def stored_slots(st, values) -> int:
-    """Value slots of a sparse type (its ``vals`` member's length) given symbol values;
-    None when unknown."""
-    shape = st.member_shapes()['vals']
-    n = 1
-    for d in (shape if isinstance(shape, (list, tuple)) else [shape]):
-        x = evaluate(d, values)
-        if x is None:
-            return None
-        n *= x
-    return n
+__all__ = ['SparseDenseTiling']
 
 
 @properties.make_properties
@@ -74,7 +62,7 @@ class SparseDenseTiling(xf.SingleStateTransformation):
         node = self.product
         st = node.operand_type(state, 'A')
         y = node.connected(state, '_Y')
-        values = {**{str(c): v for c, v in sdfg.constants.items()}, **self.sizes}  # sizes: constants or given
+        values = size_values(sdfg, self.sizes)  # sizes: constants or given
         rows, cols, k = (evaluate(e, values) for e in (st.rows, st.cols, y.shape[1]))
         nnz = stored_slots(st, values)
         if rows is None or cols is None or k is None or nnz is None:

@@ -112,13 +112,13 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
         size: it drops a write and a read of the result)."""
         from sdfgsparse._symbolic import evaluate
         from sdfgsparse.analysis.schedules import Machine, epilogue_decision, product_cost, spmm_bound_bytes
-        from sdfgsparse.transformations.sparse_dense_tiling import stored_slots
+        from sdfgsparse.transformations._sizes import size_values, stored_slots
         product = self.product
         if not hasattr(product, 'operand_type'):
             return None
         st = product.operand_type(state, 'A')
         desc = sdfg.arrays[self.tmp.data]
-        values = {**{str(c): v for c, v in sdfg.constants.items()}, **dict(sizes or {})}
+        values = size_values(sdfg, sizes)
         k = evaluate(desc.shape[1], values) if len(desc.shape) == 2 else 1
         rows, cols = evaluate(st.rows, values), evaluate(st.cols, values)
         nnz = stored_slots(st, values)

@@ -109,10 +109,10 @@ class SparseFusion(xf.SingleStateTransformation):
         from sdfgsparse._symbolic import evaluate
         from sdfgsparse.analysis.schedules import Machine, attention_bound_bytes, attention_decision
         from sdfgsparse.ops.softmax import owns_single_rows
-        from sdfgsparse.transformations.sparse_dense_tiling import stored_slots
+        from sdfgsparse.transformations._sizes import size_values, stored_slots
         sddmm, spmm = self.sddmm, self.spmm
         st = sddmm.operand_type(state, 'S')
-        values = {**{str(c): v for c, v in sdfg.constants.items()}, **dict(sizes or {})}
+        values = size_values(sdfg, sizes)
         q, v_ = sddmm.connected(state, '_X'), spmm.connected(state, '_B')
         dims = [evaluate(e, values) for e in (st.rows, st.cols, q.shape[1], v_.shape[1])]
         nnz = stored_slots(st, values)

@@ -280,21 +280,27 @@ def attention_decision(node: str, rows: int, cols: int, nnz: int, d: int, e: int
     transpose = 2 * cols * d * v if keys_transposed else 0  # K.T written and read back
 
     passes = 1 if row_owning else 2
+
+    def fused_at(cache):  # S's stream(s), Q and the output, K and V rows gathered together
+        return passes * s_stream + q_out + gathers((d + e) * v, cache) + \
+            (0 if row_owning else gathers(d * v, cache))
+
+    def three_at(cache):  # S read by SDDMM and SpMM, K and V gathered by each
+        return 2 * s_stream + q_out + key_gathers(cache) + gathers(e * v, cache)
+
     # entry visits: fused, the score pass and the weighted row (per row, the weights'
     # exp and scaling on scratch slots in L1: one more); three nodes, SDDMM, the
     # softmax's three passes (maximum, exp and sum, scaling) and SpMM
     visits = (3 if row_owning else 4, 5)
-    fused_p = passes * s_stream + q_out + gathers((d + e) * v, m.l2) + \
-        (0 if row_owning else gathers(d * v, m.l2)) + visits[0] * nnz * ENTRY_VISIT * LLC_SPEEDUP
-    sep_p = s_stream + q_out + key_gathers(m.l2) + gathers(e * v, m.l2) + 4 * inter + s_stream + transpose + \
-        visits[1] * nnz * ENTRY_VISIT * LLC_SPEEDUP
+    fused_p = fused_at(m.l2) + visits[0] * nnz * ENTRY_VISIT * LLC_SPEEDUP
+    sep_p = three_at(m.l2) + 4 * inter + transpose + visits[1] * nnz * ENTRY_VISIT * LLC_SPEEDUP
     everything = s_stream + q_out + cols * (d + e) * v + 2 * inter
     if _fits(everything, m.llc):
         fused_m = sep_m = 0.0
     else:
-        fused_m = passes * s_stream + q_out + gathers((d + e) * v, m.llc) + (0 if row_owning else gathers(d * v, m.llc))
-        sep_m = 2 * s_stream + q_out + key_gathers(m.llc) + gathers(e * v, m.llc) + \
-            (4 * inter if not _fits(2 * inter, m.llc) else 0.0) + (transpose if not _fits(transpose, m.llc) else 0.0)
+        fused_m = fused_at(m.llc)
+        sep_m = three_at(m.llc) + (4 * inter if not _fits(2 * inter, m.llc) else 0.0) + \
+            (transpose if not _fits(transpose, m.llc) else 0.0)
     fused_m += PARALLEL_PASS
     sep_m += 5 * PARALLEL_PASS  # the transpose, SDDMM, the softmax's passes and SpMM
     cands = [Candidate('fused', fused_m, fused_p), Candidate('three nodes', sep_m, sep_p)]

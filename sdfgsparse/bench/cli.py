@@ -13,7 +13,8 @@ gcn, attention, atb and cg.
 
 ``--isolation separate`` times each system in a process of its own
 (:mod:`sdfgsparse.bench.isolation`); the default ``same`` times them all in one process,
-in a random order each round, as a user runs them side by side.
+calls alternating (every system after every other equally often), as a user runs them
+side by side.
 
 ``--target fpga`` runs :mod:`sdfgsparse.bench.fpga` instead: the designs ``ss.optimize``
 chooses for the FPGA, their model per matrix and a C-simulation check (no timing of peers).
@@ -78,7 +79,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help='also run every kernel through ss.optimize (system sdfgsparse-opt, with the matrix as '
                    'example input) and report its heuristics time; gcn then includes a bias (gcn+bias)')
     p.add_argument('--isolation', choices=('same', 'separate'), default='same',
-                   help='same (default): every system in one process, called in a random order each round, as '
+                   help='same (default): every system in one process, calls alternating (every system after every '
+                   'other equally often), as '
                    'a user runs them side by side; separate: each system in a process of its own (no other '
                    'library\'s threads or OpenMP runtime loaded)')
     p.add_argument('--only', default=None, help=argparse.SUPPRESS)  # one system: a child of --isolation separate

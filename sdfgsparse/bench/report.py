@@ -193,7 +193,7 @@ def _isolation_lines(m) -> List[str]:
     rec = m.get('openmp')
     if not rec:
         return []
-    out = [f'isolation: same (all systems in one process, random order each round); OpenMP: ours '
+    out = [f'isolation: same (all systems in one process, calls alternating, every system after every other); OpenMP: ours '
            f'{os.path.basename(rec.get("runtime") or "?")} ({rec.get("action")}), '
            f'mapped: {_runtime_names(rec.get("mapped", []))}']
     if rec.get('competing'):
