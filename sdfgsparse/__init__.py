@@ -27,6 +27,7 @@ import sdfgsparse.ops.dense_matmul  # dense products of sparse programs: sdfgspa
 from sdfgsparse import analysis
 from sdfgsparse import targets
 from sdfgsparse import ops
+from sdfgsparse import transformations  # registers the Sparse transformations (editors, history replay)
 
 __version__ = '0.1.0'
 
@@ -61,6 +62,16 @@ def convert(A, fmt, index_dtype=None):
     return _host_convert(A, fmt, index_dtype)
 
 
+def record_examples(sdfg, matrices, threads=None) -> dict:
+    """Record the sizes and structure statistics of example arguments (``{'A': scipy matrix,
+    'X': array}``) on ``sdfg``, where SparseFormatSelection, SparseDenseTiling and the
+    SparseIOLowerBound pass find them (also after saving, and in the VS Code extension);
+    see :mod:`sdfgsparse.transformations.examples`. ``ss.optimize(..., matrices=)`` records
+    its matrices the same way."""
+    from sdfgsparse.transformations.examples import record_examples as _record
+    return _record(sdfg, matrices, threads)
+
+
 def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None, fpga_board='u280', fpga_clock_mhz=300):
     """Apply the sparse optimisation pipeline (loop ordering, fusion, tiling, DaCe's own
     clean-up) to a ``@dace.program`` or an SDFG (in place); returns a callable with the
@@ -75,5 +86,6 @@ def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None, fpga
 __all__ = [
     'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
     'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
-    'sigmoid', 'spones', 'sddmm', 'softmax', 'optimize', 'targets', 'ops', 'to_device'
+    'sigmoid', 'spones', 'sddmm', 'softmax', 'optimize', 'targets', 'ops', 'to_device', 'transformations',
+    'record_examples'
 ]

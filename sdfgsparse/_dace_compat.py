@@ -172,6 +172,26 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    deadlocked (prototype workaround: distinct depths). The other end is now looked for
    by identity: another access node (``is not``) of the same container (same name, same
    descriptor object). Designs whose streams differ in type or depth are unchanged.
+21. ``dace.SDFG`` properties (1.0.2): an SDFG has no property for facts a tool records
+   about it, so what ``ss.optimize(..., matrices=)``, ``sdfgsparse annotate`` and the
+   ``SparseIOLowerBound`` pass learn (structure statistics and symbol values of example
+   arguments; the I/O lower bound) did not survive a save, a reload or the VS Code
+   extension's JSON round trip, and SparseFormatSelection / SparseDenseTiling, which need
+   them, were never listed in the editor. The SDFG gets one more serialisable property,
+   ``sparse_notes`` (a JSON dict, default empty; its keys are those of
+   :mod:`sdfgsparse.transformations.examples`), which the build folder's content hash
+   (patch 8) leaves out, with the sparse nodes' ``io_lower_bound`` notes: notes do not
+   change the generated code.
+22. DaCe transformations that corrupt sparse SDFGs (1.0.2): ``NestSDFG`` (and
+   ``FPGATransformSDFG`` and ``FPGATransformState``, which nest the program first) give the
+   nested SDFG no descriptor for a structure's members (memlets on ``A.pos1`` then name
+   no array: the result does not validate, and the VS Code backend fails on every later
+   request until undo); ``RedundantArrayCopying`` removes a copy between views of a
+   structure's members and leaves a view with two incoming edges. Their
+   ``can_be_applied`` now refuses programs holding sparse structures (the first three;
+   :func:`sdfgsparse.optimize` with ``target='fpga'`` is the FPGA path for them) and
+   matches touching a structure, a structure member or a view of one (the last);
+   everything else goes to DaCe's own check. ``GPUTransformSDFG`` is patch 16.
 """
 import os
 import re
@@ -445,7 +465,7 @@ def content_hash(sdfg) -> str:
 
     def strip(o):
         if isinstance(o, dict):
-            return {k: strip(v) for k, v in o.items() if k not in ('guid', 'cfg_list_id')}
+            return {k: strip(v) for k, v in o.items() if k not in ('guid', 'cfg_list_id', NOTES, 'io_lower_bound')}
         if isinstance(o, (list, tuple)):
             return [strip(v) for v in o]
         return o
@@ -990,6 +1010,81 @@ def _patch_fpga_external_stream():
     fpga.is_external_stream = is_external_stream
 
 
+# ---------------------------------------------------------------------- patch 21
+NOTES = 'sparse_notes'  #: the SDFG property of patch 21
+
+
+def _patch_sdfg_notes():
+    from dace import properties
+    if NOTES in dace.SDFG.__properties__:
+        return
+    def get(sdfg):
+        return sdfg.__dict__.setdefault('_' + NOTES, {})
+
+    def put(sdfg, value):
+        if not isinstance(value, dict):
+            raise TypeError(f'SDFG.{NOTES} must be a dict, got {type(value).__name__}')
+        sdfg.__dict__['_' + NOTES] = value
+
+    prop = properties.Property(dtype=dict, default={}, allow_none=False, getter=get, setter=put,
+                               desc='sdfgsparse notes: structure statistics and symbol values of example arguments '
+                               '(ss.optimize(matrices=), sdfgsparse annotate) and the I/O lower bound '
+                               '(SparseIOLowerBound); read by SparseFormatSelection and SparseDenseTiling')
+    prop.attr_name = NOTES
+    prop.owner = dace.SDFG
+    dace.SDFG.__properties__[NOTES] = prop
+    setattr(dace.SDFG, NOTES, prop)
+
+
+# ---------------------------------------------------------------------- patch 22
+def _holds_structures(sdfg) -> bool:
+    root = sdfg
+    while getattr(root, 'parent_sdfg', None) is not None:
+        root = root.parent_sdfg
+    return any(isinstance(d, dace.data.Structure) for g in root.all_sdfgs_recursive() for d in g.arrays.values())
+
+
+def _touches_structure(state, sdfg, access_nodes) -> bool:
+    """A matched access node or a neighbour of it is a structure, a member of one (``A.vals``)
+    or a view."""
+    seen = set(access_nodes)
+    for n in access_nodes:
+        seen.update(e.src for e in state.in_edges(n))
+        seen.update(e.dst for e in state.out_edges(n))
+    for n in seen:
+        if not isinstance(n, dace.nodes.AccessNode):
+            continue
+        desc = sdfg.arrays.get(n.data)
+        if '.' in n.data or isinstance(desc, (dace.data.Structure, dace.data.View)):
+            return True
+    return False
+
+
+def _refuse(cls, refused) -> None:
+    orig = cls.can_be_applied
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def can_be_applied(self, graph, expr_index, sdfg, permissive=False):
+        if refused(self, graph, sdfg):
+            return False  # would leave an invalid sparse SDFG (see sdfgsparse._dace_compat, patch 22)
+        return orig(self, graph, expr_index, sdfg, permissive)
+
+    can_be_applied._sdfgsparse = True
+    can_be_applied.__doc__ = orig.__doc__
+    can_be_applied.__wrapped__ = orig
+    cls.can_be_applied = can_be_applied
+
+
+def _patch_unsafe_transformations():
+    from dace.transformation.dataflow.redundant_array_copying import RedundantArrayCopying
+    from dace.transformation.interstate import FPGATransformSDFG, FPGATransformState, NestSDFG
+    for cls in (NestSDFG, FPGATransformSDFG, FPGATransformState):
+        _refuse(cls, lambda self, graph, sdfg: _holds_structures(sdfg))
+    _refuse(RedundantArrayCopying, lambda self, graph, sdfg: _touches_structure(
+        graph, sdfg, [self.in_array, self.med_array, self.out_array]))
+
+
 def apply():
     if _applied['done']:
         return
@@ -1018,4 +1113,6 @@ def apply():
     _patch_debuginfo()
     _patch_free_symbols_cache()
     _patch_fpga_external_stream()
+    _patch_sdfg_notes()
+    _patch_unsafe_transformations()
     _applied['done'] = True

@@ -7,6 +7,8 @@ from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
 from sdfgsparse.transformations.sparse_format_inference import SparseFormatInference
 from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection
 from sdfgsparse.transformations.sparse_multi_pumping import SparseMultiPumping
+from sdfgsparse.transformations.sparse_io_lower_bound import SparseIOLowerBound
+from sdfgsparse.transformations.examples import record_examples
 
 __all__ = ['SparseEpilogueFusion', 'SparseFusion', 'SparseLoopOrdering', 'SparseDenseTiling', 'SparseFormatInference',
-           'SparseFormatSelection', 'SparseMultiPumping']
+           'SparseFormatSelection', 'SparseMultiPumping', 'SparseIOLowerBound', 'record_examples']

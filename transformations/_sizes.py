@@ -7,8 +7,10 @@ __all__ = ['size_values', 'stored_slots']
 
 
 def size_values(sdfg, sizes: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
-    """Symbol values by name: the SDFG's constants, then the given ``sizes``."""
-    return {**{str(c): v for c, v in sdfg.constants.items()}, **dict(sizes or {})}
+    """Symbol values by name: those recorded from example arguments
+    (:mod:`sdfgsparse.transformations.examples`), the SDFG's constants, then the given ``sizes``."""
+    from sdfgsparse.transformations.examples import recorded_sizes
+    return {**recorded_sizes(sdfg), **{str(c): v for c, v in sdfg.constants.items()}, **dict(sizes or {})}
 
 
 def stored_slots(st, values: Mapping[str, int]) -> Optional[int]:

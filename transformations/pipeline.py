@@ -3,16 +3,16 @@
 Order (each step is a transformation a user can also apply by hand; see
 ``samples/transformations_by_hand.py``):
 
-0. :class:`SparseFormatSelection` (only for arguments given in ``matrices``) — the storage
+0. :class:`SparseFormatSelection` (only for arguments given in ``matrices``) -- the storage
    format of a sparse argument from a cost model over the given matrix's structure and
    the operations reading it; such arguments are converted on each call;
-1. :class:`SparseFormatInference` — CSR or CSC for the results of element-wise sparse
+1. :class:`SparseFormatInference` -- CSR or CSC for the results of element-wise sparse
    operations, from their consumers and operands;
-2. :class:`SparseLoopOrdering` — sampled products ``S * (X @ Y)`` iterate over ``S``'s
+2. :class:`SparseLoopOrdering` -- sampled products ``S * (X @ Y)`` iterate over ``S``'s
    entries (``nnz * K`` instead of ``M * N * K``);
-3. :class:`SparseFusion` — ``softmax(sddmm(S, Q, K.T)) @ V`` in one pass over S's rows;
-4. :class:`SparseEpilogueFusion` — bias / activation maps into SpMV / SpMM;
-5. :class:`SparseDenseTiling` — tiles of the dense loop of SpMM, sized for the cache
+3. :class:`SparseFusion` -- ``softmax(sddmm(S, Q, K.T)) @ V`` in one pass over S's rows;
+4. :class:`SparseEpilogueFusion` -- bias / activation maps into SpMV / SpMM;
+5. :class:`SparseDenseTiling` -- tiles of the dense loop of SpMM, sized for the cache
    (needs the sizes: given by ``matrices``, or constant in the program);
 6. dense 2-D ``MatMul`` nodes (``X @ W``) take the register-blocked SIMD expansion of
    :mod:`sdfgsparse.ops.dense_matmul` instead of DaCe's default, ``Dot`` nodes
@@ -49,6 +49,7 @@ from sdfgsparse.transformations.sparse_format_inference import SparseFormatInfer
 from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection, format_by_name
 from sdfgsparse.transformations.sparse_fusion import SparseFusion
 from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
+from sdfgsparse.transformations.examples import bind_sizes, given_format, record_examples
 
 __all__ = ['optimize', 'OptimizedProgram', 'Step', 'TARGETS']
 
@@ -189,32 +190,6 @@ def _patterns(sdfg: dace.SDFG, matrices: Optional[Mapping[str, Any]]) -> Dict[st
     return out
 
 
-def _bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[str, int]:
-    """Symbol values implied by example arguments (sparse or dense), by argument name."""
-    if not examples:
-        return {}
-    from sdfgsparse.runtime.call import marshal_arguments
-    unknown = [n for n in examples if n not in sdfg.arrays]
-    if unknown:
-        raise errors.ShapeError(f'ss.optimize(matrices=...): {", ".join(map(repr, unknown))} is not an argument of '
-                                f'{sdfg.name} (arguments: {", ".join(sdfg.arg_names)})')
-    # the call path's own marshalling: sparse structure symbols and dense shapes alike
-    _, symbols, _, _ = marshal_arguments(dict(examples), {n: sdfg.arrays[n] for n in examples})
-    return {k: int(v) for k, v in symbols.items()}
-
-
-def _given_format(value) -> Optional[str]:
-    """Cost-model name of a scipy matrix's format (None for other values)."""
-    import scipy.sparse as sp
-    if not sp.issparse(value):
-        return None
-    f = value.format
-    if f == 'bsr':
-        R, C = value.blocksize
-        return f'BSR{R}x{C}'
-    return {'csr': 'CSR', 'csc': 'CSC', 'coo': 'COO', 'dia': 'DIA'}.get(f)
-
-
 def _select_formats(sdfg, matrices, sizes, result) -> int:
     """SparseFormatSelection for every sparse argument the caller gave a matrix for."""
     from sdfgsparse.analysis.format_cost import matrix_format_stats
@@ -224,7 +199,7 @@ def _select_formats(sdfg, matrices, sizes, result) -> int:
     threads = machine_threads()
     for name, value in (matrices or {}).items():
         desc = sdfg.arrays.get(name)
-        if desc is None or not is_sparse_desc(desc) or _given_format(value) is None:
+        if desc is None or not is_sparse_desc(desc) or given_format(value) is None:
             continue
         declared = sparse_type_of(desc).fmt
         given = f'BSR{declared.block[0]}x{declared.block[1]}' if declared.name.startswith('BSR') else declared.name
@@ -337,7 +312,9 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         raise errors.UnsupportedOperationError(f'ss.optimize: expected a @dace.program or an SDFG, got '
                                                f'{type(program_or_sdfg).__name__}')
     t_start = time.perf_counter()
-    sizes = _bind_sizes(sdfg, matrices)
+    sizes = bind_sizes(sdfg, matrices)
+    if matrices:  # kept on the SDFG: a saved copy lists and applies the steered transformations
+        record_examples(sdfg, matrices)
     result = OptimizedProgram(sdfg, target=target)
     result.iterations_before = _count(sdfg)
 
@@ -408,7 +385,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         def choose():
             from sdfgsparse.targets.fpga.select import choose_design, program_sizes
             vt, it, sizes, op, names = program_sizes(sdfg, matrices)
-            result.fpga_symbols = _bind_sizes(sdfg, matrices)
+            result.fpga_symbols = bind_sizes(sdfg, matrices)
             result.fpga_board, result.fpga_clock_mhz = fpga_board, fpga_clock_mhz
             if vt is not None:
                 result.fpga_choice = c = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz, op=op)

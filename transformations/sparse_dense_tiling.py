@@ -20,14 +20,14 @@ class SparseDenseTiling(xf.SingleStateTransformation):
     """Tiles the dense loop of SpMM (Scorch's sparse-dense tiling).
 
     SpMM ``Y = A @ B`` walks ``A``'s stored entries around a dense loop over the ``K``
-    columns of ``B`` — a dense loop that encloses no sparse loop. This transformation
+    columns of ``B`` -- a dense loop that encloses no sparse loop. This transformation
     strip-mines it into tiles of ``J`` columns and hoists the tile loop outward (the node's
     ``dense_tile`` property; the expansion generates the loops)::
 
         before: for i in rows (parallel): for p in row i: for k in 0..K:        Y[i,k] += A[p] B[j,k]
         after:  for kt in 0..K step J:   for i (parallel): for p: for k in kt..kt+J: ...
 
-    (a scatter walk — CSC, COO, ``A.T`` — runs its tiles in parallel, each walking ``A``'s
+    (a scatter walk -- CSC, COO, ``A.T`` -- runs its tiles in parallel, each walking ``A``'s
     entries once with ``J`` contiguous updates per entry instead of one strided column per
     walk; untransformed, it takes tiles of :data:`~sdfgsparse.ops.spmm.SCATTER_TILE`).
     ``J`` comes from the data-movement model
@@ -36,7 +36,9 @@ class SparseDenseTiling(xf.SingleStateTransformation):
     ``Y``) that its smaller working set keeps in the last-level and private caches.
 
     Applicability: the node is untiled (``dense_tile == 0``), the operand's shape, entry
-    count and ``K`` are known (constants, or symbol values in ``sizes``), and the model's
+    count and ``K`` are known (constants, symbol values in ``sizes``, or the sizes recorded
+    on the SDFG from example arguments by ``ss.optimize(..., matrices=)`` or
+    ``sdfgsparse annotate``), and the model's
     best tile moves at least :data:`~sdfgsparse.analysis.schedules.MARGIN` less than the
     schedule without the transformation; :meth:`decision` gives every candidate's cost.
     """
@@ -51,7 +53,9 @@ class SparseDenseTiling(xf.SingleStateTransformation):
     vector = properties.Property(dtype=int, default=8, desc='Tile sizes are multiples of this (SIMD width)')
     sizes = properties.DictProperty(key_type=str,
                                     value_type=int,
-                                    desc='Values of size symbols (e.g. {"K": 64}) used to evaluate the tile size')
+                                    desc='Values of size symbols (e.g. {"K": 64}) used to evaluate the tile size; '
+                                    'symbols not given here take the values recorded from example arguments '
+                                    '(ss.optimize(matrices=), sdfgsparse annotate)')
 
     @classmethod
     def expressions(cls):

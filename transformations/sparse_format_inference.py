@@ -31,15 +31,15 @@ class SparseFormatInference(xf.SingleStateTransformation):
     the operation sees it), CSR otherwise. The rules compress the result's outer level
     along the index variable its uses iterate first:
 
-    - a *consumer* that iterates the result row by row (SpMV, SpMM, SDDMM, … on ``C``)
+    - a *consumer* that iterates the result row by row (SpMV, SpMM, SDDMM, ... on ``C``)
       wants ``C`` row-major; one that takes the transposed view (``C.T @ x``) iterates
-      ``C``'s columns first and wants it column-major (CSC) — then its loop runs in
+      ``C``'s columns first and wants it column-major (CSC) -- then its loop runs in
       parallel over owned rows instead of scattering;
     - with no consumer in the program (the value is returned), the result follows its
       operands: a level is compressed along the index variable that indexes the operands'
       compressed outer levels (``CSC + CSC`` is CSC, as in scipy).
 
-    Consumers decide when there are any (the expand–sort–compress producer costs the same
+    Consumers decide when there are any (the expand-sort-compress producer costs the same
     for either order); ties keep CSR.
 
     Matched pattern: a ``SparseAdd`` or ``SparseMul`` node whose result is CSR or CSC.

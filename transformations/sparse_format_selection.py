@@ -14,6 +14,8 @@ from sdfgsparse.formats import get_format, is_sparse_desc, sparse_type_of
 from sdfgsparse.formats.catalogue import BSR
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse.ops.base import change_argument_format, sparse_consumers, T_SUFFIX
+from sdfgsparse.transformations._sizes import size_values
+from sdfgsparse.transformations.examples import recorded, recorded_stats
 
 __all__ = ['SparseFormatSelection', 'format_by_name']
 
@@ -82,9 +84,11 @@ class SparseFormatSelection(xf.SingleStateTransformation):
     Matched pattern: an access node of a non-transient sparse structure (a program
     argument). Applicable when ``stats`` (from
     :func:`~sdfgsparse.analysis.format_cost.matrix_format_stats` of the matrix the caller
-    will pass) are given, every reader is a sparse library node, and the model prefers
-    another format. The rewrite changes the argument's type — readers are rewired to the
-    new format's members — and records the choice and every candidate's cost in
+    will pass) are given, or were recorded on the SDFG with the sizes by
+    ``ss.optimize(..., matrices=)`` or ``sdfgsparse annotate``
+    (:mod:`sdfgsparse.transformations.examples`), every reader is a sparse library node, and the model prefers
+    another format. The rewrite changes the argument's type -- readers are rewired to the
+    new format's members -- and records the choice and every candidate's cost in
     ``chosen`` and ``reason`` (kept in the SDFG's transformation history). The caller must
     pass the argument in the chosen format (``ss.optimize`` converts it on each call).
 
@@ -97,7 +101,8 @@ class SparseFormatSelection(xf.SingleStateTransformation):
 
     stats = properties.DictProperty(key_type=str, value_type=float,
                                     desc='Structure statistics of the matrix the caller will pass (nnz, rows, cols, '
-                                    'max_row, ndiags, nonempty_rows, blocks_RxC)')
+                                    'max_row, ndiags, nonempty_rows, blocks_RxC); empty: those recorded on the SDFG '
+                                    '(ss.optimize(matrices=), sdfgsparse annotate), with their sizes and threads')
     given = properties.Property(dtype=str, default='CSR', desc='Format the caller passes (conversion costs from it)')
     sizes = properties.DictProperty(key_type=str, value_type=int,
                                     desc='Values of size symbols (dense widths, loop bounds)')
@@ -111,11 +116,23 @@ class SparseFormatSelection(xf.SingleStateTransformation):
         return [sdutil.node_path_graph(cls.access)]
 
     # ------------------------------------------------------------------ model
+    def inputs(self, sdfg):
+        """(stats, given, sizes, threads) the model runs with: the properties, or where they
+        are empty what :func:`~sdfgsparse.transformations.examples.record_examples` recorded."""
+        stats, given, sizes, threads = dict(self.stats), self.given, dict(self.sizes), self.threads
+        if not stats:
+            rec_stats, rec_given = recorded_stats(sdfg, self.access.data)
+            if rec_stats:
+                stats, given = rec_stats, rec_given or given
+                threads = int(recorded(sdfg).get('threads') or threads)
+        return stats, given, size_values(sdfg, sizes), threads
+
     def uses(self, sdfg):
         """Dense width of every operation reading the argument, once per loop iteration."""
         name = self.access.data
         res = []
-        loops = _loop_trips(sdfg, self.sizes)
+        sizes = self.inputs(sdfg)[2]
+        loops = _loop_trips(sdfg, sizes)
         for state in sdfg.states():
             trips = loops.get(state, 1)
             for node, prefix in sparse_consumers(state, name):
@@ -126,23 +143,23 @@ class SparseFormatSelection(xf.SingleStateTransformation):
                 if type(node).__name__ == 'SpMV':
                     k = 1
                 elif conn is not None:
-                    k = evaluate(node.connected(state, conn).shape[-1], self.sizes)
+                    k = evaluate(node.connected(state, conn).shape[-1], sizes)
                     k = 1 if k is None else k  # an unknown width counts as a vector
                 res += [k] * trips
         return res
 
     def decide(self, sdfg):
         """(chosen format name, costs) or None when the model cannot run."""
-        if not self.stats:
+        stats, given, _, threads = self.inputs(sdfg)
+        if not stats:
             return None
         uses = self.uses(sdfg)
         if not uses:
             return None
         desc = sdfg.arrays[self.access.data]
         st = sparse_type_of(desc)
-        stats = dict(self.stats)
-        return choose_format(stats, uses, given=self.given, value_bytes=st.dtype.bytes,
-                             index_bytes=st.index_dtype.bytes, threads=max(1, self.threads), candidates=CANDIDATES)
+        return choose_format(stats, uses, given=given, value_bytes=st.dtype.bytes,
+                             index_bytes=st.index_dtype.bytes, threads=max(1, threads), candidates=CANDIDATES)
 
     def can_be_applied(self, state, expr_index, sdfg, permissive=False):
         name = self.access.data

@@ -22,8 +22,8 @@ class SparseLoopOrdering(xf.SingleStateTransformation):
     Evaluated in the order the program spells it, the dense product runs the loop order
     ``(i, j, k)`` over *every* ``(i, j)`` and samples afterwards: ``M * N * K``
     multiply-adds and an ``M x N`` dense intermediate. Following Scorch's heuristic, the
-    index variables that filter iteration — ``i`` and ``j`` index compressed/coordinate
-    levels of ``S`` and are absent from the other operand of the reduction — are ranked
+    index variables that filter iteration -- ``i`` and ``j`` index compressed/coordinate
+    levels of ``S`` and are absent from the other operand of the reduction -- are ranked
     first (most selective outermost) and respect ``S``'s level order; the reduction
     variable ``k`` goes innermost. That order is the sampled dense-dense product: the
     loops run over ``S``'s stored entries and ``K`` per entry, ``nnz * K`` in all, with no

@@ -1,15 +1,17 @@
-"""Load this file in the DaCe VS Code extension ("Load custom transformations" in the
-Transformations panel; the extension's backend imports it with
-``importlib.util.spec_from_file_location``).
+"""The DaCe VS Code extension's entry to sdfgsparse (a custom-transformations file).
 
-Importing sdfgsparse registers its library nodes (so SDFGs that contain sparse operations
-load in the editor and expand there) and its transformations (``CATEGORY = 'Sparse'``), which
-the extension then lists wherever they match: SparseFormatInference, SparseLoopOrdering,
-SparseFusion, SparseEpilogueFusion, SparseDenseTiling — and the analysis pass
-IOLowerBoundPass. The Python interpreter the extension uses must be the project's
-environment (see settings.json next to this file).
+``sdfgsparse vscode-setup`` writes ``.vscode/settings.json`` with this file's absolute
+path in ``dace.optimization.customTransformationsPaths``, so the extension's backend
+imports it as soon as it starts (before it fetches the property metadata or lists
+transformations); "Load custom transformations" with this file does the same by hand.
+
+Importing sdfgsparse registers its data formats, library nodes (SDFGs with sparse
+operations load and expand in the editor), its transformations (CATEGORY 'Sparse':
+SparseFormatInference, SparseLoopOrdering, SparseFusion, SparseEpilogueFusion,
+SparseDenseTiling, SparseFormatSelection, SparseMultiPumping; listed wherever they
+match) and the SparseIOLowerBound pass (listed among the passes; applying it writes the
+I/O lower bound into the SDFG's sparse_notes and each sparse node's io_lower_bound).
 """
-import sdfgsparse  # noqa: F401  (registers formats, library nodes and frontend operators)
-from sdfgsparse.analysis import IOLowerBoundPass  # noqa: F401
+import sdfgsparse  # noqa: F401  (registers formats, library nodes, transformations and frontend operators)
 from sdfgsparse.transformations import *  # noqa: F401,F403
 from sdfgsparse.transformations import __all__ as TRANSFORMATIONS  # noqa: F401

@@ -20,7 +20,7 @@ class IOLowerBoundPass(ppl.Pass):
 
     Properties:
 
-    * ``cache_words`` — fast-memory size in words; 0 keeps the bound symbolic in ``S``.
+    * ``cache_words`` -- fast-memory size in words; 0 keeps the bound symbolic in ``S``.
     """
 
     CATEGORY: str = 'Analysis'

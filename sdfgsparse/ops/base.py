@@ -76,6 +76,10 @@ class SparseLibraryNode(nodes.LibraryNode):
                                         choices=['auto', 'parallel', 'sequential'],
                                         desc='How the expansion runs the outer loop: auto (parallel when the '
                                         'outer level owns the written dimension), parallel or sequential')
+    io_lower_bound = properties.Property(dtype=str,
+                                         default='',
+                                         desc='Set by the SparseIOLowerBound pass: this operation\'s I/O lower bound '
+                                         'in words (SOAP); not used by the expansions')
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,0 +1,133 @@
+"""Example arguments recorded on an SDFG, for the transformations that need sizes or
+structure statistics (SparseFormatSelection, SparseDenseTiling, the fusions' models).
+
+``ss.optimize(prog, matrices={...})`` and ``sdfgsparse annotate FILE.sdfg --arg A=a.mtx``
+call :func:`record_examples`. What it keeps travels with the SDFG (saved files, copies,
+the VS Code extension's JSON) in its ``sparse_notes`` property (``sdfgsparse._dace_compat``,
+patch 21) under the key ``'examples'``::
+
+    {'sizes':   {'N': 2708, 'K': 64, ...},          # symbol values the examples imply
+     'stats':   {'A': {'nnz': 10556.0, ...}},        # analysis.format_cost.matrix_format_stats
+     'given':   {'A': 'CSR'},                        # the format the program declares for it
+     'threads': 2}                                   # threads the model assumes
+
+The matrices themselves are not kept. A transformation whose own ``sizes`` / ``stats``
+property is empty reads these instead, so the editor lists SparseFormatSelection and
+SparseDenseTiling on an annotated SDFG without asking for symbol values.
+"""
+from typing import Any, Dict, Mapping, Optional
+
+import dace
+
+from sdfgsparse import errors
+from sdfgsparse._dace_compat import NOTES
+from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+
+__all__ = ['record_examples', 'bind_sizes', 'given_format', 'recorded', 'recorded_sizes', 'recorded_stats',
+           'root_of']
+
+KEY = 'examples'
+
+
+def root_of(sdfg: dace.SDFG) -> dace.SDFG:
+    """The outermost SDFG (where the notes are kept)."""
+    while getattr(sdfg, 'parent_sdfg', None) is not None:
+        sdfg = sdfg.parent_sdfg
+    return sdfg
+
+
+def bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[str, int]:
+    """Symbol values implied by example arguments (sparse or dense), checked as the call
+    path checks arguments; raises ``ShapeError`` for a name that is not an argument."""
+    if not examples:
+        return {}
+    from sdfgsparse.runtime.call import marshal_arguments
+    unknown = [n for n in examples if n not in sdfg.arrays or n not in sdfg.arg_names]
+    if unknown:
+        raise errors.ShapeError(f'examples for {sdfg.name}: {", ".join(map(repr, unknown))} is not an argument '
+                                f'(arguments: {", ".join(sdfg.arg_names)})')
+    _, symbols, _, _ = marshal_arguments(dict(examples), {n: sdfg.arrays[n] for n in examples})
+    return {k: int(v) for k, v in symbols.items()}
+
+
+def given_format(value) -> Optional[str]:
+    """Cost-model name of a scipy matrix's format ('CSR', 'BSR2x2', ...; None for other values)."""
+    import scipy.sparse as sp
+    if not sp.issparse(value):
+        return None
+    f = value.format
+    if f == 'bsr':
+        R, C = value.blocksize
+        return f'BSR{R}x{C}'
+    return {'csr': 'CSR', 'csc': 'CSC', 'coo': 'COO', 'dia': 'DIA'}.get(f)
+
+
+def _declared_name(desc) -> str:
+    fmt = sparse_type_of(desc).fmt
+    return f'BSR{fmt.block[0]}x{fmt.block[1]}' if fmt.name.startswith('BSR') else fmt.name
+
+
+def _as_scipy(value):
+    """A scipy sparse view or copy of a sparse example (scipy, ``ss.SparseMatrix``, torch sparse); None otherwise."""
+    import scipy.sparse as sp
+    from sdfgsparse.runtime.container import SparseMatrix
+    if sp.issparse(value):
+        return value
+    if isinstance(value, SparseMatrix):
+        return value.to_scipy()
+    if type(value).__module__.startswith('torch') and str(getattr(value, 'layout', 'torch.strided')) != 'torch.strided':
+        coo = value.to_sparse_coo().coalesce()
+        r, c = coo.indices().numpy()
+        return sp.coo_array((coo.values().numpy(), (r, c)), shape=tuple(coo.shape))
+    return None
+
+
+def record_examples(sdfg: dace.SDFG, examples: Mapping[str, Any], threads: Optional[int] = None) -> dict:
+    """Record the sizes and structure statistics of example arguments on ``sdfg`` (replacing
+    an earlier record) and return the record.
+
+    :param examples: argument name -> value as it would be passed (scipy / torch sparse,
+                     ``ss.SparseMatrix``, NumPy arrays); checked like call arguments.
+    :param threads: threads the models assume (default: ``OMP_NUM_THREADS`` or the CPU count).
+    """
+    if not isinstance(examples, Mapping):
+        raise errors.ArgumentError(f'examples must map argument names to values, got {type(examples).__name__}')
+    from sdfgsparse.analysis.format_cost import matrix_format_stats
+    from sdfgsparse.analysis.tiling import machine_threads
+    sizes = bind_sizes(sdfg, examples)
+    stats, given = {}, {}
+    for name, value in examples.items():
+        if not is_sparse_desc(sdfg.arrays[name]):
+            continue
+        matrix = _as_scipy(value)
+        if matrix is None:
+            continue
+        stats[name] = matrix_format_stats(matrix)
+        given[name] = _declared_name(sdfg.arrays[name])  # what the program takes (the call converts to it)
+    record = {'sizes': sizes, 'stats': stats, 'given': given,
+              'threads': int(threads) if threads else machine_threads()}
+    notes = dict(getattr(sdfg, NOTES))
+    notes[KEY] = record
+    setattr(sdfg, NOTES, notes)
+    return record
+
+
+def recorded(sdfg: dace.SDFG) -> dict:
+    """The record of :func:`record_examples` on ``sdfg``'s outermost SDFG ({} if none)."""
+    rec = getattr(root_of(sdfg), NOTES, {}).get(KEY)
+    return rec if isinstance(rec, dict) else {}
+
+
+def recorded_sizes(sdfg: dace.SDFG) -> Dict[str, int]:
+    """Recorded symbol values ({} if none)."""
+    sizes = recorded(sdfg).get('sizes') or {}
+    return {str(k): int(v) for k, v in sizes.items() if isinstance(v, (int, float))}
+
+
+def recorded_stats(sdfg: dace.SDFG, name: str):
+    """(statistics, given format name) recorded for argument ``name``, or (None, None)."""
+    rec = recorded(sdfg)
+    stats = (rec.get('stats') or {}).get(name)
+    if not isinstance(stats, dict) or not stats:
+        return None, None
+    return {k: float(v) for k, v in stats.items()}, (rec.get('given') or {}).get(name)
