@@ -62,14 +62,14 @@ def convert(A, fmt, index_dtype=None):
     return _host_convert(A, fmt, index_dtype)
 
 
-def record_examples(sdfg, matrices, threads=None) -> dict:
+def record_examples(sdfg, matrices, threads=None, cache_bytes=None) -> dict:
     """Record the sizes and structure statistics of example arguments (``{'A': scipy matrix,
     'X': array}``) on ``sdfg``, where SparseFormatSelection, SparseDenseTiling and the
     SparseIOLowerBound pass find them (also after saving, and in the VS Code extension);
     see :mod:`sdfgsparse.transformations.examples`. ``ss.optimize(..., matrices=)`` records
     its matrices the same way."""
     from sdfgsparse.transformations.examples import record_examples as _record
-    return _record(sdfg, matrices, threads)
+    return _record(sdfg, matrices, threads, cache_bytes)
 
 
 def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None, fpga_board='u280', fpga_clock_mhz=300):

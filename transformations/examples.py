@@ -9,7 +9,8 @@ patch 21) under the key ``'examples'``::
     {'sizes':   {'N': 2708, 'K': 64, ...},          # symbol values the examples imply
      'stats':   {'A': {'nnz': 10556.0, ...}},        # analysis.format_cost.matrix_format_stats
      'given':   {'A': 'CSR'},                        # the format the program declares for it
-     'threads': 2}                                   # threads the model assumes
+     'threads': 2,                                   # threads the models assume
+     'cache_bytes': 33554432}                        # last-level cache the models assume (if given)
 
 The matrices themselves are not kept. A transformation whose own ``sizes`` / ``stats``
 property is empty reads these instead, so the editor lists SparseFormatSelection and
@@ -23,7 +24,7 @@ from sdfgsparse import errors
 from sdfgsparse._dace_compat import NOTES
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 
-__all__ = ['record_examples', 'bind_sizes', 'given_format', 'recorded', 'recorded_sizes', 'recorded_stats',
+__all__ = ['record_examples', 'bind_sizes', 'given_format', 'recorded', 'recorded_sizes', 'recorded_stats', 'recorded_machine',
            'root_of']
 
 KEY = 'examples'
@@ -82,13 +83,16 @@ def _as_scipy(value):
     return None
 
 
-def record_examples(sdfg: dace.SDFG, examples: Mapping[str, Any], threads: Optional[int] = None) -> dict:
+def record_examples(sdfg: dace.SDFG, examples: Mapping[str, Any], threads: Optional[int] = None,
+                    cache_bytes: Optional[int] = None) -> dict:
     """Record the sizes and structure statistics of example arguments on ``sdfg`` (replacing
     an earlier record) and return the record.
 
     :param examples: argument name -> value as it would be passed (scipy / torch sparse,
                      ``ss.SparseMatrix``, NumPy arrays); checked like call arguments.
     :param threads: threads the models assume (default: ``OMP_NUM_THREADS`` or the CPU count).
+    :param cache_bytes: last-level cache size the models assume (default: this machine's,
+                        found when a model runs).
     """
     if not isinstance(examples, Mapping):
         raise errors.ArgumentError(f'examples must map argument names to values, got {type(examples).__name__}')
@@ -104,8 +108,12 @@ def record_examples(sdfg: dace.SDFG, examples: Mapping[str, Any], threads: Optio
             continue
         stats[name] = matrix_format_stats(matrix)
         given[name] = _declared_name(sdfg.arrays[name])  # what the program takes (the call converts to it)
-    record = {'sizes': sizes, 'stats': stats, 'given': given,
-              'threads': int(threads) if threads else machine_threads()}
+    for what, v in (('threads', threads), ('cache_bytes', cache_bytes)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v <= 0):
+            raise errors.ArgumentError(f'record_examples: {what} must be a positive integer, got {v!r}')
+    record = {'sizes': sizes, 'stats': stats, 'given': given, 'threads': threads or machine_threads()}
+    if cache_bytes:
+        record['cache_bytes'] = cache_bytes
     notes = dict(getattr(sdfg, NOTES))
     notes[KEY] = record
     setattr(sdfg, NOTES, notes)
@@ -122,6 +130,12 @@ def recorded_sizes(sdfg: dace.SDFG) -> Dict[str, int]:
     """Recorded symbol values ({} if none)."""
     sizes = recorded(sdfg).get('sizes') or {}
     return {str(k): int(v) for k, v in sizes.items() if isinstance(v, (int, float))}
+
+
+def recorded_machine(sdfg: dace.SDFG) -> Dict[str, int]:
+    """Recorded ``threads`` and ``cache_bytes`` (those present)."""
+    rec = recorded(sdfg)
+    return {k: int(rec[k]) for k in ('threads', 'cache_bytes') if isinstance(rec.get(k), (int, float)) and rec[k] > 0}
 
 
 def recorded_stats(sdfg: dace.SDFG, name: str):

@@ -314,7 +314,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     t_start = time.perf_counter()
     sizes = bind_sizes(sdfg, matrices)
     if matrices:  # kept on the SDFG: a saved copy lists and applies the steered transformations
-        record_examples(sdfg, matrices)
+        record_examples(sdfg, matrices, cache_bytes=cache_size)
     result = OptimizedProgram(sdfg, target=target)
     result.iterations_before = _count(sdfg)
 

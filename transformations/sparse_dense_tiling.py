@@ -8,6 +8,7 @@ from sdfgsparse._symbolic import evaluate
 from sdfgsparse.analysis.schedules import Decision, Machine, spmm_bound_bytes, spmm_tile_decision
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows
 from sdfgsparse.transformations._sizes import size_values, stored_slots
+from sdfgsparse.transformations.examples import recorded_machine
 from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.ops.spmm import SCATTER_TILE, SpMM
@@ -48,8 +49,10 @@ class SparseDenseTiling(xf.SingleStateTransformation):
 
     cache_bytes = properties.Property(dtype=int,
                                       default=0,
-                                      desc='Last-level cache size in bytes for the model; 0: this machine\'s')
-    threads = properties.Property(dtype=int, default=0, desc='Parallel workers; 0: OMP_NUM_THREADS or the CPU count')
+                                      desc='Last-level cache size in bytes for the model; 0: the one recorded with '
+                                      'the examples, else this machine\'s')
+    threads = properties.Property(dtype=int, default=0, desc='Parallel workers; 0: the number recorded with the '
+                                  'examples, else OMP_NUM_THREADS or the CPU count')
     vector = properties.Property(dtype=int, default=8, desc='Tile sizes are multiples of this (SIMD width)')
     sizes = properties.DictProperty(key_type=str,
                                     value_type=int,
@@ -78,7 +81,9 @@ class SparseDenseTiling(xf.SingleStateTransformation):
         # where the rows are not contiguous), a row-owned walk one walk
         default = (SCATTER_TILE if contiguous_rows(b, y) else 1) if scatter else 0
         v, i = b.dtype.bytes, st.index_dtype.bytes
-        m = Machine.here(llc=self.cache_bytes or None, threads=self.threads or None)
+        machine = recorded_machine(sdfg)  # (what the examples were recorded with, where not set here)
+        m = Machine.here(llc=self.cache_bytes or machine.get('cache_bytes'),
+                         threads=self.threads or machine.get('threads'))
         bound = spmm_bound_bytes(rows, cols, nnz, k, m, v)
         return spmm_tile_decision(node.label, rows, cols, nnz, k, scatter, default, m, v, i, self.vector, bound)
 

@@ -1,6 +1,7 @@
-"""vscode-config: the loader file, imported the way the DaCe VS Code extension's backend
-imports custom transformations, makes a saved sparse SDFG load and lists the Sparse
-transformations that match it."""
+"""The VS Code set-up: the loader file, imported the way the DaCe VS Code extension's
+backend imports custom transformations, makes a saved sparse SDFG load and lists the Sparse
+transformations that match it; ``sdfgsparse vscode-setup`` writes absolute settings and
+keeps the user's own."""
 import json
 import os
 import subprocess
@@ -9,11 +10,12 @@ import textwrap
 
 import dace
 import numpy as np
+import pytest
 
 import sdfgsparse as ss
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LOADER = os.path.join(ROOT, 'vscode-config', 'sdfgsparse_transformations.py')
+LOADER = os.path.join(ROOT, 'vscode-config', 'sdfgsparse_transformations.py')  # (re-exports the package's)
 
 N, K, F = (dace.symbol(s) for s in 'NKF')
 
@@ -50,7 +52,34 @@ def test_extension_lists_sparse_transformations(tmp_path):
             'SparseDenseTiling'} <= set(res['exported'])
 
 
-def test_settings_point_at_the_project_environment():
-    with open(os.path.join(ROOT, 'vscode-config', 'settings.json')) as f:
-        settings = json.load(f)
-    assert settings['python.defaultInterpreterPath'].endswith('.venv/bin/python')
+def test_vscode_setup_writes_absolute_settings_and_keeps_others(tmp_path, capsys):
+    from sdfgsparse import cli, vscode
+    folder = tmp_path / '.vscode'
+    folder.mkdir()
+    mine = str(tmp_path / 'my_xforms.py')
+    (folder / 'settings.json').write_text(json.dumps({'editor.tabSize': 2, 'terminal.integrated.env.linux': {'A': '1'},
+                                                      'dace.optimization.customTransformationsPaths': [mine]}))
+    assert cli.main(['vscode-setup', str(tmp_path)]) == 0
+    assert cli.main(['vscode-setup', str(tmp_path)]) == 0  # twice: no duplicate entries
+    s = json.loads((folder / 'settings.json').read_text())
+    assert s['editor.tabSize'] == 2 and s['terminal.integrated.env.linux'] == {'A': '1', 'DACE_cache': 'hash'}
+    assert s['dace.optimization.customTransformationsPaths'] == [mine, vscode.LOADER]
+    assert s['dace.backend.interpreterPath'] == os.path.abspath(sys.executable) and os.path.isabs(vscode.LOADER)
+    assert 'wrote' in capsys.readouterr().out
+
+
+def test_vscode_setup_refuses_what_it_cannot_merge(tmp_path, capsys):
+    from sdfgsparse import cli, vscode
+    (tmp_path / '.vscode').mkdir()
+    text = '{\n  // a comment\n  "editor.tabSize": 2\n}\n'
+    (tmp_path / '.vscode' / 'settings.json').write_text(text)
+    assert cli.main(['vscode-setup', str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert 'not plain JSON' in err and len(err.strip().splitlines()) == 1
+    assert (tmp_path / '.vscode' / 'settings.json').read_text() == text  # untouched
+    assert cli.main(['vscode-setup', str(tmp_path / 'missing')]) == 2
+    assert 'no such folder' in capsys.readouterr().err
+    with pytest.raises(vscode.VSCodeSetupError, match='not an executable'):
+        vscode.write_settings(str(tmp_path), python=str(tmp_path / 'nopython'))
+    assert cli.main(['vscode-setup', '--print']) == 0
+    assert json.loads(capsys.readouterr().out)['dace.optimization.customTransformationsPaths'] == [vscode.LOADER]

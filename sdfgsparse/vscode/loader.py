@@ -1,0 +1,17 @@
+"""The DaCe VS Code extension's entry to sdfgsparse (a custom-transformations file).
+
+``sdfgsparse vscode-setup`` writes ``.vscode/settings.json`` with this file's absolute
+path in ``dace.optimization.customTransformationsPaths``, so the extension's backend
+imports it as soon as it starts (before it fetches the property metadata or lists
+transformations); "Load custom transformations" with this file does the same by hand.
+
+Importing sdfgsparse registers its data formats, library nodes (SDFGs with sparse
+operations load and expand in the editor), its transformations (CATEGORY 'Sparse':
+SparseFormatInference, SparseLoopOrdering, SparseFusion, SparseEpilogueFusion,
+SparseDenseTiling, SparseFormatSelection, SparseMultiPumping; listed wherever they
+match) and the SparseIOLowerBound pass (listed among the passes; applying it writes the
+I/O lower bound into the SDFG's sparse_notes and each sparse node's io_lower_bound).
+"""
+import sdfgsparse  # noqa: F401  (registers formats, library nodes, transformations and frontend operators)
+from sdfgsparse.transformations import *  # noqa: F401,F403
+from sdfgsparse.transformations import __all__ as TRANSFORMATIONS  # noqa: F401
