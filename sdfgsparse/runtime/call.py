@@ -18,6 +18,7 @@ import numpy as np
 
 from sdfgsparse import errors
 from sdfgsparse._symbolic import evaluate
+from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 from sdfgsparse.runtime.marshal import SparseArg, _torch_layout, is_sparse_value, marshal_sparse
 from sdfgsparse.runtime.plan import MISS, build_plan
@@ -83,7 +84,15 @@ def marshal_arguments(values: Dict[str, Any], descs: Dict[str, Optional[dace.dat
                     expr, 'free_symbols', ()))) if s in symbols)
                 raise errors.ShapeError(f'{name}: has shape {shape}, the program expects '
                                         f'({", ".join(map(str, desc.shape))}) with {src or expr}')
+    for name, v in values.items():  # a symbol given by keyword must agree with the arguments that fix it
+        if name in symbols and descs.get(name) is None and origin.get(name) != name and _is_integer(v) \
+                and int(v) != symbols[name]:
+            raise errors.ShapeError(f'{name}: given as {int(v)}, but {origin[name]} fixed {name} = {symbols[name]}')
     return out, symbols, sparse, copies
+
+
+def _is_integer(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 #: Values that are never a dense argument (the kernel would read garbage or DaCe fail late).
@@ -313,7 +322,8 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs):
         newargs = [out[n] for n in names[:len(args)]]
         newkw = {k: out.get(k, v) for k, v in kwargs.items()}
         newkw.update(symbols)
-        result = orig_call(prog, *newargs, **newkw)
+        with benign_dace_warnings():  # the first call of a signature: parsed and built
+            result = orig_call(prog, *newargs, **newkw)
         csdfg = _compiled_for(prog, out)
         if key is not None:
             _remember(prog, fast, key, out, symbols, csdfg)
@@ -476,7 +486,8 @@ class CompiledProgram:
                         if sparse_program_defaults(sdfg, apply=False):
                             sdfg = copy.deepcopy(sdfg)
                             sparse_program_defaults(sdfg)
-                    self._compiled = sdfg.compile()
+                    with benign_dace_warnings():
+                        self._compiled = sdfg.compile()
         return self._compiled
 
     def build(self) -> 'CompiledProgram':

@@ -165,3 +165,13 @@ def test_bad_input_is_untouched():
         spmv_err(A, np.ones(4))
     for got, want in zip((A.data, A.indices, A.indptr), before):
         np.testing.assert_array_equal(got, want)
+
+
+def test_symbol_keyword_contradicting_the_arguments(rng):
+    """``M=2`` where A has 5 rows: refused (the compiled program would have written 2 rows, or
+    read past A's row pointers for a larger value); the agreeing value is accepted."""
+    prog = ss.compile(spmv_err)
+    A, x = _csr(rng), rng.standard_normal(4)
+    with pytest.raises(errors.ShapeError, match='M: given as 2, but A fixed M = 5'):
+        prog(A=A, x=x, M=2)
+    np.testing.assert_allclose(prog(A=A, x=x, M=5), A @ x)
