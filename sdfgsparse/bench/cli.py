@@ -184,11 +184,15 @@ def run(args) -> int:
     from sdfgsparse.bench.report import format_report
     from sdfgsparse.bench.runner import run_benchmark
     log = lambda line: print(f'sdfgsparse bench: {line}', flush=True)  # noqa: E731
-    if getattr(args, 'isolation', 'same') == 'separate' and not args.only:
-        from sdfgsparse.bench.isolation import run_separate
-        result = run_separate(args, config, log)
-    else:
-        result = run_benchmark(config, log=log)
+    try:
+        if getattr(args, 'isolation', 'same') == 'separate' and not args.only:
+            from sdfgsparse.bench.isolation import run_separate
+            result = run_separate(args, config, log)
+        else:
+            result = run_benchmark(config, log=log)
+    except BenchError as exc:  # a matrix whose header read but whose entries do not
+        print(f'sdfgsparse bench: {exc}', file=sys.stderr)
+        return 2
     print(format_report(result), flush=True)
     if args.json:
         result.write_json(args.json)

@@ -62,6 +62,28 @@ def _stem(path: str) -> str:
     return base[:-len('.mtx.gz')] if base.endswith('.mtx.gz') else base[:-len('.mtx')]
 
 
+#: What the errors about ``--matrices`` suggest.
+_FOLDER_HINT = 'give a folder of .mtx / .mtx.gz files, or leave --matrices out for the bundled ones'
+_FILE_HINT = 'fix or remove the file, or give another folder'
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _header(path: str) -> tuple:
+    """``scipy.io.mminfo`` of ``path`` (its header only), or :class:`MatrixError` naming the
+    file when that is not the header of a real (or integer / pattern) Matrix Market matrix."""
+    try:
+        info = scipy.io.mminfo(path)
+    except (OSError, ValueError, IndexError, EOFError) as exc:
+        raise MatrixError(f'--matrices: {path}: not a readable Matrix Market file ({_first_line(exc)}); '
+                          f'{_FILE_HINT}') from exc
+    if info[4] == 'complex':
+        raise MatrixError(f'--matrices: {path}: complex matrices are not benchmarked; give a real one')
+    return info
+
+
 def load_mtx(path: str, seed: int = SEED) -> sp.csr_array:
     """Read a Matrix Market file (``.mtx`` or gzip-compressed ``.mtx.gz``) as canonical CSR.
 
@@ -69,13 +91,12 @@ def load_mtx(path: str, seed: int = SEED) -> sp.csr_array:
     integer / pattern) sparse matrix."""
     # By file name: scipy opens .gz itself. (Passing an open binary file to mminfo aborts
     # the process in scipy 1.17's fast_matrix_market when the file is then closed.)
+    fieldtype = _header(path)[4]
     try:
-        rows, cols, entries, fmt, fieldtype, symmetry = scipy.io.mminfo(path)
         A = scipy.io.mmread(path)
-    except (OSError, ValueError, IndexError) as exc:
-        raise MatrixError(f'--matrices: {path}: not a readable Matrix Market file ({exc})') from exc
-    if fieldtype == 'complex':
-        raise MatrixError(f'--matrices: {path}: complex matrices are not benchmarked; give a real one')
+    except (OSError, ValueError, IndexError, EOFError) as exc:
+        raise MatrixError(f'--matrices: {path}: not a readable Matrix Market file ({_first_line(exc)}); '
+                          f'{_FILE_HINT}') from exc
     A = canonical(sp.coo_array(A) if not sp.issparse(A) else A)
     if fieldtype == 'pattern':
         A.data = np.random.default_rng(seed).uniform(0.5, 1.5, A.nnz)
@@ -85,12 +106,16 @@ def load_mtx(path: str, seed: int = SEED) -> sp.csr_array:
 def from_folder(folder: str) -> List[MatrixSource]:
     """One source per ``*.mtx`` / ``*.mtx.gz`` file in ``folder`` (sorted by name).
 
-    Raises :class:`MatrixError` when ``folder`` is not a folder or holds no such file."""
+    Raises :class:`MatrixError` when ``folder`` is not a folder, holds no such file, or one
+    of them does not start with a Matrix Market header of a real matrix (only the headers
+    are read here; :meth:`MatrixSource.load` reads the rest)."""
     if not os.path.isdir(folder):
-        raise MatrixError(f'--matrices {folder!r}: no such folder')
+        raise MatrixError(f'--matrices {folder!r}: no such folder; {_FOLDER_HINT}')
     files = sorted(glob.glob(os.path.join(folder, '*.mtx')) + glob.glob(os.path.join(folder, '*.mtx.gz')))
     if not files:
-        raise MatrixError(f'--matrices {folder!r}: the folder holds no .mtx or .mtx.gz file')
+        raise MatrixError(f'--matrices {folder!r}: the folder holds no .mtx or .mtx.gz file; {_FOLDER_HINT}')
+    for f in files:
+        _header(f)
     return [MatrixSource(_stem(f), (lambda f=f: load_mtx(f)), 'file', f) for f in files]
 
 

@@ -290,7 +290,7 @@ def _locate_mkl_rt() -> None:
     Also ``MKL_THREADING_LAYER=GNU`` (unless set): MKL then runs on the GNU OpenMP pool
     that torch and the DaCe-generated code share, instead of a second runtime (Intel's,
     whose threads spin for 200 ms after each call and, interleaved with the other systems
-    on few cores, slowed whichever system ran next by up to 50x here)."""
+    on few cores, slowed whichever system ran next many times over; docs/performance.md)."""
     os.environ.setdefault('MKL_THREADING_LAYER', 'GNU')
     if 'MKL_RT' in os.environ:
         return

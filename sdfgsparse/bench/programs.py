@@ -12,7 +12,8 @@ Compile time (:func:`measure_compile`), per program:
   DaCe's in-memory cache answers and the figure is small; ``in_memory`` says so.)
   ``cmake_seeded``: CMake's compiler detection came from a seed (``_dace_compat`` patch 9:
   any earlier build on this machine with the same toolchain and flags leaves one), as
-  for every build after the first; false: this build paid it (~0.7 s here).
+  for every build after the first; false: this build paid it (a fixed cost of CMake's
+  configure, see docs/performance.md).
 - ``warm_cache_s``: the first call of the same program in a *second process* with that
   build folder already filled (timed inside that process, imports excluded) — what a
   user pays on the next run when DaCe's cache hits: parsing, expansion and code

@@ -5,20 +5,20 @@ write-conflict reduction over the inner dimension, which the C++ compiler cannot
 vectorise: ``X @ W`` of a GCN layer (2708 x 64 times 64 x 64, float32) dominates the layer.
 This expansion computes blocks of four rows of ``C`` in parallel (a DaCe map); each block
 walks ``B`` in column panels whose accumulators stay in registers over the whole ``k``
-loop, every loaded piece of a ``B`` row feeding four SIMD FMAs (:func:`gemm_row_block`).
-Measured on the GCN product (2708 x 64 times 64 x 64, float32, 2 threads): 0.58 ms with
-the earlier row-wise axpy form (one load and store of ``C`` per FMA), 0.14 ms now (at
-``-O3``; see ``_dace_compat`` patch 7); MKL's SGEMM in torch 0.09-0.11 ms. It is
-registered as the ``'sdfgsparse'`` implementation of DaCe's ``MatMul`` node.
+loop, every loaded piece of a ``B`` row feeding four SIMD FMAs (:func:`gemm_row_block`),
+instead of the earlier row-wise axpy form (one load and store of ``C`` per FMA); it relies
+on ``-O3`` (``_dace_compat`` patch 7). Figures, against MKL's SGEMM in torch, are in
+docs/performance.md. It is registered as the ``'sdfgsparse'`` implementation of DaCe's
+``MatMul`` node.
 :func:`select_dense_products` selects it for the products it applies to
 (:func:`rows_applicable`): ``ss.optimize`` does, and so does every call of a program with
-sparse data (an SDFG call hook, :func:`sparse_program_defaults`): a GCN layer written as a
-plain ``@dace.program``, ``relu(A @ (X @ W))``, took ~60-130 ms with DaCe's pure GEMM on
-the quick matrices, 130x torch. Programs without sparse data keep DaCe's choices.
+sparse data (an SDFG call hook, :func:`sparse_program_defaults`): with DaCe's pure GEMM a
+GCN layer written as a plain ``@dace.program``, ``relu(A @ (X @ W))``, was two orders of
+magnitude slower than torch. Programs without sparse data keep DaCe's choices.
 
 DaCe's pure ``Dot`` expansion (``np.dot`` of two vectors) is a parallel map whose every
 product is an atomic add into one scalar: two threads fight over its cache line (a CG
-iteration on cora_A took 0.39 ms at 2 threads, 0.15 ms at 1). :class:`ExpandDotReduce`
+iteration ran slower on 2 threads than on 1). :class:`ExpandDotReduce`
 is one tasklet: an OpenMP SIMD reduction, run in parallel only above
 :data:`DOT_PARALLEL` elements (:func:`dot_applicable` says where it applies).
 

@@ -80,6 +80,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import dace
 
 from sdfgsparse import _dace_compat
+from sdfgsparse._warnings import benign_dace_warnings
 
 __all__ = ['BuildFolder', 'BuildCacheError', 'LibraryLoadError', 'scan', 'prune', 'default_folder', 'problem']
 
@@ -277,15 +278,16 @@ def build(folder: str, compile_once: Callable[[], object]):
     the folder's lock: remove what a cut-short or damaged build left first, rebuild once a
     library that fails to load, record the build when it succeeded (see the module)."""
     _prepare(folder)
-    try:
-        result = compile_once()
-    except LibraryLoadError:
-        _discard(folder)
+    with benign_dace_warnings():  # (code generation's remarks on what sdfgsparse builds)
         try:
             result = compile_once()
-        except LibraryLoadError as again:
-            raise BuildCacheError(f'{folder}: {os.path.basename(again.library)} was built again and still cannot '
-                                  f'be loaded ({type(again.reason).__name__}: {again.reason})') from again
+        except LibraryLoadError:
+            _discard(folder)
+            try:
+                result = compile_once()
+            except LibraryLoadError as again:
+                raise BuildCacheError(f'{folder}: {os.path.basename(again.library)} was built again and still '
+                                      f'cannot be loaded ({type(again.reason).__name__}: {again.reason})') from again
     _record(folder)
     return result
 
@@ -382,7 +384,8 @@ def load_read_only(sdfg, folder: str, why: str, output_file=None, validate=True,
     program = copy.deepcopy(sdfg)  # what DaCe's compile hands to the loader: its copy after code generation,
     program.build_folder = private  # which writes source maps into the build folder
     program.fill_scope_connectors()
-    codegen.generate_code(program, validate=validate)
+    with benign_dace_warnings():
+        codegen.generate_code(program, validate=validate)
     try:
         return compiled_sdfg.CompiledSDFG(program, compiled_sdfg.ReloadableDLL(os.path.join(private, names[0]),
                                                                                 program.name), program.arg_names)

@@ -44,7 +44,8 @@ def _row_major(arg, transposed) -> bool:
 def spgemm_flops(a_arg, ta: bool, b_arg, tb: bool) -> int:
     """Number of products of A @ B: sum over A's entries (i, k) of the length of B's row k.
     Row-major operands are read directly (one gather over A's entries); others through
-    their coordinates (cora_A @ cora_A: ~1.5 ms -> tens of µs)."""
+    their coordinates (reading row-major operands directly is far cheaper; figures in
+    docs/performance.md)."""
     if _row_major(a_arg, ta):
         ak = a_arg.arrays['crd1']
     else:

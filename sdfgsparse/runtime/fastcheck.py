@@ -8,8 +8,7 @@ costs more than the work. When it answers no, the caller takes the full path, wh
 raises the precise error; so this check may be stricter than the specification, never
 looser. Given the compiled checks of the kernel's library
 (:mod:`sdfgsparse.targets.cpu.storage_check`), index levels are checked by them instead: one
-parallel pass instead of several NumPy passes (ca-AstroPh, 394k entries: ~0.2 ms ->
-tens of µs).
+parallel pass instead of several NumPy passes (figures: docs/performance.md).
 """
 from typing import Dict
 

@@ -1,10 +1,10 @@
 """The address of a NumPy array's data, fast.
 
 ``array.ctypes.data`` and ``array.__array_interface__`` build Python objects on every
-call (~1.7 µs); the warm call path needs several addresses per call. ``PyArrayObject``
+call, and the warm call path needs several addresses per call. ``PyArrayObject``
 starts with the object header followed by ``char *data`` — part of NumPy's ABI, since the
-``PyArray_DATA`` macro compiles to this read — so the address is read from there
-(~0.3 µs), after checking on import that both ways agree.
+``PyArray_DATA`` macro compiles to this read — so the address is read from there (several
+times faster; docs/performance.md), after checking on import that both ways agree.
 """
 import ctypes
 

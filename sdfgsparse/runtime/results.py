@@ -49,8 +49,8 @@ def return_allocator(desc: dace.data.Structure) -> Callable[[Dict[str, int]], ob
     dims = {k for k in ('rows', 'cols') if k in desc.members}
 
     # CSR / CSC results are trimmed to pos[-1] entries (struct_to_python), and every kernel
-    # writes all of those: their capacity-sized crd1 / vals need no zeroing (A @ A on
-    # adder_dcop_05: 22 MB of capacity, ~5 ms of memset per call). Other formats keep
+    # writes all of those: their capacity-sized crd1 / vals need no zeroing (zeroing a large
+    # SpGEMM capacity cost milliseconds per call; docs/performance.md). Other formats keep
     # zeroed members (padding slots of ELL / DIA / BSR must read as zeros).
     uninit = {'crd1', 'vals'} if st.fmt.name in ('CSR', 'CSC') else set()
     members = [(name, fn, dt, np.empty if name in uninit else np.zeros) for name, fn, dt in members]

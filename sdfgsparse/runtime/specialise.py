@@ -1,9 +1,9 @@
 """A call plan's warm call, specialised into one straight-line Python function.
 
 :meth:`CallPlan.run_generic <sdfgsparse.runtime.plan.CallPlan.run_generic>` walks the
-plan's slots with a method call, a few dictionaries and a list comprehension per argument;
-on this machine that is ~12 µs of a ~20 µs warm call of a 1x1 SpMV — more than the whole
-call of torch's or scipy's SpMV on matrices with ten thousand entries. :func:`specialise`
+plan's slots with a method call, a few dictionaries and a list comprehension per argument:
+more than half of a tiny matrix's warm call, and more than the whole call of torch's or
+scipy's SpMV on matrices with ten thousand entries (figures: docs/performance.md). :func:`specialise`
 writes the same steps as the source of one function for the plan — each argument's
 checks in a row, sizes and symbols as locals, the storage check of a CSR / CSC argument
 as one call of the library's compiled check — and compiles it once (``exec``, as

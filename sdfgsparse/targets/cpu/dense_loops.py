@@ -2,8 +2,8 @@
 
 DaCe 1.0.2's frontend lowers ``for k in range(K): Y[i, k] += a * B[j, k]`` with a
 data-dependent ``j`` into an indirection tasklet and element copies per iteration, which
-the C++ compiler does not vectorise (cora_A, K = 64: 0.45 ms per SpMM at 1 thread against
-0.30 ms for the same walk with a SIMD inner loop). :func:`axpy_row` emits that inner loop
+the C++ compiler does not vectorise (the same walk with a SIMD inner loop is markedly
+faster; docs/performance.md). :func:`axpy_row` emits that inner loop
 as one tasklet per stored entry: restrict-qualified row pointers and ``#pragma omp simd``
 over the ``K`` contiguous columns. The surrounding loop nest — the format's level walk,
 the parallel map — stays generated Python, so every format still gets the operation.
@@ -156,8 +156,7 @@ def transposed_rows(ptr: str, src: str, rows: str, cols: str, src_stride: str, c
     ``src``, whose cache lines the next few rows reuse. The buffer is ``thread_local`` to
     the calling thread and only grows (to the largest ``rows * cols`` seen): a new
     allocation of that size on every call costs a page fault per 4 KiB once it is above
-    malloc's mmap threshold (delaunay_n16, K = 64, a 32 MiB copy, 2 threads: 14.8 ms into
-    a new buffer, 2.4 ms into a kept one)."""
+    malloc's mmap threshold (several times the copy itself; docs/performance.md)."""
     code = f'''
 typedef {ctype} yt_V;
 static thread_local std::vector<yt_V> yt_buf;
@@ -210,10 +209,8 @@ def spmm_row(y: str, i: str, b: str, crd: str, vals: str, lo: str, hi: str, k: s
     :func:`axpy_row`. The accumulators are GCC/Clang vector-extension variables
     (``vector_size(64)``: the compiler maps them to the machine's registers, splitting
     them where vectors are narrower); arrays in ``omp simd`` loops were spilled to the
-    stack by GCC 12, which made the same blocking slower than the per-entry form.
-    Standalone, 2 threads, K = 64, against zero fill plus :func:`axpy_row`: bcsstk16 1.82
-    -> 0.87 ms, ca-AstroPh 6.0 -> 4.3 ms, soc-brightkite 8.6 -> 6.9 ms, delaunay_n16 7.5 ->
-    6.2 ms (panels of 8 vectors: 0.86, 4.6, 7.5, 6.9)."""
+    stack by GCC 12, which made the same blocking slower than the per-entry form. Faster
+    than zero fill plus :func:`axpy_row` on every matrix measured (docs/performance.md)."""
     code = f'''
 {_vector_types('s', ctype)}
 const long s_K = {k}, s_ldb = {b_stride};
@@ -405,10 +402,7 @@ def regular_rows(out: str, pos: str, rows: str) -> List[str]:
     on average. Such rows (bands, meshes of one degree) run faster one entry at a time:
     the loop's end is predicted, and chunks would compute padding lanes (a band of 9: three
     chunks of 4 for 9 entries). Irregular or long rows run faster in chunks, which test
-    the row's end once per chunk. Measured (2 threads, standalone C++ of the two walks):
-    banded-200k 0.66 ms one entry at a time against 0.96 ms in chunks of 4, 4elt 0.040
-    against 0.045, web-indochina-2004 0.031 against 0.037; delaunay_n16 0.28 against 0.16,
-    soc-brightkite 0.29 against 0.22, bcsstk16 (59 entries per row) 0.076 against 0.065.
+    the row's end once per chunk (the two walks compared per matrix: docs/performance.md).
     O(1) per call: the sample reads 3 * 64 row pointers."""
     code = (f'const long long m = _trows; const auto* __restrict__ q = _tpos; long long same = 0, seen = 0; '
             f'if (m >= 3) for (long long s = 0; s < {REGULAR_SAMPLE}; ++s) {{ '
@@ -436,9 +430,8 @@ def sddmm_row(out: str, out_crd: str, i: str, x: str, y: str, crd: str, vals: st
     (GCC/Clang vector extensions, see :func:`spmm_row`): each piece of the ``x`` row is
     loaded once per group and feeds one independent accumulator per entry; the tail
     columns (``k`` not a multiple of the vector) are added in scalar. ``y_pointer`` as in
-    :func:`dot_rows`. Standalone, 2 threads, K = 64, against one ``omp simd`` reduction
-    per entry: ca-AstroPh 7.0 -> 5.6 ms, bcsstk16 1.71 -> 1.25 ms, cora_A 0.148 -> 0.119 ms
-    (two entries per group: 5.9, 1.39, 0.124)."""
+    :func:`dot_rows`. Faster than one ``omp simd`` reduction per entry, and than groups of
+    two entries (docs/performance.md)."""
     ybase = f'((const {ctype}*)(uintptr_t)_ty)' if y_pointer else '_ty'
     code = f"""
 {_vector_types('d', ctype)}

@@ -21,6 +21,7 @@ import numpy as np
 import sympy
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.targets.cpu import storage_check
 
 __all__ = ['KernelBuilder', 'pyexpr', 'cpp_tasklet']
@@ -152,7 +153,8 @@ class KernelBuilder:
         exec(compile(src, fname, 'exec'), ns)
         prog = dace.program(ns[self.name])
         try:
-            sdfg = prog.to_sdfg(simplify=True)
+            with benign_dace_warnings():  # (loops over stored entries: memlets DaCe cannot propagate exactly)
+                sdfg = prog.to_sdfg(simplify=True)
         except Exception as ex:  # pragma: no cover - shows the generated source for debugging
             raise RuntimeError(f'sdfgsparse: could not parse generated kernel:\n{src}') from ex
         sdfg.name = self.name
@@ -160,10 +162,8 @@ class KernelBuilder:
 
 
 #: Rows per chunk of a dynamically scheduled row map (:meth:`KernelBuilder.balance`). Against
-#: OpenMP's static halves (2 threads, December 2026): SpMV on soc-brightkite 0.424 -> 0.293 ms,
-#: SpMM (K = 64) 4.46 -> 3.29 ms, bcsstk13 0.033 -> 0.028 ms and 0.267 -> 0.224 ms; about 5 %
-#: slower where rows cost alike (SpMV on banded-200k 1.43 -> 1.51 ms, SpMM on delaunay_n16
-#: 6.18 -> 6.46 ms); within noise on the small ones; chunks of 2048 rows lost on small matrices.
+#: OpenMP's static halves it wins on power-law rows and loses a few percent where rows cost
+#: alike; chunks of 2048 rows lost on small matrices (figures: docs/performance.md).
 ROW_CHUNK = 256
 
 

@@ -2,8 +2,8 @@
 
 A warm call checks each sparse argument before it runs the kernel
 (:mod:`sdfgsparse.targets.cpu.storage_check`): one more pass over the index arrays. For
-indices that no longer fit in cache that pass reads them from memory a second time
-(banded-2M, 18M entries, SpMV: ~7 of ~27 ms). A kernel that walks every stored entry of
+indices that no longer fit in cache that pass reads them from memory a second time (a
+quarter of a large SpMV's time; docs/performance.md). A kernel that walks every stored entry of
 the argument anyway can check them on the way instead — an unsigned compare of each index
 against its extent, a compare with the previous index for the order, and
 ``0 <= lo <= hi <= nnz`` for each segment — with every read clamped into range, so that
@@ -46,12 +46,10 @@ from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
 __all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN_KERNEL_FROM']
 
 #: Bytes of an argument's indices from which its kernels check it (and the call does not
-#: check it first). SpMV, 2 threads, interleaved with the peers, call checking first ->
-#: kernel checking: banded-2M (18M entries, 72 MB of indices) 24.6 -> 17.4 ms (torch
-#: 14.7), a band of 72M entries 99.6 -> 68.3 ms (torch 73.0); rmat-s20 (16M entries,
-#: random columns: the gathers dominate) 47.7 -> 48.6 ms. Below, where the indices stay in
-#: cache between the check and the kernel, the checks inside the loop cost more than the
-#: pass they save (banded-200k, 1.8M entries: 1.35 -> 1.74 ms; rmat-s16: 1.68 -> 1.80 ms).
+#: check it first): above it, checking in the kernel saves the second read of the indices
+#: from memory (bands gain most; with random columns the gathers dominate either way).
+#: Below, where the indices stay in cache between the check and the kernel, the checks
+#: inside the loop cost more than the pass they save. Figures: docs/performance.md.
 IN_KERNEL_FROM = 64 << 20
 
 #: What a kernel calls when it finds broken storage (declared by :func:`global_code`).

@@ -7,8 +7,7 @@ it for our libraries: one runtime), python-graphblas's wheel one renamed
 ``libgomp-<hash>.so.1.0.0`` (a second runtime). Two runtimes in one process each keep a
 team of threads that spin for a while after every parallel region; called in
 alternation on few cores, each team's spinning threads take the cores the other one
-needs (SpMV on delaunay_n16 with GraphBLAS loaded: about 4 ms per call for us and for
-GraphBLAS, against 0.3 ms for each when they share a runtime).
+needs (an order of magnitude slower calls for both; figures in docs/performance.md).
 
 :func:`bind` (run when ``sdfgsparse`` is imported) makes one runtime global, so that
 GOMP symbol lookups of libraries loaded later find it first:

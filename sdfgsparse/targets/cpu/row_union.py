@@ -2,8 +2,8 @@
 result is the CSR storage of ``A.T + B.T``: the caller passes the transposed views).
 
 The generic lowering (:mod:`sdfgsparse.targets.cpu.compress`) appends both operands' entries
-to one list, sorts and compresses it sequentially (``A + A.T`` on cora_A: 0.9 ms against
-scipy's 0.4 ms). When each operand, as the operation sees it, is CSR or CSC (a CSR
+to one list, sorts and compresses it sequentially (slower than scipy; docs/performance.md).
+When each operand, as the operation sees it, is CSR or CSC (a CSR
 matrix, a transposed CSC one, or the other way round), this lowering:
 
 0. stores a column-major operand by rows first — a counting sort by row, walking the

@@ -2,11 +2,10 @@
 
 A warm call validates its sparse arguments before it runs the kernel (out-of-range or
 unsorted indices would make the kernel read out of bounds). In NumPy that takes several
-passes over the index arrays (``ca-AstroPh``, 394k entries: ~0.2 ms, as long as the
-SpMV itself). The functions below do the same check in one pass, in one parallel region
-above :data:`PARALLEL` entries and segments, comparing at the width of the indices
-(banded-2M, 18M entries, 2 threads: 12.2 ms with 64-bit compares and a region per pass,
-4.6 ms so). They are emitted as global code of every kernel that takes a
+passes over the index arrays, about as long as the SpMV itself. The functions below do
+the same check in one pass, in one parallel region above :data:`PARALLEL` entries and
+segments, comparing at the width of the indices (several times faster than 64-bit
+compares and a region per pass; figures in docs/performance.md). They are emitted as global code of every kernel that takes a
 sparse structure (:func:`add_to`), so they are compiled with the kernel — no separate
 build — and :class:`sdfgsparse.runtime.fastcheck.StorageCheck` calls them through the
 loaded library when it finds them (:func:`symbols`); otherwise it checks in NumPy.

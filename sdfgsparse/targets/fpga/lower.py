@@ -36,6 +36,7 @@ from typing import Dict, List, Optional
 import dace
 
 from sdfgsparse import errors
+from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.targets import expand_sparse_nodes
 from sdfgsparse.targets.fpga import streaming
 
@@ -123,24 +124,17 @@ def _top_sparse_nodes(sdfg: dace.SDFG) -> list:
     return [(n, st) for st in sdfg.states() for n in st.nodes() if isinstance(n, SparseLibraryNode)]
 
 
-#: DaCe warnings of the lowering and the FPGA code generator that say nothing a user can
-#: act on: a memlet it cannot propagate exactly (it keeps the whole array, which is
-#: correct), a sequential map exit inside a kernel (HLS loops are sequential anyway).
-BENIGN_WARNINGS = ('Cannot find appropriate memlet pattern to propagate', 'Found schedule ScheduleType.Sequential')
-
-
-#: Held while the lowering or the FPGA code generator runs: both change process-wide state
-#: for their duration (warning filters; DaCe's ``unique_functions`` configuration).
+#: Held while the lowering or the FPGA code generator runs: the code generator changes
+#: process-wide state for its duration (DaCe's ``unique_functions`` configuration).
 LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
 def quiet():
-    """Under :data:`LOCK`, a context in which :data:`BENIGN_WARNINGS` are not shown."""
-    import warnings
-    with LOCK, warnings.catch_warnings():
-        for text in BENIGN_WARNINGS:
-            warnings.filterwarnings('ignore', message=text, category=UserWarning)
+    """Under :data:`LOCK`, a context in which DaCe's benign warnings
+    (:data:`sdfgsparse._warnings.BENIGN`: memlets it cannot propagate exactly, sequential
+    maps inside a kernel) are not shown."""
+    with LOCK, benign_dace_warnings():
         yield
 
 

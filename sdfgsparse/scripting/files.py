@@ -1,0 +1,316 @@
+"""Files of the SDFG command line: SDFGs, argument files and result files.
+
+What an argument file becomes (see :func:`read_argument`):
+
+- ``.mtx`` / ``.mtx.gz`` (Matrix Market) holds a *matrix*, whatever the program stores it
+  in: it becomes what the parameter declares: the declared sparse format with its value
+  and index dtypes (``ss.convert``; duplicates summed), or a dense NumPy array of the
+  declared dtype. (The file format has no precision of its own.) Pattern files read as
+  ones.
+- ``.npy`` holds an *array*: passed as stored (``numpy.load(allow_pickle=False)``) and
+  checked like a Python argument, so another dtype or shape is an error.
+- anything else is a literal for a scalar parameter (``alpha=1.5``, ``n=3``, ``flag=true``).
+
+Results (see :func:`write_result`): dense ones to ``.npy`` (``numpy.save``) or ``.mtx``,
+sparse ones (scipy or ``ss.SparseMatrix``) to ``.mtx`` (``scipy.io.mmwrite``).
+"""
+import difflib
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import dace
+import numpy as np
+
+from sdfgsparse import errors
+from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+
+__all__ = [
+    'ScriptingError', 'load_sdfg', 'save_sdfg', 'argument_names', 'result_names', 'describe', 'split_assignment',
+    'stem', 'read_argument', 'read_arguments', 'folder_arguments', 'parse_json_value', 'write_result', 'summary',
+    'result_paths', 'close_names', 'MATRIX_SUFFIXES', 'ARRAY_SUFFIXES'
+]
+
+#: Suffixes of argument files, longest first (a stem drops the first that matches).
+MATRIX_SUFFIXES = ('.mtx.gz', '.mtx')
+ARRAY_SUFFIXES = ('.npy', )
+RESULT_SUFFIXES = ('.npy', '.mtx')
+
+
+class ScriptingError(errors.ArgumentError):
+    """A file or a command-line value cannot be used as asked. ``hint`` (or None) says
+    what to do instead; the command line prints it on a line of its own."""
+
+    def __init__(self, message: str, hint: Optional[str] = None):
+        super().__init__(message)
+        self.hint = hint
+
+
+def close_names(name: str, known: Sequence[str], n: int = 3) -> List[str]:
+    """Up to ``n`` names of ``known`` close to ``name`` (case-insensitive), best first."""
+    lower = {k.lower(): k for k in known}
+    return [lower[m] for m in difflib.get_close_matches(name.lower(), list(lower), n=n, cutoff=0.5)]
+
+
+def load_sdfg(path: str) -> dace.SDFG:
+    """The SDFG saved in ``path`` (``.sdfg`` or ``.sdfgz``); :class:`ScriptingError` when
+    there is no such file or it holds no SDFG."""
+    if not os.path.exists(path):
+        raise ScriptingError(f'{path}: no such file')
+    if os.path.isdir(path):
+        raise ScriptingError(f'{path}: is a folder, not an SDFG file')
+    with open(path, 'rb') as f:
+        head = f.read(64)
+    if not head.startswith(b'\x1f\x8b') and not head.lstrip().startswith(b'{'):
+        raise ScriptingError(f'{path}: not an SDFG file (an SDFG is saved as JSON, or gzip-compressed JSON)',
+                             hint='save one with prog.to_sdfg().save("prog.sdfg")')
+    try:
+        sdfg = dace.SDFG.from_file(path)
+    except Exception as exc:  # any parse error of the file format (JSON, gzip, DaCe's schema)
+        raise ScriptingError(f'{path}: not a readable SDFG ({_first_line(exc)})',
+                             hint='save one with prog.to_sdfg().save("prog.sdfg")') from None
+    if not isinstance(sdfg, dace.SDFG):
+        raise ScriptingError(f'{path}: not a readable SDFG (it holds a {type(sdfg).__name__})')
+    return sdfg
+
+
+def save_sdfg(sdfg: dace.SDFG, path: str) -> None:
+    """Save ``sdfg`` to ``path`` (compressed when it ends with ``.sdfgz``)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ScriptingError(f'{path}: the folder {folder} does not exist')
+    sdfg.save(path, compress=path.endswith('.sdfgz'))
+
+
+def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f'no {exc} entry'
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def argument_names(sdfg: dace.SDFG) -> List[str]:
+    """The SDFG's arguments in call order (``arg_names``; for an SDFG built without one,
+    its non-transient data other than return values)."""
+    if sdfg.arg_names:
+        return list(sdfg.arg_names)
+    return [n for n, d in sdfg.arrays.items() if not d.transient and not n.startswith('__return')]
+
+
+def result_names(sdfg: dace.SDFG) -> List[str]:
+    """The SDFG's return values (``__return``, ``__return_0``, ...) in order."""
+    names = [n for n, d in sdfg.arrays.items() if n.startswith('__return') and not d.transient]
+    return sorted(names, key=lambda n: int(n[len('__return_'):]) if n[len('__return_'):].isdigit() else -1)
+
+
+def describe(desc: dace.data.Data) -> str:
+    """What a parameter takes, for messages: ``ss.CSR[float64, N, N, index=int32]``,
+    ``float64 array of shape (N, K)``, ``float64 number``."""
+    if is_sparse_desc(desc):
+        return f'{sparse_type_of(desc)!r} (a .mtx / .mtx.gz file)'
+    dtype = np.dtype(desc.dtype.as_numpy_dtype()).name
+    if isinstance(desc, dace.data.Scalar):
+        return f'{dtype} number'
+    if isinstance(desc, dace.data.Array):
+        return f'{dtype} array of shape ({", ".join(map(str, desc.shape))}{"," if len(desc.shape) == 1 else ""})'
+    return f'{type(desc).__name__} {desc}'
+
+
+def split_assignment(text: str, option: str) -> Tuple[str, str]:
+    """``'NAME=VALUE'`` -> (NAME, VALUE); :class:`ScriptingError` naming ``option`` otherwise."""
+    name, eq, value = text.partition('=')
+    name = name.strip()
+    if not eq or not name or not value:
+        raise ScriptingError(f'{option} {text!r}: expected NAME=VALUE',
+                             hint=f'e.g. {option} A=tests/data/cora_A.mtx.gz')
+    return name, value
+
+
+def stem(path: str) -> Optional[str]:
+    """The file name without its argument-file suffix (``A.mtx.gz`` -> ``A``), or None
+    for another kind of file."""
+    base = os.path.basename(path)
+    for suffix in MATRIX_SUFFIXES + ARRAY_SUFFIXES:
+        if base.endswith(suffix) and len(base) > len(suffix):
+            return base[:-len(suffix)]
+    return None
+
+
+def parse_json_value(text: str):
+    """``text`` as JSON when it parses (``64``, ``true``, ``{"K": 64}``), else the string."""
+    import json
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def read_argument(name: str, text: str, desc: dace.data.Data):
+    """The value of parameter ``name`` (descriptor ``desc``) given on the command line as
+    ``text``: a file path or a literal (see the module docstring)."""
+    if text.endswith(MATRIX_SUFFIXES):
+        return _read_matrix_market(name, text, desc)
+    if text.endswith(ARRAY_SUFFIXES):
+        return _read_npy(name, text)
+    if isinstance(desc, dace.data.Scalar):
+        return _literal(name, text, desc)
+    if os.path.exists(text):
+        raise ScriptingError(f'{name}={text}: unknown kind of file; give a .mtx, .mtx.gz or .npy file')
+    raise ScriptingError(f'{name}={text}: no such file ({name} takes {describe(desc)})',
+                         hint=f'{name} takes a file: .mtx / .mtx.gz (Matrix Market) or .npy (numpy.save)')
+
+
+def read_arguments(sdfg: dace.SDFG, given: Dict[str, str]) -> Dict[str, Any]:
+    """``{name: value}`` for ``{name: text}`` given on the command line; every name must
+    be an argument of ``sdfg`` (:class:`ScriptingError` naming the closest ones otherwise)."""
+    names = argument_names(sdfg)
+    out = {}
+    for name, text in given.items():
+        if name not in names:
+            raise _not_an_argument(sdfg, name, names)
+        out[name] = read_argument(name, text, sdfg.arrays[name])
+    return out
+
+
+def _not_an_argument(sdfg, name, names) -> ScriptingError:
+    close = close_names(name, names)
+    hint = f'did you mean {" or ".join(close)}?' if close else None
+    if name in set(map(str, sdfg.free_symbols)) | set(sdfg.symbols):
+        hint = f'{name} is a symbol: --symbol {name}=VALUE'
+    return ScriptingError(f'{name} is not an argument of {sdfg.name} (arguments: {", ".join(names) or "none"})',
+                          hint=hint)
+
+
+def folder_arguments(sdfg: dace.SDFG, folder: str) -> Tuple[Dict[str, str], List[str]]:
+    """Files of ``folder`` named after an argument of ``sdfg`` (``A.mtx``, ``A.mtx.gz``,
+    ``X.npy``): ``({argument: path}, [files matching no argument])``. Two files for one
+    argument are an error."""
+    if not os.path.isdir(folder):
+        raise ScriptingError(f'--matrices {folder}: no such folder')
+    names = set(argument_names(sdfg))
+    found: Dict[str, str] = {}
+    ignored = []
+    for base in sorted(os.listdir(folder)):
+        path = os.path.join(folder, base)
+        s = stem(base)
+        if s is None or not os.path.isfile(path):
+            continue
+        if s not in names:
+            ignored.append(base)
+            continue
+        if s in found:
+            raise ScriptingError(f'--matrices {folder}: two files for argument {s} ({os.path.basename(found[s])}, '
+                                 f'{base})', hint='keep one, or name the file with --arg')
+        found[s] = path
+    return found, ignored
+
+
+def _read_npy(name: str, path: str) -> np.ndarray:
+    if not os.path.isfile(path):
+        raise ScriptingError(f'{name}={path}: no such file')
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise ScriptingError(f'{name}={path}: not a readable .npy file ({_first_line(exc)})') from None
+
+
+def _read_matrix_market(name: str, path: str, desc: dace.data.Data):
+    import scipy.io
+    import scipy.sparse as sp
+    if not os.path.isfile(path):
+        raise ScriptingError(f'{name}={path}: no such file')
+    # by file name: scipy opens .gz itself (an open binary file aborts scipy 1.17's reader)
+    try:
+        field = scipy.io.mminfo(path)[4]
+        value = scipy.io.mmread(path)
+    except Exception as exc:  # scipy raises ValueError, IndexError, OSError, RuntimeError ...
+        raise ScriptingError(f'{name}={path}: not a readable Matrix Market file ({_first_line(exc)})') from None
+    if field == 'complex' and desc.dtype not in (dace.complex64, dace.complex128):
+        raise ScriptingError(f'{name}={path}: holds complex values; {name} takes {describe(desc)}')
+    if isinstance(desc, dace.data.Scalar):
+        raise ScriptingError(f'{name}={path}: {name} takes a number, not a matrix', hint=f'--arg {name}=1.5')
+    if is_sparse_desc(desc):
+        from sdfgsparse.runtime.convert import convert
+        A = sp.coo_array(value) if sp.issparse(value) else sp.coo_array(np.asarray(value))
+        A.sum_duplicates()
+        try:
+            return convert(A, desc)
+        except errors.SparseError as exc:
+            raise ScriptingError(f'{name}={path}: {exc}') from None
+    dtype = np.dtype(desc.dtype.as_numpy_dtype())
+    dense = value.toarray() if sp.issparse(value) else np.asarray(value)
+    if isinstance(desc, dace.data.Array) and len(desc.shape) == 1 and dense.ndim == 2 and 1 in dense.shape:
+        dense = dense.reshape(-1)  # a vector is an n x 1 (or 1 x n) matrix in the file
+    return np.ascontiguousarray(dense.astype(dtype, copy=False))
+
+
+def _literal(name: str, text: str, desc: dace.data.Scalar):
+    dtype = np.dtype(desc.dtype.as_numpy_dtype())
+    t = text.strip()
+    try:
+        if dtype.kind == 'b':
+            low = t.lower()
+            if low not in ('true', 'false', '1', '0'):
+                raise ValueError(t)
+            return np.bool_(low in ('true', '1'))
+        if dtype.kind in 'iu':
+            return dtype.type(int(t))
+        if dtype.kind == 'c':
+            return dtype.type(complex(t))
+        return dtype.type(float(t))
+    except (ValueError, OverflowError):
+        raise ScriptingError(f'{name}={text}: not a {dtype.name} number ({name} takes a {describe(desc)})') from None
+
+
+def summary(value) -> str:
+    """One line about a result: kind, shape, dtype (and number of stored entries)."""
+    import scipy.sparse as sp
+    from sdfgsparse.runtime.container import SparseMatrix
+    if sp.issparse(value):
+        return (f'{value.format.upper()} sparse matrix {value.shape[0]} x {value.shape[1]}, nnz {value.nnz}, '
+                f'{value.dtype}')
+    if isinstance(value, SparseMatrix):
+        return (f'{value.format.name} sparse matrix {value.shape[0]} x {value.shape[1]}, nnz {value.nnz}, '
+                f'{value.arrays["vals"].dtype}')
+    a = np.asarray(value)
+    return f'{a.dtype} array of shape {a.shape}'
+
+
+def _is_sparse(value) -> bool:
+    import scipy.sparse as sp
+    from sdfgsparse.runtime.container import SparseMatrix
+    return sp.issparse(value) or isinstance(value, SparseMatrix)
+
+
+def result_paths(out: str, names: Sequence[str], sparse: Sequence[bool]) -> List[str]:
+    """Where ``-o OUT`` writes each result (``names``: ``result_0`` ... or written arguments;
+    ``sparse``: whether each is sparse). One result: ``OUT`` itself, a ``.npy`` or ``.mtx``
+    file (a sparse one ``.mtx`` only). Several: ``OUT`` is a folder (made if missing),
+    holding ``<name>.npy`` for each dense result and ``<name>.mtx`` for each sparse one."""
+    if len(names) == 1:
+        if not out.endswith(RESULT_SUFFIXES):
+            raise ScriptingError(f'-o {out}: give a .npy or .mtx file for the result')
+        if sparse[0] and out.endswith('.npy'):
+            raise ScriptingError(f'-o {out}: the result is a sparse matrix; write it as .mtx')
+        return [out]
+    if out.endswith(RESULT_SUFFIXES) or os.path.isfile(out):
+        raise ScriptingError(f'-o {out}: the program has {len(names)} results ({", ".join(names)}); -o takes a folder '
+                             'for them', hint=f'-o {os.path.splitext(out)[0] or "results"}/')
+    return [os.path.join(out, n + ('.mtx' if s else '.npy')) for n, s in zip(names, sparse)]
+
+
+def write_result(value, path: str) -> None:
+    """Write one result: ``.npy`` (dense) or ``.mtx`` (dense or sparse)."""
+    import scipy.io
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    if _is_sparse(value):
+        from sdfgsparse.runtime.container import SparseMatrix
+        if path.endswith('.npy'):
+            raise ScriptingError(f'-o {path}: the result is a sparse matrix; write it as .mtx')
+        scipy.io.mmwrite(path, value.to_scipy() if isinstance(value, SparseMatrix) else value)
+        return
+    a = np.asarray(value)
+    if path.endswith('.npy'):
+        np.save(path, a)
+        return
+    scipy.io.mmwrite(path, a.reshape(-1, 1) if a.ndim <= 1 else a)  # a vector: one column
