@@ -4,9 +4,9 @@ from typing import Any, Dict, Optional
 
 import dace
 from dace import properties
-from dace.transformation import pass_pipeline as ppl
 
 from sdfgsparse._dace_compat import NOTES
+from sdfgsparse.analysis.io_pass import IOLowerBoundPass
 from sdfgsparse.analysis.lower_bound import IOBoundResult, io_lower_bound
 from sdfgsparse.analysis.sparse_models import STAT_KEYS
 from sdfgsparse.ops.base import SparseLibraryNode
@@ -18,7 +18,7 @@ KEY = 'io_lower_bound'
 
 
 @properties.make_properties
-class SparseIOLowerBound(ppl.Pass):
+class SparseIOLowerBound(IOLowerBoundPass):
     """Computes the SOAP I/O lower bound of the SDFG (see
     :func:`sdfgsparse.analysis.io_lower_bound`) and records it on the SDFG, so that the
     DaCe VS Code extension (which does not list analysis passes) and a saved file show it.
@@ -33,33 +33,16 @@ class SparseIOLowerBound(ppl.Pass):
     * the ``io_lower_bound`` property of every sparse library node: that node's bound.
 
     The structure statistics recorded with the examples (``nnz``, ``max_row``, ...) feed
-    the sparse models. Like ``IOLowerBoundPass`` (the analysis for pipelines, which returns
-    the result instead of writing it), it returns the
+    the sparse models. Like ``IOLowerBoundPass`` (the analysis for pipelines, which only
+    returns the result), it returns the
     :class:`~sdfgsparse.analysis.lower_bound.IOBoundResult`.
 
-    Properties:
+    Properties (those of ``IOLowerBoundPass``):
 
     * ``cache_words``: fast-memory size in words; 0 keeps the bound symbolic in ``S``.
     """
 
-    CATEGORY: str = 'Sparse'
-
-    cache_words = properties.Property(dtype=int,
-                                      default=0,
-                                      desc='Fast-memory size in words (0: keep the symbol S in the bound)')
-
-    def __init__(self, cache_words: int = 0):
-        super().__init__()
-        self.cache_words = cache_words
-
-    def modifies(self) -> ppl.Modifies:
-        return ppl.Modifies.Nothing  # notes only: no node, edge, memlet or descriptor changes
-
-    def should_reapply(self, modified: ppl.Modifies) -> bool:
-        return False
-
-    def depends_on(self):
-        return set()
+    CATEGORY: str = 'Sparse'  # (IOLowerBoundPass is 'Analysis', which the extension does not list)
 
     def apply_pass(self, sdfg: dace.SDFG, pipeline_results: Dict[str, Any]) -> Optional[IOBoundResult]:
         stats = {name: {k: v for k, v in st.items() if k in STAT_KEYS}  # (format statistics hold more)
@@ -81,7 +64,3 @@ class SparseIOLowerBound(ppl.Pass):
                 node.io_lower_bound = bounds.get(node.label, 'not analysed (see sparse_notes of the SDFG)')
         return result
 
-    def report(self, pass_retval: Any) -> Optional[str]:
-        if pass_retval is None:
-            return None
-        return f'I/O lower bound: Q >= {pass_retval.total}'
