@@ -5,11 +5,17 @@ paths they list (the extension's ``onDeamonConnected``), and every request is fr
 extension frames it: ``JSON.stringify`` (no ASCII escapes) with ``Content-Length`` set to
 the string's *UTF-16 length*. The Sparse transformations and the SparseIOLowerBound pass are
 listed, applied, expanded and replayed through it, and the returned SDFGs agree with
-scipy."""
+scipy.
+
+The same requests go to the extension's real backend when ``SDFGSPARSE_VSCODE_BACKEND``
+names its ``run_dace.py`` (``backend/run_dace.py`` of a spcl/dace-vscode checkout; not
+shipped here): it is started as the extension starts it (``python run_dace.py -p PORT``,
+listening on ``::1``) with the interpreter the settings name."""
 import copy
 import http.client
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -54,11 +60,12 @@ def _stringify(data) -> str:
 class Extension:
     """The extension's side of the connection (``sendDaCeRequest``)."""
 
-    def __init__(self, port):
+    def __init__(self, port, host='127.0.0.1'):
         self.port = port
+        self.host = host
 
     def request(self, path, data=None):
-        conn = http.client.HTTPConnection('127.0.0.1', self.port, timeout=300)
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=300)
         if data is None:
             conn.request('GET', path)
         else:
@@ -91,6 +98,41 @@ class Extension:
                                                   'permissive': False})['sdfg']
 
 
+def _free_port(family) -> int:
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind(('::1' if family == socket.AF_INET6 else '127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def _start_backend(python, ws, log, env):
+    """``(process, Extension)``: the real backend when ``SDFGSPARSE_VSCODE_BACKEND`` names its
+    ``run_dace.py``, else the model; returns once the backend answers."""
+    real = os.environ.get('SDFGSPARSE_VSCODE_BACKEND')
+    deadline = time.time() + 120
+    if real:
+        port = _free_port(socket.AF_INET6)
+        proc = subprocess.Popen([python, real, '-p', str(port)], cwd=str(ws), env=env, stdout=log, stderr=log)
+        ext = Extension(port, host='::1')
+        while True:
+            assert proc.poll() is None, open(log.name).read()[-2000:]
+            assert time.time() < deadline, 'backend did not start'
+            try:
+                conn = http.client.HTTPConnection('::1', port, timeout=10)
+                conn.request('GET', '/')
+                if conn.getresponse().status == 200:
+                    return proc, ext
+            except OSError:  # not listening yet
+                time.sleep(0.2)
+    portfile = str(ws / 'port')
+    proc = subprocess.Popen([python, os.path.join(HERE, 'vscode_backend.py'), portfile], cwd=str(ws), env=env,
+                            stdout=subprocess.DEVNULL, stderr=log)
+    while not os.path.exists(portfile):
+        assert proc.poll() is None, open(log.name).read()[-2000:]
+        assert time.time() < deadline, 'backend did not start'
+        time.sleep(0.1)
+    return proc, Extension(int(open(portfile).read()))
+
+
 @pytest.fixture(scope='module')
 def editor(tmp_path_factory):
     ws = tmp_path_factory.mktemp('workspace')
@@ -100,22 +142,15 @@ def editor(tmp_path_factory):
     python = settings['dace.backend.interpreterPath']
     paths = settings['dace.optimization.customTransformationsPaths']
     assert os.path.isabs(python) and all(os.path.isabs(p) for p in paths)
-    portfile = str(ws / 'port')
     env = {k: v for k, v in os.environ.items() if k != 'PYTHONPATH'}
-    proc = subprocess.Popen([python, os.path.join(HERE, 'vscode_backend.py'), portfile], cwd=str(ws), env=env,
-                            stdout=subprocess.DEVNULL, stderr=open(str(ws / 'backend.log'), 'w'))
-    try:
-        deadline = time.time() + 120
-        while not os.path.exists(portfile):
-            assert proc.poll() is None, open(str(ws / 'backend.log')).read()[-2000:]
-            assert time.time() < deadline, 'backend did not start'
-            time.sleep(0.1)
-        ext = Extension(int(open(portfile).read()))
-        ext.ok('/add_transformations', {'paths': paths})  # onDeamonConnected, before anything else
-        yield ext, ws
-    finally:
-        proc.kill()
-        proc.wait()
+    with open(str(ws / 'backend.log'), 'w') as log:
+        proc, ext = _start_backend(python, ws, log, env)
+        try:
+            ext.ok('/add_transformations', {'paths': paths})  # onDeamonConnected, before anything else
+            yield ext, ws
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 def _saved(prog, ws, examples=None, **kw):
