@@ -17,6 +17,9 @@ import sys
 
 __all__ = ['main']
 
+#: width of the demo table's kernel column (the longest label: attention-unfused)
+KERNEL_WIDTH = 17
+
 SAMPLES = ['spmv', 'gcn', 'sparse_algebra', 'attention', 'cg', 'transformations_by_hand', 'fpga']
 
 
@@ -56,14 +59,14 @@ def demo(args) -> int:
     sys.path.insert(0, folder)
     failures = 0
     progress = Progress(len(SAMPLES), enabled=False)  # a line per sample (stderr), between the table's rows
-    print(f'{"kernel":<14} {"matrix":<16} {"max rel err":>12} {"first call s":>13} {"warm call ms":>13}  check')
+    print(f'{"kernel":<{KERNEL_WIDTH}} {"matrix":<16} {"max rel err":>12} {"first call s":>13} {"warm call ms":>13}  check')
     for sample in SAMPLES:
         progress.begin(sample)
         mod = importlib.import_module(sample)
         for kernel, matrix, err, first, warm in mod.main(matrices):
             ok = err < 1e-5
             failures += not ok
-            print(f'{kernel:<14} {matrix:<16} {err:12.2e} {first:13.2f} {warm * 1e3:13.3f}  {"ok" if ok else "WRONG"}')
+            print(f'{kernel:<{KERNEL_WIDTH}} {matrix:<16} {err:12.2e} {first:13.2f} {warm * 1e3:13.3f}  {"ok" if ok else "WRONG"}')
         progress.step()
     print('all results agree with scipy' if not failures else f'{failures} results disagree with scipy')
     return 1 if failures else 0

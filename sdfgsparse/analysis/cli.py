@@ -36,16 +36,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def run(args) -> int:
     """Run ``analyze``; returns the exit status (0 ok, 2 unreadable file or unsupported program)."""
-    import dace
     from sdfgsparse.analysis.errors import AnalysisError
     from sdfgsparse.analysis.lower_bound import io_lower_bound
-    try:
-        sdfg = dace.SDFG.from_file(args.prog)
-    except FileNotFoundError:
-        print(f'sdfgsparse analyze: {args.prog}: no such file', file=sys.stderr)
-        return 2
-    except Exception as exc:  # any parse error of the file format
-        print(f'sdfgsparse analyze: {args.prog}: not a readable SDFG ({exc})', file=sys.stderr)
+    from sdfgsparse.scripting.files import ScriptingError, load_sdfg
+    try:  # JSON only: DaCe's SDFG.from_file unpickles (runs) a file that is not JSON
+        sdfg = load_sdfg(args.prog)
+    except ScriptingError as exc:
+        print(f'sdfgsparse analyze: {exc}' + (f'\nhint: {exc.hint}' if exc.hint else ''), file=sys.stderr)
         return 2
     try:
         result = io_lower_bound(sdfg, args.cache_words)

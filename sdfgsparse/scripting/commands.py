@@ -131,7 +131,9 @@ def _output_of(args, command: str) -> str:
     if not args.output and not args.in_place:
         raise _Failed(f'where to save the result? give -o OUT.sdfg (or --in-place to overwrite {args.sdfg})', code=2,
                       hint=f'sdfgsparse {command} {args.sdfg} ... -o out.sdfg')
-    return args.output or args.sdfg
+    out = args.output or args.sdfg
+    files.check_output(out, '-o' if args.output else '--in-place')  # before any work
+    return out
 
 
 @_command('xforms list')
@@ -250,7 +252,9 @@ def _apply(match: _Match, name: str) -> str:
     try:
         match.xform.apply_pattern(append=True)
     except Exception as exc:  # the transformation's own failure: one line, nothing saved
-        raise _Failed(f'{name} failed at {match.where}: {type(exc).__name__}: {exc}; nothing saved', code=1) from None
+        text = str(exc).strip().splitlines()  # DaCe's messages can span lines: the first one
+        first = text[0].rstrip(':') if text else ''
+        raise _Failed(f'{name} failed at {match.where}: {type(exc).__name__}: {first}; nothing saved', code=1) from None
     return match.where
 
 
@@ -272,16 +276,17 @@ def _examples(sdfg, args, required: bool) -> Dict[str, Any]:
     paths: Dict[str, str] = {}
     if args.matrices is not None:
         paths, ignored = files.folder_arguments(sdfg, args.matrices)
-        for base in ignored:
-            print(f'ignored {os.path.join(args.matrices, base)}: {sdfg.name} has no argument '
-                  f'{files.stem(base)}', file=sys.stderr)
         if not paths:
             names = files.argument_names(sdfg)
             n = names[0] if names else 'A'
+            found = f'; it holds {", ".join(ignored[:3])}{", ..." if len(ignored) > 3 else ""}' if ignored else ''
             raise ScriptingError(f'--matrices {args.matrices}: no file is named after an argument of {sdfg.name} '
-                                 f'(arguments: {", ".join(names)})',
+                                 f'(arguments: {", ".join(names)}{found})',
                                  hint=f'name each file after its argument ({n}.mtx, {n}.mtx.gz or {n}.npy), '
                                  'or use --arg')
+        for base in ignored:
+            print(f'ignored {os.path.join(args.matrices, base)}: {sdfg.name} has no argument '
+                  f'{files.stem(base)}', file=sys.stderr)
     paths.update(_assignments(args.arg, '--arg'))
     if required and not paths:
         raise _Failed('give example arguments: --matrices DIR or --arg NAME=PATH', code=2)
@@ -395,6 +400,12 @@ def run(args) -> int:
         if not outputs:
             raise _Failed(f'-o {args.output}: {sdfg.name} returns nothing and writes no argument', code=2)
         paths = files.result_paths(args.output, labels, [is_sparse_desc(sdfg.arrays[n]) for n in outputs])
+        for path in paths:  # the argument files stay as they are
+            same = [n for n, t in given.items() if os.path.isfile(t) and os.path.exists(path)
+                    and os.path.samefile(t, path)]
+            if same:
+                raise ScriptingError(f'-o {args.output}: would overwrite {path}, the file of argument {same[0]}',
+                                     hint='write the result to another file')
     values = files.read_arguments(sdfg, given)
     bound = bind_sizes(sdfg, values)  # the call's own checks, before anything compiles
     for name, value in symbols.items():
@@ -501,7 +512,8 @@ def add_parsers(subparsers) -> None:
                 'applied and why). Example arguments (--matrices, --arg) give the sizes and structure the '
                 'format selection, tiling and the data-movement model decide by; they are recorded on the SDFG. '
                 'Matrix Market files become the declared format of their argument.',
-                '  sdfgsparse optimize gcn.sdfg --matrices tests/data -o gcn_opt.sdfg\n'
+                '  sdfgsparse optimize gcn.sdfg --matrices gcn_inputs/ -o gcn_opt.sdfg   # gcn_inputs/A.mtx.gz, X.npy, '
+                '...\n'
                 '  sdfgsparse optimize spmv.sdfg --arg A=tests/data/cora_A.mtx.gz -o spmv_opt.sdfg\n'
                 '  sdfgsparse optimize gcn.sdfg --target gpu -o gcn_gpu.sdfg\n')
     p.add_argument('sdfg', metavar='FILE.sdfg', help='SDFG file (.sdfg or .sdfgz)')
@@ -516,7 +528,8 @@ def add_parsers(subparsers) -> None:
                 'matrices are not kept), so that the transformations that need them (SparseFormatSelection, '
                 'SparseDenseTiling, the fusion models) match and decide without being told, e.g. in `xforms '
                 'list` or the VS Code extension.',
-                '  sdfgsparse annotate gcn.sdfg --matrices tests/data -o gcn_annotated.sdfg\n'
+                '  sdfgsparse annotate gcn.sdfg --matrices gcn_inputs/ -o gcn_annotated.sdfg   # files named after the '
+                'arguments\n'
                 '  sdfgsparse annotate spmv.sdfg --arg A=tests/data/cora_A.mtx.gz --in-place\n')
     p.add_argument('sdfg', metavar='FILE.sdfg', help='SDFG file (.sdfg or .sdfgz)')
     _example_options(p)

@@ -6,9 +6,12 @@ What an argument file becomes (see :func:`read_argument`):
   in: it becomes what the parameter declares: the declared sparse format with its value
   and index dtypes (``ss.convert``; duplicates summed), or a dense NumPy array of the
   declared dtype. (The file format has no precision of its own.) Pattern files read as
-  ones.
+  ones. A value the declared dtype cannot hold (a fraction or an out-of-range integer for
+  an integer type, a finite value that would overflow a float type) is an error, as is a
+  non-square matrix for a parameter declared square (``ss.CSR[.., N, N]``).
 - ``.npy`` holds an *array*: passed as stored (``numpy.load(allow_pickle=False)``) and
-  checked like a Python argument, so another dtype or shape is an error.
+  checked like a Python argument, so another dtype or shape is an error (a 0-d one is a
+  number for a scalar parameter, of the declared dtype).
 - anything else is a literal for a scalar parameter (``alpha=1.5``, ``n=3``, ``flag=true``).
 
 Results (see :func:`write_result`): dense ones to ``.npy`` (``numpy.save``) or ``.mtx``,
@@ -27,7 +30,7 @@ from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 __all__ = [
     'ScriptingError', 'load_sdfg', 'save_sdfg', 'argument_names', 'result_names', 'describe', 'split_assignment',
     'stem', 'read_argument', 'read_arguments', 'folder_arguments', 'parse_json_value', 'write_result', 'summary',
-    'result_paths', 'close_names', 'MATRIX_SUFFIXES', 'ARRAY_SUFFIXES'
+    'result_paths', 'close_names', 'check_output', 'MATRIX_SUFFIXES', 'ARRAY_SUFFIXES'
 ]
 
 #: Suffixes of argument files, longest first (a stem drops the first that matches).
@@ -63,8 +66,15 @@ def load_sdfg(path: str) -> dace.SDFG:
     if not head.startswith(b'\x1f\x8b') and not head.lstrip().startswith(b'{'):
         raise ScriptingError(f'{path}: not an SDFG file (an SDFG is saved as JSON, or gzip-compressed JSON)',
                              hint='save one with prog.to_sdfg().save("prog.sdfg")')
+    # JSON only: DaCe's SDFG.from_file unpickles what is not JSON, which runs code a file names
+    import gzip
+    import json
     try:
-        sdfg = dace.SDFG.from_file(path)
+        with (gzip.open if head.startswith(b'\x1f\x8b') else open)(path, 'rb') as f:
+            content = json.loads(f.read())
+        if not isinstance(content, dict):
+            raise ValueError(f'JSON {type(content).__name__}, not an object')
+        sdfg = dace.SDFG.from_json(content)
     except Exception as exc:  # any parse error of the file format (JSON, gzip, DaCe's schema)
         raise ScriptingError(f'{path}: not a readable SDFG ({_first_line(exc)})',
                              hint='save one with prog.to_sdfg().save("prog.sdfg")') from None
@@ -73,17 +83,44 @@ def load_sdfg(path: str) -> dace.SDFG:
     return sdfg
 
 
+def check_output(path: str, option: str = '-o', make_folder: bool = False) -> None:
+    """:class:`ScriptingError` unless a file can be written at ``path``: not a folder, in a
+    folder that exists (``make_folder``: or can be made) and is writable. Checked before
+    any work, so that a long run does not end in a path that cannot be written."""
+    if os.path.isdir(path):
+        raise ScriptingError(f'{option} {path}: is a folder; give a file name')
+    folder = os.path.dirname(os.path.abspath(path))
+    if not make_folder and not os.path.isdir(folder):
+        raise ScriptingError(f'{option} {path}: the folder {folder} does not exist')
+    _check_folder(folder, f'{option} {path}')
+
+
+def _check_folder(folder: str, what: str) -> None:
+    """``folder`` is, or can be made as, a writable folder: its nearest existing ancestor is
+    a folder one may write in."""
+    existing = os.path.abspath(folder)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise ScriptingError(f'{what}: {existing} is a file, not a folder')
+    if not os.access(existing, os.W_OK):
+        raise ScriptingError(f'{what}: cannot write in {existing} (permission denied)')
+
+
 def save_sdfg(sdfg: dace.SDFG, path: str) -> None:
     """Save ``sdfg`` to ``path`` (compressed when it ends with ``.sdfgz``)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ScriptingError(f'{path}: the folder {folder} does not exist')
-    sdfg.save(path, compress=path.endswith('.sdfgz'))
+    check_output(path)
+    try:
+        sdfg.save(path, compress=path.endswith('.sdfgz'))
+    except OSError as exc:
+        raise ScriptingError(f'{path}: cannot write ({exc.strerror or _first_line(exc)})') from None
 
 
 def _first_line(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         return f'no {exc} entry'
+    if isinstance(exc, UnicodeDecodeError):
+        return 'binary content, not JSON text'
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -120,8 +157,9 @@ def split_assignment(text: str, option: str) -> Tuple[str, str]:
     name, eq, value = text.partition('=')
     name = name.strip()
     if not eq or not name or not value:
-        raise ScriptingError(f'{option} {text!r}: expected NAME=VALUE',
-                             hint=f'e.g. {option} A=tests/data/cora_A.mtx.gz')
+        example = {'--set': 'tile_sizes=[32]', '--symbol': 'N=100'}.get(option, 'A=tests/data/cora_A.mtx.gz')
+        raise ScriptingError(f'{option} {text!r}: expected {"PROP" if option == "--set" else "NAME"}=VALUE',
+                             hint=f'e.g. {option} {example}')
     return name, value
 
 
@@ -147,16 +185,26 @@ def parse_json_value(text: str):
 def read_argument(name: str, text: str, desc: dace.data.Data):
     """The value of parameter ``name`` (descriptor ``desc``) given on the command line as
     ``text``: a file path or a literal (see the module docstring)."""
+    if os.path.isdir(text):
+        raise ScriptingError(f'{name}={text}: is a folder, not a file ({name} takes {describe(desc)})')
     if text.endswith(MATRIX_SUFFIXES):
         return _read_matrix_market(name, text, desc)
     if text.endswith(ARRAY_SUFFIXES):
-        return _read_npy(name, text)
+        value = _read_npy(name, text)
+        if isinstance(desc, dace.data.Scalar) and value.ndim == 0:  # a number saved with numpy.save
+            dtype = np.dtype(desc.dtype.as_numpy_dtype())
+            if value.dtype != dtype:  # as an array's: no cast (DaCe's would wrap 2**40 into an int32 0)
+                raise ScriptingError(f'{name}={text}: dtype is {value.dtype}, {name} takes {_a(describe(desc))}')
+            return value[()]
+        return value
     if isinstance(desc, dace.data.Scalar):
         return _literal(name, text, desc)
     if os.path.exists(text):
         raise ScriptingError(f'{name}={text}: unknown kind of file; give a .mtx, .mtx.gz or .npy file')
+    kinds = '.mtx / .mtx.gz (Matrix Market)' if is_sparse_desc(desc) else \
+        '.mtx / .mtx.gz (Matrix Market) or .npy (numpy.save)'
     raise ScriptingError(f'{name}={text}: no such file ({name} takes {describe(desc)})',
-                         hint=f'{name} takes a file: .mtx / .mtx.gz (Matrix Market) or .npy (numpy.save)')
+                         hint=f'{name} takes a file: {kinds}')
 
 
 def read_arguments(sdfg: dace.SDFG, given: Dict[str, str]) -> Dict[str, Any]:
@@ -185,7 +233,8 @@ def folder_arguments(sdfg: dace.SDFG, folder: str) -> Tuple[Dict[str, str], List
     ``X.npy``): ``({argument: path}, [files matching no argument])``. Two files for one
     argument are an error."""
     if not os.path.isdir(folder):
-        raise ScriptingError(f'--matrices {folder}: no such folder')
+        raise ScriptingError(f'--matrices {folder}: ' + ('is a file, not a folder' if os.path.exists(folder)
+                                                         else 'no such folder'))
     names = set(argument_names(sdfg))
     found: Dict[str, str] = {}
     ignored = []
@@ -232,6 +281,11 @@ def _read_matrix_market(name: str, path: str, desc: dace.data.Data):
         from sdfgsparse.runtime.convert import convert
         A = sp.coo_array(value) if sp.issparse(value) else sp.coo_array(np.asarray(value))
         A.sum_duplicates()
+        st = sparse_type_of(desc)
+        if str(st.rows) == str(st.cols) and A.shape[0] != A.shape[1]:  # ss.CSR[.., N, N]: the call checks each
+            raise ScriptingError(f'{name}={path}: holds a {A.shape[0]} x {A.shape[1]} matrix; {name} is declared '
+                                 f'{st!r}, square ({st.rows} rows and columns)')  # dimension alone
+        A.data = _checked_cast(name, path, A.data, np.dtype(sparse_type_of(desc).dtype.type), desc)
         try:
             return convert(A, desc)
         except errors.SparseError as exc:
@@ -240,7 +294,38 @@ def _read_matrix_market(name: str, path: str, desc: dace.data.Data):
     dense = value.toarray() if sp.issparse(value) else np.asarray(value)
     if isinstance(desc, dace.data.Array) and len(desc.shape) == 1 and dense.ndim == 2 and 1 in dense.shape:
         dense = dense.reshape(-1)  # a vector is an n x 1 (or 1 x n) matrix in the file
-    return np.ascontiguousarray(dense.astype(dtype, copy=False))
+    return np.ascontiguousarray(_checked_cast(name, path, dense, dtype, desc))
+
+
+def _checked_cast(name: str, path: str, values: np.ndarray, dtype: np.dtype, desc) -> np.ndarray:
+    """The values of a Matrix Market file as ``dtype``; :class:`ScriptingError` when one
+    would change beyond rounding: a fraction, infinity or NaN into an integer type, a value
+    out of an integer type's range, a finite value that overflows a float type."""
+    values = np.asarray(values)
+    if values.dtype == dtype or values.size == 0:
+        return values
+    bad, why = None, None
+    if dtype.kind in 'iu':
+        info = np.iinfo(dtype)
+        if values.dtype.kind in 'fc':
+            real = values.real
+            nonint = ~np.isfinite(real) | (real != np.round(real)) | (values.imag != 0 if values.dtype.kind == 'c'
+                                                                     else False)
+            if nonint.any():
+                bad, why = nonint, 'is not an integer'
+            else:
+                bad, why = (real < info.min) | (real >= float(info.max) + 1), f'is out of the range of {dtype.name}'
+        else:
+            bad, why = (values < info.min) | (values > info.max), f'is out of the range of {dtype.name}'
+    elif dtype.kind in 'fc':
+        with np.errstate(over='ignore', invalid='ignore'):
+            cast = values.astype(dtype)
+        bad, why = np.isfinite(values) & ~np.isfinite(cast), f'overflows {dtype.name}'
+    if bad is not None and np.any(bad):
+        first = np.asarray(values)[np.asarray(bad)].flat[0]
+        raise ScriptingError(f'{name}={path}: the value {first.item()!r} {why} ({name} takes {describe(desc)})')
+    with np.errstate(over='ignore', invalid='ignore'):
+        return values.astype(dtype, copy=False)
 
 
 def _literal(name: str, text: str, desc: dace.data.Scalar):
@@ -253,12 +338,28 @@ def _literal(name: str, text: str, desc: dace.data.Scalar):
                 raise ValueError(t)
             return np.bool_(low in ('true', '1'))
         if dtype.kind in 'iu':
-            return dtype.type(int(t))
-        if dtype.kind == 'c':
-            return dtype.type(complex(t))
-        return dtype.type(float(t))
-    except (ValueError, OverflowError):
-        raise ScriptingError(f'{name}={text}: not a {dtype.name} number ({name} takes a {describe(desc)})') from None
+            v = int(t)
+            if not np.iinfo(dtype).min <= v <= np.iinfo(dtype).max:
+                raise OverflowError(t)
+            return dtype.type(v)
+        v = complex(t) if dtype.kind == 'c' else float(t)
+        with np.errstate(over='ignore'):
+            out = dtype.type(v)
+        if np.isfinite(v) != np.isfinite(out) or (not np.isfinite(v) and 'inf' not in t.lower()
+                                                  and 'nan' not in t.lower()):
+            raise OverflowError(t)  # 1e400 (or 1e39 for a float32) would be infinity
+        return out
+    except OverflowError:
+        raise ScriptingError(f'{name}={text}: out of the range of {dtype.name} ({name} takes {_a(describe(desc))})'
+                             ) from None
+    except ValueError:
+        raise ScriptingError(f'{name}={text}: not {_a(dtype.name)} number ({name} takes {_a(describe(desc))})'
+                             ) from None
+
+
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article: an int32 number, a float64 number."""
+    return ('an ' if noun[:1].lower() in 'aeio' else 'a ') + noun
 
 
 def summary(value) -> str:
@@ -291,22 +392,31 @@ def result_paths(out: str, names: Sequence[str], sparse: Sequence[bool]) -> List
             raise ScriptingError(f'-o {out}: give a .npy or .mtx file for the result')
         if sparse[0] and out.endswith('.npy'):
             raise ScriptingError(f'-o {out}: the result is a sparse matrix; write it as .mtx')
+        check_output(out, make_folder=True)
         return [out]
     if out.endswith(RESULT_SUFFIXES) or os.path.isfile(out):
+        folder = os.path.splitext(out)[0] if out.endswith(RESULT_SUFFIXES) else ''
         raise ScriptingError(f'-o {out}: the program has {len(names)} results ({", ".join(names)}); -o takes a folder '
-                             'for them', hint=f'-o {os.path.splitext(out)[0] or "results"}/')
+                             'for them', hint=f'-o {folder if folder and not os.path.exists(folder) else "results"}/')
+    _check_folder(out, f'-o {out}')
     return [os.path.join(out, n + ('.mtx' if s else '.npy')) for n, s in zip(names, sparse)]
 
 
 def write_result(value, path: str) -> None:
     """Write one result: ``.npy`` (dense) or ``.mtx`` (dense or sparse)."""
+    if _is_sparse(value) and path.endswith('.npy'):
+        raise ScriptingError(f'-o {path}: the result is a sparse matrix; write it as .mtx')
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        _write(value, path)
+    except OSError as exc:  # a path the checks of result_paths could not foresee (a full disk, /proc)
+        raise ScriptingError(f'-o {path}: cannot write ({exc.strerror or _first_line(exc)})') from None
+
+
+def _write(value, path: str) -> None:
     import scipy.io
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
     if _is_sparse(value):
         from sdfgsparse.runtime.container import SparseMatrix
-        if path.endswith('.npy'):
-            raise ScriptingError(f'-o {path}: the result is a sparse matrix; write it as .mtx')
         scipy.io.mmwrite(path, value.to_scipy() if isinstance(value, SparseMatrix) else value)
         return
     a = np.asarray(value)

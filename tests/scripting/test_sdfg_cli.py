@@ -323,3 +323,87 @@ def test_top_level_help_lists_every_command(capsys):
     import sdfgsparse.cli
     for command in ('analyze', 'xforms', 'optimize', 'annotate', 'run'):
         assert f'sdfgsparse {command} ' in sdfgsparse.cli.__doc__
+
+
+# ---------------------------------------------------------------------------------- hostile input
+
+
+def test_an_sdfg_file_is_read_as_json_never_unpickled(tmp_path, capsys):
+    import gzip
+    import pickle
+    marker = tmp_path / 'ran'
+
+    class Payload:
+
+        def __reduce__(self):
+            return (os.system, (f'touch {marker}', ))
+
+    evil = tmp_path / 'evil.sdfgz'
+    evil.write_bytes(gzip.compress(pickle.dumps(Payload())))
+    for argv in (['xforms', 'list', evil], ['analyze', evil]):
+        code, _, err = _run(argv, capsys)
+        assert code == 2 and 'not a readable SDFG' in err and 'Traceback' not in err
+    assert not marker.exists()
+
+
+def test_run_non_square_matrix_for_a_square_parameter(sdfgs, gcn_data, tmp_path, capsys):
+    folder, args, _ = gcn_data
+    scipy.io.mmwrite(str(tmp_path / 'A.mtx'), sp.random_array((40, 30), density=0.1, format='csr', rng=1))
+    np.save(tmp_path / 'X.npy', np.ones((30, 6)))  # N = 30 from A's columns would fit X
+    argv = ['run', sdfgs['gcn'], f'--arg=A={tmp_path / "A.mtx"}', f'--arg=X={tmp_path / "X.npy"}', *args[2:]]
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and out == ''
+    assert err.splitlines() == [f'sdfgsparse run: A={tmp_path / "A.mtx"}: holds a 40 x 30 matrix; A is declared '
+                                'ss.CSR[double, N, N, index=int], square (N rows and columns)']
+
+
+def test_argument_values_that_do_not_fit_the_declared_dtype(tmp_path):
+    ivec = dace.data.Array(dace.int32, [N])
+    (tmp_path / 'frac.mtx').write_text('%%MatrixMarket matrix array real general\n2 1\n1.7\n2\n')
+    with pytest.raises(files.ScriptingError, match=r'the value 1.7 is not an integer \(x takes int32 array'):
+        files.read_argument('x', str(tmp_path / 'frac.mtx'), ivec)
+    (tmp_path / 'big.mtx').write_text('%%MatrixMarket matrix array integer general\n2 1\n1\n3000000000\n')
+    with pytest.raises(files.ScriptingError, match=r'the value 3000000000 is out of the range of int32'):
+        files.read_argument('x', str(tmp_path / 'big.mtx'), ivec)
+    (tmp_path / 'huge.mtx').write_text('%%MatrixMarket matrix coordinate real general\n3 3 1\n1 1 1e300\n')
+    with pytest.raises(files.ScriptingError, match=r'the value 1e\+300 overflows float32'):
+        files.read_argument('A', str(tmp_path / 'huge.mtx'), ss.CSR[dace.float32, N, N])
+    with pytest.raises(files.ScriptingError, match=r'k=3000000000: out of the range of int32'):
+        files.read_argument('k', '3000000000', dace.data.Scalar(dace.int32))
+    with pytest.raises(files.ScriptingError, match=r'alpha=1e400: out of the range of float64'):
+        files.read_argument('alpha', '1e400', dace.data.Scalar(dace.float64))
+    assert np.isinf(files.read_argument('alpha', '-inf', dace.data.Scalar(dace.float64)))
+    np.save(tmp_path / 'k.npy', np.int64(2**40))
+    with pytest.raises(files.ScriptingError, match=r'dtype is int64, k takes an int32 number'):
+        files.read_argument('k', str(tmp_path / 'k.npy'), dace.data.Scalar(dace.int32))
+    assert files.read_argument('k', str(tmp_path / 'k.npy'), dace.data.Scalar(dace.int64)) == 2**40
+    with pytest.raises(files.ScriptingError, match=r'is a folder, not a file'):
+        files.read_argument('A', str(tmp_path), ss.CSR[dace.float64, N, N])
+
+
+def test_output_paths_are_checked_before_any_work(sdfgs, cora_x, tmp_path, capsys):
+    folder, _ = cora_x
+    spmv_args = ['--arg', f'A={CORA}', '--arg', f'x={folder / "x.npy"}']
+    (tmp_path / 'afile').write_text('')
+    (tmp_path / 'out.npy').mkdir()
+    before = (folder / 'x.npy').read_bytes()
+    for out, message in ((tmp_path / 'out.npy', 'is a folder; give a file name'),
+                         (tmp_path / 'afile' / 'y.npy', 'afile is a file, not a folder'),
+                         (folder / 'x.npy', 'the file of argument x')):
+        code, stdout, err = _run(['run', sdfgs['spmv'], *spmv_args, '-o', out], capsys)
+        assert code == 2 and stdout == '' and message in err and 'Traceback' not in err, err
+    assert (folder / 'x.npy').read_bytes() == before
+    code, stdout, err = _run(['xforms', 'apply', sdfgs['gcn'], 'MapTiling', '-o', tmp_path], capsys)
+    assert code == 2 and stdout == '' and 'is a folder; give a file name' in err
+
+
+def test_one_line_errors_of_xforms_and_matrices(sdfgs, tmp_path, capsys):
+    code, _, err = _run(['xforms', 'apply', sdfgs['gcn'], 'MapTiling', '--set', 'prefix=[1,2]', '-o',
+                         tmp_path / 'x.sdfg'], capsys)  # DaCe's own error spans lines
+    assert code == 1 and len(err.splitlines()) == 1 and 'MapTiling failed at' in err
+    code, _, err = _run(['xforms', 'apply', sdfgs['gcn'], 'MapTiling', '--set', 'tile_sizes', '-o',
+                         tmp_path / 'x.sdfg'], capsys)
+    assert code == 2 and err.splitlines()[1] == 'hint: e.g. --set tile_sizes=[32]'
+    code, _, err = _run(['optimize', sdfgs['gcn'], '--matrices', DATA, '-o', tmp_path / 'x.sdfg'], capsys)
+    assert code == 2 and len(err.splitlines()) == 2 and 'cora_A.mtx.gz' in err.splitlines()[0]
+    assert not (tmp_path / 'x.sdfg').exists()
