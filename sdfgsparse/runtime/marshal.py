@@ -155,7 +155,14 @@ class SparseArg:
                     names.append((str(expr), key))
             st._symbol_slots = names
         values = {'rows': self.shape[0], 'cols': self.shape[1], **self.sizes}
-        return {name: values[key] for name, key in names}
+        out: Dict[str, int] = {}
+        for name, key in names:
+            value = out.setdefault(name, values[key])
+            if value != values[key]:  # one symbol for two sizes, as ss.CSR[.., N, N]: a square matrix
+                first = next(k for n, k in names if n == name)
+                raise errors.ShapeError(f'{self.argname}: its {first} ({value}) and {key} ({values[key]}) differ, '
+                                        f'but the program declares both as {name} ({st!r})')
+        return out
 
     def make_struct(self, desc: dace.data.Structure):
         cls = struct_class(desc)

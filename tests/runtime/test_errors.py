@@ -21,6 +21,11 @@ def spmv_fixed(A: ss.CSR[dace.float64, 5, 4], x: dace.float64[4]):
     return A @ x
 
 
+@dace.program
+def spmv_square(A: ss.CSR[dace.float64, N, N], x: dace.float64[N]):
+    return A @ x
+
+
 def _csr(rng):
     return sp.random_array((5, 4), density=0.5, format='csr', rng=rng)
 
@@ -52,6 +57,19 @@ def test_dense_dtype(rng):
 def test_sparse_shape_against_constant_annotation(rng):
     with pytest.raises(errors.ShapeError, match='A: has rows = 6, the program expects 5'):
         spmv_fixed(sp.random_array((6, 4), density=0.5, format='csr', rng=rng), np.ones(4))
+
+
+def test_non_square_matrix_for_a_square_annotation(rng):
+    """``ss.CSR[.., N, N]`` with a 6 x 4 matrix: its columns silently set N, and the result
+    had 4 rows instead of an error (first call and after a square one)."""
+    x = np.ones(4)
+    A = sp.random_array((6, 4), density=0.5, format='csr', rng=rng)
+    for _ in range(2):
+        with pytest.raises(errors.ShapeError, match=r'A: its rows \(6\) and cols \(4\) differ, but the program '
+                           r'declares both as N'):
+            spmv_square(A, x)
+        S = sp.random_array((4, 4), density=0.5, format='csr', rng=rng)
+        np.testing.assert_allclose(spmv_square(S, x), S @ x)
 
 
 def test_value_dtype(rng):
