@@ -300,3 +300,35 @@ def test_optimize_for_the_fpga_fuses_the_gcn_layer():
     A = sp.random_array((40, 30), density=0.1, format='csr', dtype=np.float32, rng=rng)
     X, b = rng.standard_normal((30, 8)).astype(np.float32), rng.standard_normal(8).astype(np.float32)
     np.testing.assert_allclose(opt(A, X, b), np.maximum(A @ X + b, 0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_transient_written_in_a_kernel_is_not_copied_in_first():
+    """``relu(A @ (X @ W) + b)``: ``X @ W`` is a transient the first kernel writes and the
+    streaming SpMM reads. Its twin was copied in from the uninitialised host array before
+    that kernel (DaCe: 'Use of uninitialized transient'); now only what an earlier state
+    wrote, or an argument, is."""
+
+    @dace.program
+    def fpga_gcn_two_products(A: ss.CSR[dace.float32, M, N, dace.int32], X: dace.float32[N, K],
+                              W: dace.float32[K, K], b: dace.float32[K]):
+        return np.maximum(A @ (X @ W) + b, 0)
+
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')  # (the module ignores UserWarnings)
+        program = ss.compile(fpga_gcn_two_products, target='fpga')
+        program.build()
+    assert not [str(w.message) for w in caught if 'uninitialized' in str(w.message)]
+    import networkx as nx
+    low = program.lowered
+    for st in low.states():  # every host transient copied in was written by an earlier state
+        for n in st.data_nodes():
+            if st.label.startswith('pre_') and low.arrays[n.data].transient and st.out_degree(n) \
+                    and not st.in_degree(n) and not n.data.startswith('fpga_'):
+                assert any(x.data == n.data and s.in_degree(x) for s in nx.ancestors(low.nx, st)
+                           for x in s.data_nodes()), f'{st.label} copies in {n.data}, written by nothing before'
+    rng = np.random.default_rng(9)
+    A = sp.random_array((40, 30), density=0.1, format='csr', dtype=np.float32, rng=rng)
+    X, W = rng.standard_normal((30, 8)).astype(np.float32), rng.standard_normal((8, 8)).astype(np.float32)
+    b = rng.standard_normal(8).astype(np.float32)
+    np.testing.assert_allclose(program(A, X, W, b), np.maximum(A @ (X @ W) + b, 0), rtol=1e-4, atol=1e-4)

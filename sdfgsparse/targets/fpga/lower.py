@@ -288,7 +288,8 @@ def split_by_dependencies(sdfg: dace.SDFG, state: dace.SDFGState) -> List[dace.S
 def kernel_states(sdfg: dace.SDFG, states: List[dace.SDFGState]) -> None:
     """Make each of ``states`` (consecutive) one FPGA kernel: every argument array they
     access gets a twin in FPGA global memory (``fpga_<name>``), copied in before the first
-    (all of them: an output the kernels accumulate into starts from its content) and out
+    (all of them, as an output the kernels accumulate into starts from its content, but a
+    transient no earlier state accesses, which the kernels write first) and out
     after the last (those they write); transients become FPGA global (outside maps) or
     local memory, maps FPGA schedules (DaCe's ``fpga_update``).
 
@@ -296,6 +297,7 @@ def kernel_states(sdfg: dace.SDFG, states: List[dace.SDFGState]) -> None:
     a write-conflict resolution, which in 1.0.2 adds a copy to the twin of an internal
     transient it never creates ("Array fpga___tmp1 not found": a sparse product feeding
     an element-wise epilogue)."""
+    import networkx as nx
     from dace import dtypes, memlet, subsets
     from dace.transformation.interstate.fpga_transform_state import fpga_update
     outside = {n.data for st in sdfg.states() if st not in states for n in st.data_nodes()}
@@ -314,8 +316,12 @@ def kernel_states(sdfg: dace.SDFG, states: List[dace.SDFGState]) -> None:
                                     storage=dtypes.StorageType.FPGA_Global, strides=desc.strides, offset=desc.offset,
                                     total_size=desc.total_size, allow_conflicts=desc.allow_conflicts,
                                     find_new_name=True)[0]
+    # a transient that no earlier state touches is first written here: nothing to copy in
+    # (its twin is written before it is read; a copy would move uninitialised memory)
+    earlier = {n.data for st in nx.ancestors(sdfg.nx, states[0]) for n in st.data_nodes()}
+    copied = [n for n in accessed if not sdfg.arrays[n].transient or n in earlier]
     pre = sdfg.add_state_before(states[0], 'pre_' + states[0].label)
-    for name in accessed:
+    for name in copied:
         full = subsets.Range.from_array(sdfg.arrays[name])
         pre.add_edge(pre.add_read(name), None, pre.add_write(twin[name]), None, memlet.Memlet(data=name, subset=full))
     if written:
