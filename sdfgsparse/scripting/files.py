@@ -7,8 +7,7 @@ What an argument file becomes (see :func:`read_argument`):
   and index dtypes (``ss.convert``; duplicates summed), or a dense NumPy array of the
   declared dtype. (The file format has no precision of its own.) Pattern files read as
   ones. A value the declared dtype cannot hold (a fraction or an out-of-range integer for
-  an integer type, a finite value that would overflow a float type) is an error, as is a
-  non-square matrix for a parameter declared square (``ss.CSR[.., N, N]``).
+  an integer type, a finite value that would overflow a float type) is an error.
 - ``.npy`` holds an *array*: passed as stored (``numpy.load(allow_pickle=False)``) and
   checked like a Python argument, so another dtype or shape is an error (a 0-d one is a
   number for a scalar parameter, of the declared dtype).
@@ -281,10 +280,6 @@ def _read_matrix_market(name: str, path: str, desc: dace.data.Data):
         from sdfgsparse.runtime.convert import convert
         A = sp.coo_array(value) if sp.issparse(value) else sp.coo_array(np.asarray(value))
         A.sum_duplicates()
-        st = sparse_type_of(desc)
-        if str(st.rows) == str(st.cols) and A.shape[0] != A.shape[1]:  # ss.CSR[.., N, N]: the call checks each
-            raise ScriptingError(f'{name}={path}: holds a {A.shape[0]} x {A.shape[1]} matrix; {name} is declared '
-                                 f'{st!r}, square ({st.rows} rows and columns)')  # dimension alone
         A.data = _checked_cast(name, path, A.data, np.dtype(sparse_type_of(desc).dtype.type), desc)
         try:
             return convert(A, desc)

@@ -353,8 +353,8 @@ def test_run_non_square_matrix_for_a_square_parameter(sdfgs, gcn_data, tmp_path,
     argv = ['run', sdfgs['gcn'], f'--arg=A={tmp_path / "A.mtx"}', f'--arg=X={tmp_path / "X.npy"}', *args[2:]]
     code, out, err = _run(argv, capsys)
     assert code == 2 and out == ''
-    assert err.splitlines() == [f'sdfgsparse run: A={tmp_path / "A.mtx"}: holds a 40 x 30 matrix; A is declared '
-                                'ss.CSR[double, N, N, index=int], square (N rows and columns)']
+    assert err.splitlines() == ['sdfgsparse run: A: its rows (40) and cols (30) differ, but the program declares '
+                                'both as N (ss.CSR[double, N, N, index=int])']
 
 
 def test_argument_values_that_do_not_fit_the_declared_dtype(tmp_path):
