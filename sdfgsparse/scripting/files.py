@@ -317,7 +317,7 @@ def _checked_cast(name: str, path: str, values: np.ndarray, dtype: np.dtype, des
             cast = values.astype(dtype)
         bad, why = np.isfinite(values) & ~np.isfinite(cast), f'overflows {dtype.name}'
     if bad is not None and np.any(bad):
-        first = np.asarray(values)[np.asarray(bad)].flat[0]
+        first = values[bad].flat[0]
         raise ScriptingError(f'{name}={path}: the value {first.item()!r} {why} ({name} takes {describe(desc)})')
     with np.errstate(over='ignore', invalid='ignore'):
         return values.astype(dtype, copy=False)

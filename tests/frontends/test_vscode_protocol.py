@@ -104,33 +104,37 @@ def _free_port(family) -> int:
         return s.getsockname()[1]
 
 
+def _answers(port) -> bool:
+    """The real backend listens (its ``GET /`` says 'success!')."""
+    conn = http.client.HTTPConnection('::1', port, timeout=10)
+    try:
+        conn.request('GET', '/')
+        return conn.getresponse().status == 200
+    except OSError:  # not listening yet
+        return False
+    finally:
+        conn.close()
+
+
 def _start_backend(python, ws, log, env):
     """``(process, Extension)``: the real backend when ``SDFGSPARSE_VSCODE_BACKEND`` names its
     ``run_dace.py``, else the model; returns once the backend answers."""
     real = os.environ.get('SDFGSPARSE_VSCODE_BACKEND')
-    deadline = time.time() + 120
+    portfile = str(ws / 'port')
     if real:
         port = _free_port(socket.AF_INET6)
         proc = subprocess.Popen([python, real, '-p', str(port)], cwd=str(ws), env=env, stdout=log, stderr=log)
-        ext = Extension(port, host='::1')
-        while True:
-            assert proc.poll() is None, open(log.name).read()[-2000:]
-            assert time.time() < deadline, 'backend did not start'
-            try:
-                conn = http.client.HTTPConnection('::1', port, timeout=10)
-                conn.request('GET', '/')
-                if conn.getresponse().status == 200:
-                    return proc, ext
-            except OSError:  # not listening yet
-                time.sleep(0.2)
-    portfile = str(ws / 'port')
-    proc = subprocess.Popen([python, os.path.join(HERE, 'vscode_backend.py'), portfile], cwd=str(ws), env=env,
-                            stdout=subprocess.DEVNULL, stderr=log)
-    while not os.path.exists(portfile):
+        ready = lambda: _answers(port)
+    else:
+        proc = subprocess.Popen([python, os.path.join(HERE, 'vscode_backend.py'), portfile], cwd=str(ws), env=env,
+                                stdout=subprocess.DEVNULL, stderr=log)
+        ready = lambda: os.path.exists(portfile)
+    deadline = time.time() + 120
+    while not ready():
         assert proc.poll() is None, open(log.name).read()[-2000:]
         assert time.time() < deadline, 'backend did not start'
         time.sleep(0.1)
-    return proc, Extension(int(open(portfile).read()))
+    return proc, Extension(port, host='::1') if real else Extension(int(open(portfile).read()))
 
 
 @pytest.fixture(scope='module')

@@ -8,8 +8,10 @@ results and intermediates in CSR; the C-simulation host shim is also tested on i
 import os
 import subprocess
 import textwrap
+import warnings
 
 import dace
+import networkx as nx
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -313,13 +315,11 @@ def test_a_transient_written_in_a_kernel_is_not_copied_in_first():
                               W: dace.float32[K, K], b: dace.float32[K]):
         return np.maximum(A @ (X @ W) + b, 0)
 
-    import warnings
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')  # (the module ignores UserWarnings)
         program = ss.compile(fpga_gcn_two_products, target='fpga')
         program.build()
     assert not [str(w.message) for w in caught if 'uninitialized' in str(w.message)]
-    import networkx as nx
     low = program.lowered
     for st in low.states():  # every host transient copied in was written by an earlier state
         for n in st.data_nodes():
