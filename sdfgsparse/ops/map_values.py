@@ -4,7 +4,7 @@ The result has A's pattern and format: the index arrays are copied, the values m
 Only functions with ``f(0) == 0`` keep the result equal to applying ``f`` to the whole
 matrix; others (``ss.exp``) act on the stored values only, as documented.
 """
-import math
+from typing import Tuple
 
 import dace
 import dace.library
@@ -40,17 +40,24 @@ FUNCTIONS = {
 ALPHA = '_alpha'
 
 
-def _constant_alpha(k: Kernel, alpha: str) -> str:
-    """The tasklet spelling of a constant or symbolic scale factor; its symbols become
-    symbols of the kernel. A factor that is not an integer is written with floating-point
-    numbers (``1/N`` -> ``1.0/N``): tasklet division of integers truncates, as in C."""
+def alpha_spelling(alpha: str) -> Tuple[str, list]:
+    """The tasklet spelling of a constant or symbolic scale factor and the names of its
+    symbols. A factor that is not an integer is written with floating-point numbers
+    (``1/N`` -> ``1.0/N``): tasklet division of integers truncates, as in C."""
     e = dace.symbolic.pystr_to_symbolic(alpha)
-    for s in sorted(e.free_symbols, key=str):
-        if str(s) not in k.sdfg.symbols:
-            k.sdfg.add_symbol(str(s), k.parent.symbols.get(str(s), dace.int64))
+    names = sorted(str(s) for s in e.free_symbols)
     if e.is_integer is not True:
         e = sympy.N(sympy.Float(1.0, 17) * e, 17)
-    return f'({pyexpr(e)})'
+    return f'({pyexpr(e)})', names
+
+
+def _constant_alpha(k: Kernel, alpha: str) -> str:
+    """:func:`alpha_spelling`; its symbols become symbols of the kernel."""
+    spelling, names = alpha_spelling(alpha)
+    for s in names:
+        if s not in k.sdfg.symbols:
+            k.sdfg.add_symbol(s, k.parent.symbols.get(s, dace.int64))
+    return spelling
 
 
 @dace.library.expansion
@@ -81,23 +88,34 @@ class ExpandMapValuesPure(ExpandTransformation):
 
 @dace.library.expansion
 class ExpandMapValuesCPU(ExpandTransformation):
-    """A parallel map over stored values; index arrays copied by parallel maps."""
+    """A parallel map over stored values, each a Python tasklet ``out[q] = f(A[q])`` with
+    the expression of :data:`FUNCTIONS` as written (tasklet code, as in ``pure``: a
+    statement of the kernel's program would not know ``math.tanh``); index arrays copied
+    by parallel maps."""
     environments = []
 
     @staticmethod
     def expansion(node: 'MapValues', state, sdfg):
         kb = kernel_for_node(node, state, sdfg)
         members = node.member_arrays(state, 'A')
-        out = node.member_arrays(state, 'out')
         expr, _ = FUNCTIONS[node.function]
+        reads = [f'v << {member_conn("A", "vals")}[q]']
         if node.function == 'scale':
-            expr = expr.replace('alpha', ALPHA if node.alpha_is_data else f'({node.alpha})')
-        kb.globals['math'] = math
-        T = kb.dtype(out['vals'].dtype)
+            if node.alpha_is_data:
+                reads.append(f'__alpha << {ALPHA}[0]')
+                expr = expr.replace('alpha', '__alpha')
+            else:
+                spelling, names = alpha_spelling(node.alpha)
+                for name in names:
+                    kb.symbol(name)
+                expr = expr.replace('alpha', spelling)
         copy_index_members(kb, members, 'A', 'out')
         kb.line(f'for q in dace.map[0:{pyexpr(members["vals"].shape[0])}]:')
-        kb.line(f'    v = {member_conn("A", "vals")}[q]')
-        kb.line(f'    {member_conn("out", "vals")}[q] = {T}({expr})')
+        kb.line('    with dace.tasklet:')
+        for r in reads:
+            kb.line(f'        {r}')
+        kb.line(f'        __o >> {member_conn("out", "vals")}[q]')
+        kb.line(f'        __o = {expr}')
         return kb.build()
 
 
