@@ -14,7 +14,7 @@ from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.dense_spmm import DenseSpMM
 from sdfgsparse.ops.mul_dense import SparseMulDense
-from sdfgsparse.ops.reduce import SparseSum
+from sdfgsparse.ops.reduce import SparseSum, sum_dtype
 from sdfgsparse.ops.sddmm import SDDMM
 from sdfgsparse.ops.shape_checks import require_equal
 from sdfgsparse.ops.spmm import SpMM
@@ -210,7 +210,19 @@ def _sparse_sum(pv, sdfg, state, a, axis=None):
         shape, ax = [st.rows], 1
     else:
         raise errors.UnsupportedOperationError(f'A.sum(axis={axis!r}): axis must be None, 0 or 1')
-    return _sum_node(sdfg, state, a, shape, ax, st.dtype, count=False)
+    return _sum_node(sdfg, state, a, shape, ax, sum_dtype(st.dtype), count=False)
+
+
+_dense_numpy_sum = oprepo.Replacements.get('numpy.sum')
+
+
+@oprepo.replaces('numpy.sum')
+def _numpy_sum(pv, sdfg, state, a, axis=None):
+    """``np.sum(A, axis)`` of a sparse ``A`` is ``A.sum(axis)``; anything else goes to DaCe's."""
+    name = base.resolve_alias(a)[0] if isinstance(a, str) else None
+    if name in sdfg.arrays and is_sparse_desc(sdfg.arrays[name]):
+        return _sparse_sum(pv, sdfg, state, a, axis)
+    return _dense_numpy_sum(pv, sdfg, state, a, axis=axis)
 
 
 def _sum_node(sdfg, state, a, shape, axis, dtype, count):

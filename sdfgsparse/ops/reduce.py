@@ -1,6 +1,7 @@
 """Sums of stored values: ``A.sum()``, ``A.sum(axis=0)``, ``A.sum(axis=1)``."""
 import dace
 import dace.library
+import numpy as np
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
@@ -9,9 +10,21 @@ from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
 
-__all__ = ['SparseSum']
+__all__ = ['SparseSum', 'sum_dtype']
 
 OUT = '_out'
+
+
+def sum_dtype(dtype: dace.typeclass) -> dace.typeclass:
+    """The dtype of a sum of ``dtype`` values, by NumPy's rule (``np.sum``, scipy's
+    ``A.sum()``): bool and signed integers narrower than the platform's ``long``
+    accumulate in ``int64``, unsigned ones in ``uint64``; floats keep their dtype.
+
+    >>> [sum_dtype(t) == w for t, w in ((dace.int32, dace.int64), (dace.uint8, dace.uint64),
+    ...                                 (dace.float32, dace.float32))]
+    [True, True, True]
+    """
+    return dace.dtypes.dtype_to_typeclass(np.zeros(0, dtype.as_numpy_dtype()).sum().dtype.type)
 
 
 @dace.library.expansion
@@ -62,7 +75,8 @@ class ExpandSparseSumCPU(ExpandTransformation):
 @dace.library.node
 class SparseSum(SparseLibraryNode):
     """Sum of A's stored values: ``axis=-1`` (all, output of length 1), ``0`` (per column)
-    or ``1`` (per row)."""
+    or ``1`` (per row). The output's dtype is the accumulator: :func:`sum_dtype` of A's
+    (``int64`` for ``int32`` values, as NumPy and scipy), which every expansion adds in."""
     implementations = {'pure': ExpandSparseSumPure, 'cpu': ExpandSparseSumCPU}
     default_implementation = 'cpu'
     SPARSE_INPUTS = ('A', )
