@@ -12,9 +12,12 @@ patch 21) under the key ``'examples'``::
      'threads': 2,                                   # threads the models assume
      'cache_bytes': 33554432}                        # last-level cache the models assume (if given)
 
-The matrices themselves are not kept. A transformation whose own ``sizes`` / ``stats``
-property is empty reads these instead, so the editor lists SparseFormatSelection and
-SparseDenseTiling on an annotated SDFG without asking for symbol values.
+The matrices themselves are not kept. This module is the one reader of the record: a
+transformation whose own ``sizes`` / ``stats`` property is empty reads these instead (so
+the editor lists SparseFormatSelection and SparseDenseTiling on an annotated SDFG without
+asking for symbol values), ``ss.optimize`` and ``sdfgsparse optimize`` without
+``matrices`` steer by them, and the SparseIOLowerBound pass feeds their statistics to the
+sparse models.
 """
 from typing import Any, Dict, Mapping, Optional
 
@@ -25,7 +28,7 @@ from sdfgsparse._dace_compat import NOTES
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 
 __all__ = ['record_examples', 'bind_sizes', 'given_format', 'recorded', 'recorded_sizes', 'recorded_stats', 'recorded_machine',
-           'root_of']
+           'recorded_names', 'recorded_all_stats', 'as_scipy', 'root_of']
 
 KEY = 'examples'
 
@@ -68,7 +71,7 @@ def _declared_name(desc) -> str:
     return f'BSR{fmt.block[0]}x{fmt.block[1]}' if fmt.name.startswith('BSR') else fmt.name
 
 
-def _as_scipy(value):
+def as_scipy(value):
     """A scipy sparse view or copy of a sparse example (scipy, ``ss.SparseMatrix``, torch sparse); None otherwise."""
     import scipy.sparse as sp
     from sdfgsparse.runtime.container import SparseMatrix
@@ -103,7 +106,7 @@ def record_examples(sdfg: dace.SDFG, examples: Mapping[str, Any], threads: Optio
     for name, value in examples.items():
         if not is_sparse_desc(sdfg.arrays[name]):
             continue
-        matrix = _as_scipy(value)
+        matrix = as_scipy(value)
         if matrix is None:
             continue
         stats[name] = matrix_format_stats(matrix)
@@ -136,6 +139,22 @@ def recorded_machine(sdfg: dace.SDFG) -> Dict[str, int]:
     """Recorded ``threads`` and ``cache_bytes`` (those present)."""
     rec = recorded(sdfg)
     return {k: int(rec[k]) for k in ('threads', 'cache_bytes') if isinstance(rec.get(k), (int, float)) and rec[k] > 0}
+
+
+def recorded_names(sdfg: dace.SDFG):
+    """Sparse arguments with recorded statistics, in recording order."""
+    stats = recorded(sdfg).get('stats') or {}
+    return [str(n) for n, st in stats.items() if isinstance(st, dict) and st]
+
+
+def recorded_all_stats(sdfg: dace.SDFG, keys=None) -> Dict[str, Dict[str, float]]:
+    """Argument name -> recorded statistics (only ``keys`` where given), for every argument
+    :func:`recorded_names` lists."""
+    out = {}
+    for name in recorded_names(sdfg):
+        stats, _ = recorded_stats(sdfg, name)
+        out[name] = {k: v for k, v in stats.items() if keys is None or k in keys}
+    return out
 
 
 def recorded_stats(sdfg: dace.SDFG, name: str):

@@ -3,9 +3,12 @@
 Order (each step is a transformation a user can also apply by hand; see
 ``samples/transformations_by_hand.py``):
 
-0. :class:`SparseFormatSelection` (only for arguments given in ``matrices``) -- the storage
-   format of a sparse argument from a cost model over the given matrix's structure and
-   the operations reading it; such arguments are converted on each call;
+0. :class:`SparseFormatSelection` (only for arguments with example statistics: given in
+   ``matrices`` or recorded on the SDFG) -- the storage format of a sparse argument from a
+   cost model over the example's structure and the operations reading it; such arguments
+   are converted on each call, unless the conversion of the matrix a call passes would
+   exceed a bound on its size (:mod:`~sdfgsparse.transformations.format_guard`: then that
+   call runs the program's own formats, and says so);
 1. :class:`SparseFormatInference` -- CSR or CSC for the results of element-wise sparse
    operations, from their consumers and operands;
 2. :class:`SparseLoopOrdering` -- sampled products ``S * (X @ Y)`` iterate over ``S``'s
@@ -13,7 +16,7 @@ Order (each step is a transformation a user can also apply by hand; see
 3. :class:`SparseFusion` -- ``softmax(sddmm(S, Q, K.T)) @ V`` in one pass over S's rows;
 4. :class:`SparseEpilogueFusion` -- bias / activation maps into SpMV / SpMM;
 5. :class:`SparseDenseTiling` -- tiles of the dense loop of SpMM, sized for the cache
-   (needs the sizes: given by ``matrices``, or constant in the program);
+   (needs the sizes: given by ``matrices`` or recorded, or constant in the program);
 6. dense 2-D ``MatMul`` nodes (``X @ W``) take the register-blocked SIMD expansion of
    :mod:`sdfgsparse.ops.dense_matmul` instead of DaCe's default, ``Dot`` nodes
    (``np.dot`` of vectors) one SIMD reduction instead of atomic adds, and ``Reduce``
@@ -30,6 +33,7 @@ lower bound, the chosen schedule's cost and the rejected ones', and how long the
 heuristics took (C++ compilation excluded).
 """
 import copy
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
@@ -49,7 +53,8 @@ from sdfgsparse.transformations.sparse_format_inference import SparseFormatInfer
 from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection, format_by_name
 from sdfgsparse.transformations.sparse_fusion import SparseFusion
 from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
-from sdfgsparse.transformations.examples import bind_sizes, given_format, record_examples
+from sdfgsparse.transformations.examples import record_examples, recorded_machine, recorded_names, recorded_sizes
+from sdfgsparse.transformations.format_guard import FormatGuard
 
 __all__ = ['optimize', 'OptimizedProgram', 'Step', 'TARGETS']
 
@@ -74,6 +79,8 @@ class OptimizedProgram:
     iterations_before: Any = None
     iterations_after: Any = None
     #: argument name -> format the selection chose; such arguments are converted on each call
+    #: where the conversion stays within :data:`~sdfgsparse.transformations.format_guard.GROWTH`
+    #: times the argument's own storage (else the call runs the program's own formats)
     conversions: Dict[str, str] = field(default_factory=dict)
     #: ``'cpu'``, ``'gpu'`` (then ``sdfg`` is lowered for the GPU and array arguments are
     #: device arrays; see :class:`~sdfgsparse.runtime.call.CompiledProgram`) or ``'fpga'``
@@ -90,15 +97,25 @@ class OptimizedProgram:
     #: the data-movement model's decisions (:class:`sdfgsparse.analysis.schedules.Decision`),
     #: applied or not, in pipeline order
     decisions: List[Any] = field(default_factory=list)
+    #: where conversions are made: what keeps each call within bounds (the program's own
+    #: formats, compiled on demand, for a matrix the chosen format would blow up)
+    guard: Optional[FormatGuard] = None
     _compiled: Optional[CompiledProgram] = None
+    _lock: Any = field(default_factory=threading.Lock, repr=False)
 
     def __call__(self, *args, **kwargs):
         if self._compiled is None:
-            self._compiled = CompiledProgram(self.sdfg, self.target)
+            with self._lock:
+                if self._compiled is None:
+                    self._compiled = CompiledProgram(self.sdfg, self.target)
         if self.conversions:
             from sdfgsparse.runtime.convert import convert
+            if len(args) > len(self.sdfg.arg_names):  # (the compiled program's own message)
+                return self._compiled(*args, **kwargs)
             kwargs.update(zip(self.sdfg.arg_names, args))
             args = ()
+            if self.guard is not None and self.guard.oversized(kwargs):  # before any conversion allocates
+                return self.guard.program()(**kwargs)
             for name, fmt in self.conversions.items():
                 if name in kwargs:
                     kwargs[name] = convert(kwargs[name], format_by_name(fmt))
@@ -123,6 +140,9 @@ class OptimizedProgram:
         if self.decisions:
             lines.append('  data-movement model (memory-equivalent bytes per call; analysis/schedules.py):')
             lines += [f'    {d.transformation}: {d.line()}' for d in self.decisions]
+        if self.guard is not None and self.guard.events:
+            lines.append('  calls that ran the program\'s own formats (the chosen one would not fit):')
+            lines += [f'    {e}' for e in self.guard.events]
         return '\n'.join(lines)
 
     def fpga_report(self, **symbols) -> str:
@@ -190,27 +210,20 @@ def _patterns(sdfg: dace.SDFG, matrices: Optional[Mapping[str, Any]]) -> Dict[st
     return out
 
 
-def _select_formats(sdfg, matrices, sizes, result) -> int:
-    """SparseFormatSelection for every sparse argument the caller gave a matrix for."""
-    from sdfgsparse.analysis.format_cost import matrix_format_stats
-    from sdfgsparse.analysis.tiling import machine_threads
-    from sdfgsparse.formats import sparse_type_of
+def _select_formats(sdfg, result) -> int:
+    """SparseFormatSelection for every sparse argument with recorded example statistics
+    (what it reads where its own ``stats`` are empty: the same record the editor and the
+    command line see)."""
     applied = 0
-    threads = machine_threads()
-    for name, value in (matrices or {}).items():
+    for name in recorded_names(sdfg):
         desc = sdfg.arrays.get(name)
-        if desc is None or not is_sparse_desc(desc) or given_format(value) is None:
+        if desc is None or not is_sparse_desc(desc):
             continue
-        declared = sparse_type_of(desc).fmt
-        given = f'BSR{declared.block[0]}x{declared.block[1]}' if declared.name.startswith('BSR') else declared.name
-        opts = {'stats': matrix_format_stats(value), 'given': given, 'sizes': sizes, 'threads': threads}
         for state in sdfg.states():
             node = next((n for n in state.data_nodes() if n.data == name), None)
             if node is None:
                 continue
             xf = SparseFormatSelection()
-            for k, v in opts.items():
-                setattr(xf, k, v)
             xf.setup_match(sdfg, sdfg.cfg_id, sdfg.node_id(state), {SparseFormatSelection.access: state.node_id(node)}, 0)
             if xf.can_be_applied(state, 0, sdfg):
                 xf.apply(state, sdfg)
@@ -268,8 +281,8 @@ def _run(sdfg, xform, options=None, repeated=True):
 
 
 def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[str, Any]] = None,
-             cache_size: Optional[int] = None, fpga_board: str = 'u280', fpga_clock_mhz: float = 300
-             ) -> OptimizedProgram:
+             cache_size: Optional[int] = None, fpga_board: str = 'u280', fpga_clock_mhz: float = 300,
+             formats: bool = True) -> OptimizedProgram:
     """Apply the sparse pipeline (see the module docstring).
 
     :param program_or_sdfg: a ``@dace.program`` (its SDFG is built and copied) or an SDFG
@@ -282,12 +295,17 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
                    (:func:`sdfgsparse.targets.fpga.to_fpga`; ``.sdfg`` keeps the program's
                    signature), run as a C-simulation of the generated HLS code.
     :param matrices: example arguments by name (scipy / torch sparse, NumPy arrays); their
-                     sizes let tiling choose tile sizes. Not kept.
+                     sizes and structure statistics are recorded on the SDFG
+                     (:func:`~sdfgsparse.transformations.examples.record_examples`; the
+                     matrices themselves are not kept). Without them, those recorded on
+                     an SDFG (``ss.record_examples``, ``sdfgsparse annotate``, an earlier
+                     ``ss.optimize``) steer format selection, tiling and the model.
     :param cache_size: last-level cache size in bytes for the data-movement model (default:
                        this machine's).
     :param fpga_board: ``'fpga'``: the board of the model that chooses the streaming design
                        (:data:`sdfgsparse.targets.fpga.model.BOARDS`).
     :param fpga_clock_mhz: ``'fpga'``: the kernel clock of that model.
+    :param formats: False skips step 0 (the program keeps its own formats).
     :return: an :class:`OptimizedProgram` (``.sdfg``, ``.report()``, callable; for the
              FPGA also ``.fpga_report()``).
     """
@@ -312,10 +330,12 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         raise errors.UnsupportedOperationError(f'ss.optimize: expected a @dace.program or an SDFG, got '
                                                f'{type(program_or_sdfg).__name__}')
     t_start = time.perf_counter()
-    sizes = bind_sizes(sdfg, matrices)
     if matrices:  # kept on the SDFG: a saved copy lists and applies the steered transformations
         record_examples(sdfg, matrices, cache_bytes=cache_size)
+    sizes = recorded_sizes(sdfg)  # (given now, or recorded earlier)
+    examples = bool(sizes or recorded_names(sdfg))
     result = OptimizedProgram(sdfg, target=target)
+    own = copy.deepcopy(sdfg) if formats and recorded_names(sdfg) else None  # (the fallback's start)
     result.iterations_before = _count(sdfg)
 
     def step(name, fn, detail_fn):
@@ -324,16 +344,22 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         result.steps.append(Step(name, n, detail_fn(n), time.perf_counter() - t0))
 
     before = result.iterations_before
-    step('SparseFormatSelection', lambda: _select_formats(sdfg, matrices, sizes, result),
+    step('SparseFormatSelection', lambda: _select_formats(sdfg, result) if formats else 0,
          lambda n: '; '.join(f'{k} -> {v}' for k, v in result.conversions.items()) + _costs(sdfg) if n else
-         ('the given formats are the cheapest' if matrices else 'no matrices given'))
+         ('skipped (formats=False)' if not formats else 'the given formats are the cheapest'
+          if recorded_names(sdfg) else 'no example matrices given or recorded'))
+    if result.conversions:
+        result.guard = FormatGuard(own, result.conversions, dict(target=target, cache_size=cache_size,
+                                                                 fpga_board=fpga_board, fpga_clock_mhz=fpga_clock_mhz),
+                                   optimize)
     step('SparseFormatInference', lambda: _run(sdfg, SparseFormatInference),
          lambda n: 'element-wise sparse results stored as CSC (column-major uses)' if n else
          'every sparse result stays CSR')
     step('SparseLoopOrdering', lambda: _run(sdfg, SparseLoopOrdering),
          lambda n: f'sampled products -> SDDMM; iterations {before} -> {_count(sdfg)}' if n else
          'no sampled product S * (X @ Y)')
-    machine = Machine.here(llc=cache_size)
+    rec = recorded_machine(sdfg)  # (what the examples were recorded with, where not given here)
+    machine = Machine.here(llc=cache_size or rec.get('cache_bytes'), threads=rec.get('threads'))
     patterns = _patterns(sdfg, matrices)
 
     def attention(xf, state, g):
@@ -358,7 +384,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         if not n:
             if rejected('SparseDenseTiling'):
                 return 'the model keeps the untransformed dense loops'
-            return 'no SpMM to tile' + ('' if sizes else ' (sizes unknown: pass matrices=)')
+            return 'no SpMM to tile' + ('' if examples else ' (sizes unknown: pass matrices=)')
         t = [f'{node.label}: {node.dense_tile} columns' for node, _ in sdfg.all_nodes_recursive()
              if isinstance(node, SpMM) and node.dense_tile]
         return 'dense tiles ' + ', '.join(t)
@@ -385,7 +411,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         def choose():
             from sdfgsparse.targets.fpga.select import choose_design, program_sizes
             vt, it, sizes, op, names = program_sizes(sdfg, matrices)
-            result.fpga_symbols = bind_sizes(sdfg, matrices)
+            result.fpga_symbols = recorded_sizes(sdfg)
             result.fpga_board, result.fpga_clock_mhz = fpga_board, fpga_clock_mhz
             if vt is not None:
                 result.fpga_choice = c = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz, op=op)
@@ -398,7 +424,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
             if c is None:
                 return 'no SpMM or SDDMM: the default design (SpMV streams one lane)'
             d = c.design
-            given = 'the example matrices' if matrices else 'default sizes (pass matrices=)'
+            given = 'the example matrices' if examples else 'default sizes (pass matrices=)'
             return (f'W={d.vector_width}, P={d.accumulators}, pumping {d.pumping} at {given} on {c.board}: {c.rule}; '
                     f'{len(c.rows)} candidates in fpga_report()')
 

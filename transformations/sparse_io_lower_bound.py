@@ -10,7 +10,7 @@ from sdfgsparse.analysis.io_pass import IOLowerBoundPass
 from sdfgsparse.analysis.lower_bound import IOBoundResult, io_lower_bound
 from sdfgsparse.analysis.sparse_models import STAT_KEYS
 from sdfgsparse.ops.base import SparseLibraryNode
-from sdfgsparse.transformations.examples import recorded, recorded_sizes
+from sdfgsparse.transformations.examples import recorded_all_stats, recorded_sizes
 
 __all__ = ['SparseIOLowerBound']
 
@@ -45,8 +45,7 @@ class SparseIOLowerBound(IOLowerBoundPass):
     CATEGORY: str = 'Sparse'  # (IOLowerBoundPass is 'Analysis', which the extension does not list)
 
     def apply_pass(self, sdfg: dace.SDFG, pipeline_results: Dict[str, Any]) -> Optional[IOBoundResult]:
-        stats = {name: {k: v for k, v in st.items() if k in STAT_KEYS}  # (format statistics hold more)
-                 for name, st in (recorded(sdfg).get('stats') or {}).items() if isinstance(st, dict)}
+        stats = recorded_all_stats(sdfg, STAT_KEYS)  # (format statistics hold more)
         result = io_lower_bound(sdfg, self.cache_words or None, stats=stats or None)
         summary = result.to_dict()
         sizes = recorded_sizes(sdfg)

@@ -39,7 +39,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ['matrix_format_stats', 'format_costs', 'choose_format', 'CANDIDATES']
+__all__ = ['matrix_format_stats', 'format_costs', 'choose_format', 'storage_bytes', 'CANDIDATES']
 
 #: formats :func:`choose_format` considers (BSR with the block shapes measured by
 #: :func:`matrix_format_stats`)
@@ -99,7 +99,9 @@ def _layout(fmt: str, s: Mapping[str, float]) -> Optional[Tuple[float, float, fl
     raise ValueError(f'unknown format {fmt!r}')
 
 
-def _storage_bytes(fmt, s, v, i):
+def storage_bytes(fmt: str, s: Mapping[str, float], v: float, i: float) -> Optional[float]:
+    """Bytes of a matrix with statistics ``s`` stored as ``fmt`` (values of ``v`` bytes,
+    indices of ``i``); None where ``s`` lacks a statistic the layout needs."""
     lay = _layout(fmt, s)
     if lay is None:
         return None
@@ -113,10 +115,10 @@ def format_costs(stats: Mapping[str, float], uses: Sequence[int], given: str = '
     format; ``uses`` lists the dense width ``k`` of each operation reading it (1 for a
     vector, 0 for an operation without a dense operand), ``given`` is the caller's format."""
     v, i = float(value_bytes), float(index_bytes)
-    src = _storage_bytes(given, stats, v, i)
+    src = storage_bytes(given, stats, v, i)
     costs = {}
     for fmt in candidates:
-        store = _storage_bytes(fmt, stats, v, i)
+        store = storage_bytes(fmt, stats, v, i)
         if store is None:
             continue
         slots = _layout(fmt, stats)[0]

@@ -271,7 +271,11 @@ def _stats_for(info: dict, stats: Optional[Mapping], matrices: Optional[Mapping]
 
 
 def _check_operands(model: ProgramModel, stats, matrices):
-    known = sorted({i['name'] for c in model.library_calls for i in c.sparse.values()})
+    """Statistics and matrices are for the program's sparse operands: those of the analysed
+    sparse calls and the program's sparse arguments (an argument read only by nodes the
+    analysis skips, such as ``S`` of ``S * (X @ Y.T)`` before SparseLoopOrdering, keeps its
+    statistics unused); any other name is a ``StatsError``."""
+    known = sorted({i['name'] for c in model.library_calls for i in c.sparse.values()} | set(model.sparse_arguments))
     for arg, mapping in (('stats', stats), ('matrices', matrices)):
         if mapping is None:
             continue

@@ -128,3 +128,5 @@ class ProgramModel:
     transients: Set[str]
     symbols: Set[sympy.Symbol]
     notes: List[str] = field(default_factory=list)
+    #: the program's sparse arguments (non-transient structures), read by analysed calls or not
+    sparse_arguments: Set[str] = field(default_factory=set)

@@ -30,6 +30,7 @@ import sympy
 from dace.sdfg import nodes
 from dace.sdfg.state import ConditionalBlock, ControlFlowRegion, LoopRegion, SDFGState
 
+from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.analysis.program_model import (READ, UPDATE, WRITE, Access, Dim, LibraryCall, ProgramModel, Scope,
                                                Statement)
 
@@ -141,8 +142,9 @@ class _Extractor:
         ctx = _Ctx([], {}, {}, '', root)
         self.walk_region(self.sdfg, ctx)
         self.mark_data_dependence()
+        sparse_args = {n for n, d in self.sdfg.arrays.items() if not d.transient and is_sparse_desc(d)}
         return ProgramModel(root, self.statements, self.calls, self.skipped, self.transients, self.program_symbols,
-                            self.notes)
+                            self.notes, sparse_args)
 
     def mark_data_dependence(self):
         """Symbols that are neither program parameters nor iteration variables hold values read
