@@ -229,14 +229,16 @@ def xforms_apply(args) -> int:
     first = found[args.index or 0]
     applied = [_apply(first, args.name)]
     if args.every:
-        while len(applied) < EVERY_LIMIT:
+        while True:
             again = _matches(sdfg, [cls], opts, args.where)
             if not again:
                 break
-            applied.append(_apply(again[0], args.name))
-        else:
-            print(f'stopped after {EVERY_LIMIT} applications: {args.name} keeps matching its own result',
-                  file=sys.stderr)
+            if len(applied) < EVERY_LIMIT:
+                applied.append(_apply(again[0], args.name))
+                continue
+            raise _Failed(f'stopped after {EVERY_LIMIT} applications: {args.name} keeps matching its own result '
+                          '(it would rewrite without end); nothing saved', code=1,
+                          hint='apply it one match at a time (without --every), or only where it belongs (--where)')
     for where in applied:
         print(f'applied {args.name} at {where}')
     if not args.every and args.index is None and len(found) > 1:
@@ -488,7 +490,8 @@ def add_parsers(subparsers) -> None:
     p = _parser(xsub, 'apply', 'apply a transformation where it matches and save the SDFG',
                 'Apply transformation NAME (one of sdfgsparse\'s or any DaCe pattern transformation, by class '
                 'name) at its first match (--index I: the I-th; --every: every match, matching again after each '
-                f'application, at most {EVERY_LIMIT}), validate the SDFG and save it. --where keeps the matches whose '
+                f'application; a transformation still matching after {EVERY_LIMIT} applications is refused, nothing '
+                'saved), validate the SDFG and save it. --where keeps the matches whose '
                 'description (as `xforms list` prints it: cfg, state, node labels; an access node is labelled '
                 'with its data name) contains TEXT. Exit '
                 'status 1 when nothing matches, 2 for an unknown name or property.',

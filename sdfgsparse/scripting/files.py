@@ -25,6 +25,7 @@ import numpy as np
 
 from sdfgsparse import errors
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+from sdfgsparse.scripting.sdfg_grammar import UnsafeSDFGError, check_sdfg_json
 
 __all__ = [
     'ScriptingError', 'load_sdfg', 'save_sdfg', 'argument_names', 'result_names', 'describe', 'split_assignment',
@@ -55,7 +56,8 @@ def close_names(name: str, known: Sequence[str], n: int = 3) -> List[str]:
 
 def load_sdfg(path: str) -> dace.SDFG:
     """The SDFG saved in ``path`` (``.sdfg`` or ``.sdfgz``); :class:`ScriptingError` when
-    there is no such file or it holds no SDFG."""
+    there is no such file, it holds no SDFG, or a string DaCe would evaluate is not an
+    expression of :mod:`sdfgsparse.scripting.sdfg_grammar` (checked before DaCe parses it)."""
     if not os.path.exists(path):
         raise ScriptingError(f'{path}: no such file')
     if os.path.isdir(path):
@@ -73,8 +75,16 @@ def load_sdfg(path: str) -> dace.SDFG:
             content = json.loads(f.read())
         if not isinstance(content, dict):
             raise ValueError(f'JSON {type(content).__name__}, not an object')
+    except Exception as exc:  # any parse error of the file format (JSON, gzip)
+        raise ScriptingError(f'{path}: not a readable SDFG ({_first_line(exc)})',
+                             hint='save one with prog.to_sdfg().save("prog.sdfg")') from None
+    try:  # before DaCe reads it: its from_json evaluates expression strings with sympify (eval)
+        check_sdfg_json(content, path)
+    except UnsafeSDFGError as exc:
+        raise ScriptingError(str(exc)) from None
+    try:
         sdfg = dace.SDFG.from_json(content)
-    except Exception as exc:  # any parse error of the file format (JSON, gzip, DaCe's schema)
+    except Exception as exc:  # any error of DaCe's schema
         raise ScriptingError(f'{path}: not a readable SDFG ({_first_line(exc)})',
                              hint='save one with prog.to_sdfg().save("prog.sdfg")') from None
     if not isinstance(sdfg, dace.SDFG):
@@ -82,28 +92,33 @@ def load_sdfg(path: str) -> dace.SDFG:
     return sdfg
 
 
-def check_output(path: str, option: str = '-o', make_folder: bool = False) -> None:
-    """:class:`ScriptingError` unless a file can be written at ``path``: not a folder, in a
-    folder that exists (``make_folder``: or can be made) and is writable. Checked before
-    any work, so that a long run does not end in a path that cannot be written."""
+def check_output(path: str, option: str = '-o') -> None:
+    """:class:`ScriptingError` unless a file can be written at ``path``: not a folder, not a
+    symbolic link (writing would follow it elsewhere), in a folder that exists and is
+    writable. Checked before any work, so that a long run does not end in a path that
+    cannot be written; nothing is created here (a missing folder is an error)."""
+    if os.path.islink(path):
+        raise ScriptingError(f'{option} {path}: is a symbolic link; give the path of a file, not of a link',
+                             hint='write to a new file name and move it yourself')
     if os.path.isdir(path):
         raise ScriptingError(f'{option} {path}: is a folder; give a file name')
-    folder = os.path.dirname(os.path.abspath(path))
-    if not make_folder and not os.path.isdir(folder):
-        raise ScriptingError(f'{option} {path}: the folder {folder} does not exist')
-    _check_folder(folder, f'{option} {path}')
+    _check_folder(os.path.dirname(os.path.abspath(path)), f'{option} {path}')
 
 
 def _check_folder(folder: str, what: str) -> None:
-    """``folder`` is, or can be made as, a writable folder: its nearest existing ancestor is
-    a folder one may write in."""
-    existing = os.path.abspath(folder)
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing):
-        raise ScriptingError(f'{what}: {existing} is a file, not a folder')
-    if not os.access(existing, os.W_OK):
-        raise ScriptingError(f'{what}: cannot write in {existing} (permission denied)')
+    """``folder`` exists and is a folder one may write in."""
+    folder = os.path.abspath(folder)
+    if not os.path.exists(folder):
+        parent = os.path.dirname(folder)
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise ScriptingError(f'{what}: {parent} is a file, not a folder')
+        raise ScriptingError(f'{what}: the folder {folder} does not exist', hint='make it first (mkdir)')
+    if not os.path.isdir(folder):
+        raise ScriptingError(f'{what}: {folder} is a file, not a folder')
+    if not os.access(folder, os.W_OK):
+        raise ScriptingError(f'{what}: cannot write in {folder} (permission denied)')
 
 
 def save_sdfg(sdfg: dace.SDFG, path: str) -> None:
@@ -380,42 +395,59 @@ def _is_sparse(value) -> bool:
 def result_paths(out: str, names: Sequence[str], sparse: Sequence[bool]) -> List[str]:
     """Where ``-o OUT`` writes each result (``names``: ``result_0`` ... or written arguments;
     ``sparse``: whether each is sparse). One result: ``OUT`` itself, a ``.npy`` or ``.mtx``
-    file (a sparse one ``.mtx`` only). Several: ``OUT`` is a folder (made if missing),
-    holding ``<name>.npy`` for each dense result and ``<name>.mtx`` for each sparse one."""
+    file (a sparse one ``.mtx`` only) in a folder that exists. Several: ``OUT`` is a folder
+    (made by :func:`write_result` if missing, in a folder that exists), holding
+    ``<name>.npy`` for each dense result and ``<name>.mtx`` for each sparse one. No path
+    may be a symbolic link."""
     if len(names) == 1:
         if not out.endswith(RESULT_SUFFIXES):
             raise ScriptingError(f'-o {out}: give a .npy or .mtx file for the result')
         if sparse[0] and out.endswith('.npy'):
             raise ScriptingError(f'-o {out}: the result is a sparse matrix; write it as .mtx')
-        check_output(out, make_folder=True)
+        check_output(out)
         return [out]
     if out.endswith(RESULT_SUFFIXES) or os.path.isfile(out):
         folder = os.path.splitext(out)[0] if out.endswith(RESULT_SUFFIXES) else ''
         raise ScriptingError(f'-o {out}: the program has {len(names)} results ({", ".join(names)}); -o takes a folder '
                              'for them', hint=f'-o {folder if folder and not os.path.exists(folder) else "results"}/')
-    _check_folder(out, f'-o {out}')
-    return [os.path.join(out, n + ('.mtx' if s else '.npy')) for n, s in zip(names, sparse)]
+    if os.path.islink(out.rstrip(os.sep) or out):
+        raise ScriptingError(f'-o {out}: is a symbolic link; give the path of a folder, not of a link')
+    _check_folder(out if os.path.isdir(out) else os.path.dirname(os.path.abspath(out)), f'-o {out}')
+    paths = [os.path.join(out, n + ('.mtx' if s else '.npy')) for n, s in zip(names, sparse)]
+    for path in paths:
+        if os.path.islink(path) or os.path.isdir(path):
+            raise ScriptingError(f'-o {out}: {path} is a {"symbolic link" if os.path.islink(path) else "folder"}; '
+                                 'the results would not be written as files there')
+    return paths
 
 
 def write_result(value, path: str) -> None:
-    """Write one result: ``.npy`` (dense) or ``.mtx`` (dense or sparse)."""
+    """Write one result: ``.npy`` (dense) or ``.mtx`` (dense or sparse). Its folder is made
+    when missing (one level: the folder of several results), never a symbolic link followed."""
     if _is_sparse(value) and path.endswith('.npy'):
         raise ScriptingError(f'-o {path}: the result is a sparse matrix; write it as .mtx')
     try:
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        _write(value, path)
-    except OSError as exc:  # a path the checks of result_paths could not foresee (a full disk, /proc)
-        raise ScriptingError(f'-o {path}: cannot write ({exc.strerror or _first_line(exc)})') from None
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            os.mkdir(folder)  # one level only: its parent must exist (a missing one is an error)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, 'O_NOFOLLOW', 0), 0o666)
+        with os.fdopen(fd, 'wb') as f:
+            _write(value, f, path)
+    except OSError as exc:  # a path the checks of result_paths could not foresee (a full disk, /proc, a race)
+        import errno
+        why = 'is a symbolic link' if exc.errno == errno.ELOOP else \
+            f'cannot write ({exc.strerror or _first_line(exc)})'
+        raise ScriptingError(f'-o {path}: {why}') from None
 
 
-def _write(value, path: str) -> None:
+def _write(value, f, path: str) -> None:
     import scipy.io
     if _is_sparse(value):
         from sdfgsparse.runtime.container import SparseMatrix
-        scipy.io.mmwrite(path, value.to_scipy() if isinstance(value, SparseMatrix) else value)
+        scipy.io.mmwrite(f, value.to_scipy() if isinstance(value, SparseMatrix) else value)
         return
     a = np.asarray(value)
     if path.endswith('.npy'):
-        np.save(path, a)
+        np.save(f, a)
         return
-    scipy.io.mmwrite(path, a.reshape(-1, 1) if a.ndim <= 1 else a)  # a vector: one column
+    scipy.io.mmwrite(f, a.reshape(-1, 1) if a.ndim <= 1 else a)  # a vector: one column

@@ -11,7 +11,14 @@ SparseFormatInference, SparseLoopOrdering, SparseFusion, SparseEpilogueFusion,
 SparseDenseTiling, SparseFormatSelection, SparseMultiPumping; listed wherever they
 match) and the SparseIOLowerBound pass (listed among the passes; applying it writes the
 I/O lower bound into the SDFG's sparse_notes and each sparse node's io_lower_bound).
+
+It also makes the backend check every SDFG it parses against the grammar of
+:mod:`sdfgsparse.scripting.sdfg_grammar` before DaCe evaluates any of its expressions
+(:mod:`sdfgsparse.vscode.guard`).
 """
 import sdfgsparse  # noqa: F401  (registers formats, library nodes, transformations and frontend operators)
+from sdfgsparse.vscode import guard
 from sdfgsparse.transformations import *  # noqa: F401,F403
 from sdfgsparse.transformations import __all__ as TRANSFORMATIONS  # noqa: F401
+
+guard.install()
