@@ -192,6 +192,14 @@ All patches are for DaCe 1.0.2 and are applied once, on import of ``sdfgsparse``
    :func:`sdfgsparse.optimize` with ``target='fpga'`` is the FPGA path for them) and
    matches touching a structure, a structure member or a view of one (the last);
    everything else goes to DaCe's own check. ``GPUTransformSDFG`` is patch 16.
+23. NumPy's ``np.maximum`` / ``np.minimum`` in a program (1.0.2): DaCe's ufunc tasklets are
+   ``max(a, b)`` / ``min(a, b)``, i.e. C++ ``a > b ? a : b``, which returns ``b`` when ``a``
+   is NaN: ``np.maximum(A @ X, 0)`` (the GCN layer) turned a NaN into 0, and
+   ``np.maximum(nan, 1)`` was 1; NumPy gives NaN when either operand is NaN. The two ufunc
+   tasklets (:data:`NAN_UFUNC_CODE`) now return the first operand when it is NaN or wins the
+   comparison, else the second (a NaN second operand loses every comparison and is
+   returned). ``np.fmax`` / ``np.fmin`` (C's ``fmax``/``fmin``) already ignore NaN; the
+   reductions (``np.max``, ``np.maximum.reduce``) are unchanged.
 """
 import os
 import re
@@ -1010,6 +1018,20 @@ def _patch_fpga_external_stream():
     fpga.is_external_stream = is_external_stream
 
 
+# ---------------------------------------------------------------------- patch 23
+#: The code of DaCe's element-wise ufunc tasklets that patch 23 replaces: NaN in either operand gives NaN.
+NAN_UFUNC_CODE = {
+    'maximum': '__out = __in1 if (__in1 > __in2 or __in1 != __in1) else __in2',
+    'minimum': '__out = __in1 if (__in1 < __in2 or __in1 != __in1) else __in2',
+}
+
+
+def _patch_nan_extrema():
+    from dace.frontend.python import replacements
+    for name, code in NAN_UFUNC_CODE.items():
+        replacements.ufuncs[name]['code'] = code
+
+
 # ---------------------------------------------------------------------- patch 21
 NOTES = 'sparse_notes'  #: the SDFG property of patch 21
 
@@ -1115,4 +1137,5 @@ def apply():
     _patch_fpga_external_stream()
     _patch_sdfg_notes()
     _patch_unsafe_transformations()
+    _patch_nan_extrema()
     _applied['done'] = True

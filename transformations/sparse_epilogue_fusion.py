@@ -8,7 +8,7 @@ from dace.sdfg import nodes
 from dace.sdfg import utils as sdutil
 from dace.transformation import transformation as xf
 
-from sdfgsparse.lowering.epilogue import EPI_PREFIX, VALUE, compose
+from sdfgsparse.lowering.epilogue import EPI_PREFIX, VALUE, compose, program_expressible
 from sdfgsparse.ops.base import FusableSparseNode
 
 __all__ = ['SparseEpilogueFusion']
@@ -29,7 +29,8 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
 
     Example: ``np.maximum(A @ (X @ W) + b, 0)`` (a GCN layer with bias) has two such maps;
     applying the transformation twice leaves one SpMM node whose kernel writes
-    ``max(Y[i, k] + b[k], 0)`` (a second fusion composes with the first).
+    ``np.maximum(Y[i, k] + b[k], 0)`` (a second fusion composes with the first; NaN stays
+    NaN, as in NumPy).
 
     Applicability:
 
@@ -39,7 +40,10 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
       assignment, reading ``T`` exactly at the map indices and writing one output exactly
       at the map indices, with the same shape and dtype as ``T``;
     - every other tasklet input is a whole-array read indexed by map parameters only
-      (``b[k]``) and becomes a node input; constants in the code are kept.
+      (``b[k]``) and becomes a node input; constants in the code are kept;
+    - the code has no conditional expression other than the NaN-propagating extrema of
+      ``np.maximum`` / ``np.minimum`` (``a if (a > b or a != a) else b``), which the cpu
+      kernels write as those calls (a kernel statement cannot hold ``a if c else b``).
     """
     CATEGORY = 'Sparse'
 
@@ -79,6 +83,8 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
         body = ast.parse(tasklet.code.as_string).body
         if len(body) != 1 or not isinstance(body[0], ast.Assign):
             return False  # a single assignment only
+        if not program_expressible(ast.unparse(body[0].value)):
+            return False  # a conditional other than np.maximum / np.minimum: the cpu kernels cannot write it
         value_conn = None
         for e in state.in_edges(tasklet):
             if e.data.data is None:

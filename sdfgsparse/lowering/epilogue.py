@@ -10,7 +10,7 @@ import ast
 from typing import Dict, Sequence
 
 __all__ = ['EPI_PREFIX', 'VALUE', 'NUMPY_CALLS', 'substitute', 'epilogue_expression', 'node_epilogue',
-           'emit_epilogue_pass', 'compose']
+           'emit_epilogue_pass', 'compose', 'program_expressible']
 
 #: Prefix of the node connectors that carry the epilogue's extra inputs.
 EPI_PREFIX = '_epi_'
@@ -63,7 +63,33 @@ NUMPY_CALLS = {
     'sqrt': 'np.sqrt', 'floor': 'np.floor', 'ceil': 'np.ceil', 'exp2': 'np.exp2', 'log2': 'np.log2',
     'log10': 'np.log10', 'sinh': 'np.sinh', 'cosh': 'np.cosh', 'asin': 'np.arcsin', 'acos': 'np.arccos',
     'atan': 'np.arctan', 'fabs': 'np.abs', 'pow': 'np.power', 'log1p': 'np.log1p', 'expm1': 'np.expm1',
+    'fmax': 'np.fmax', 'fmin': 'np.fmin',
 }
+
+#: The comparison of a NaN-propagating extremum ``a if (a > b or a != a) else b`` (the code of
+#: ``np.maximum`` / ``np.minimum`` tasklets, :data:`sdfgsparse._dace_compat.NAN_UFUNC_CODE`)
+#: -> the NumPy function that computes it in a statement of a ``@dace.program``.
+_EXTREMA = {ast.Gt: 'np.maximum', ast.Lt: 'np.minimum'}
+
+
+def _same(a: ast.AST, b: ast.AST) -> bool:
+    return ast.dump(a) == ast.dump(b)
+
+
+def _extremum(node: ast.IfExp):
+    """``np.maximum(a, b)`` (or ``np.minimum``) for ``a if (a > b or a != a) else b``
+    (``<``), else None."""
+    test, a, b = node.test, node.body, node.orelse
+    if not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and len(test.values) == 2):
+        return None
+    cmp, nan = test.values
+    if not all(isinstance(c, ast.Compare) and len(c.ops) == 1 for c in (cmp, nan)):
+        return None
+    fn = _EXTREMA.get(type(cmp.ops[0]))
+    if (fn is None or not isinstance(nan.ops[0], ast.NotEq) or not _same(cmp.left, a)
+            or not _same(cmp.comparators[0], b) or not _same(nan.left, a) or not _same(nan.comparators[0], a)):
+        return None
+    return ast.Call(func=ast.parse(fn, mode='eval').body, args=[a, b], keywords=[])
 
 
 class _NumpyCalls(ast.NodeTransformer):
@@ -74,16 +100,33 @@ class _NumpyCalls(ast.NodeTransformer):
             node.func = ast.parse(NUMPY_CALLS[node.func.id], mode='eval').body
         return node
 
+    def visit_IfExp(self, node: ast.IfExp):
+        self.generic_visit(node)
+        return _extremum(node) or node
+
+
+def _statement_expression(expr: str) -> ast.AST:
+    return _NumpyCalls().visit(ast.parse(expr, mode='eval').body)
+
+
+def program_expressible(expr: str) -> bool:
+    """Whether the CPU kernels can write epilogue ``expr`` as a statement of a
+    ``@dace.program`` (:func:`node_epilogue`): every conditional expression in it is a
+    NaN-propagating extremum (a statement has no ``a if c else b``)."""
+    return not any(isinstance(n, ast.IfExp) for n in ast.walk(_statement_expression(expr)))
+
 
 def node_epilogue(node, value: str, index: Sequence[str]) -> str:
     """The node's epilogue applied to ``value`` at output ``index`` (``value`` itself when
     the node has none), as a statement of a ``@dace.program`` (the CPU kernels): C math
     functions of the tasklet code become NumPy's (:data:`NUMPY_CALLS`; a bare ``tanh``
-    does not parse there), which the kernels' namespace provides as ``np``."""
+    does not parse there), which the kernels' namespace provides as ``np``, and the
+    NaN-propagating extrema of ``np.maximum`` / ``np.minimum`` tasklets (``a if (a > b or
+    a != a) else b``, a form a statement cannot hold) become those calls again."""
     if not getattr(node, 'epilogue', ''):
         return value
     expr = epilogue_expression(node.epilogue, value, dict(node.epilogue_inputs), index)
-    return ast.unparse(_NumpyCalls().visit(ast.parse(expr, mode='eval').body))
+    return ast.unparse(_statement_expression(expr))
 
 
 def emit_epilogue_pass(kb, node, target: str, shape: Sequence):
