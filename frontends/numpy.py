@@ -3,10 +3,20 @@
 Registers replacements in DaCe's operator repository so that, for a sparse argument
 (a ``Structure`` made by :mod:`sdfgsparse.formats`), expressions such as ``A @ x``,
 ``A.T``, ``A * B``, ``A.sum(axis=1)`` or ``ss.relu(A)`` become sparse library nodes.
+
+Values that leave a program or reach code that is not ours go through
+:func:`install_hooks`: a returned argument or transposed view becomes a copy
+(:class:`~sdfgsparse.ops.sparse_copy.SparseCopy`), and any NumPy function, method,
+subscript or assignment that DaCe would apply to a sparse operand raises
+:class:`~sdfgsparse.errors.UnsupportedOperationError` while the program is parsed.
 """
+import ast
+import contextlib
 
 import dace
 from dace.frontend.common import op_repository as oprepo
+from dace.frontend.python.common import DaceSyntaxError
+from dace.frontend.python.newast import ProgramVisitor
 
 from sdfgsparse import errors
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
@@ -16,6 +26,7 @@ from sdfgsparse.ops.dense_spmm import DenseSpMM
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.reduce import SparseSum, sum_dtype
 from sdfgsparse.ops.sddmm import SDDMM
+from sdfgsparse.ops.sparse_copy import SparseCopy
 from sdfgsparse.ops.shape_checks import require_equal
 from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.ops.spmv import SpMV
@@ -374,3 +385,278 @@ def _convert_call(pv, sdfg, state, a, fmt):
 
 
 oprepo.replaces('sdfgsparse.convert')(_convert_call)
+
+
+# ---------------------------------------------------------------------- values leaving the program
+def _sparse_name(sdfg, value) -> bool:
+    """``value`` names sparse data of ``sdfg`` (an argument, a result or an ``X.T`` view)."""
+    return isinstance(value, str) and value in sdfg.arrays and is_sparse_desc(sdfg.arrays[value])
+
+
+def _unsupported(what: str, names) -> errors.UnsupportedOperationError:
+    shown = ', '.join(_shown(n) for n in names)
+    return errors.UnsupportedOperationError(
+        f'{what}: {shown} {"is a sparse matrix" if len(names) == 1 else "are sparse matrices"}, which it does not '
+        'take inside a program (sparse operands support @, +, -, *, .T, .sum(), .shape, .nnz, ss.convert and the '
+        'ss functions); convert to a dense array outside the program, or use the scipy object there')
+
+
+def _copy_out(pv, sdfg, name: str) -> str:
+    """A new sparse result holding ``name`` as the program sees it: a copy of an argument
+    (so that a returned matrix never aliases the caller's), or of the arrays of a
+    transposed view read as the transposed format (``X.T`` of a CSR: a CSC)."""
+    state = pv._add_state(f'copy_{_shown(name).replace(".", "_")}')
+    return base.insert_node(state, SparseCopy(), {'A': name}, sparse_out=('out', _stype(sdfg, name), 'copy'))
+
+
+def _leaving(pv, name):
+    """The value a ``return`` hands out for ``name``: sparse data that has storage of its
+    own (a program's sparse result) as it is, an argument or a view (``A``, ``A.T``,
+    ``A.T.T``, a variable bound to one) as a copy."""
+    sdfg = pv.sdfg
+    if not _sparse_name(sdfg, name):
+        return name
+    base_name, transposed = base.resolve_alias(name)
+    if transposed or base_name != name or not sdfg.arrays[base_name].transient:
+        return _copy_out(pv, sdfg, name)
+    return name
+
+
+@contextlib.contextmanager
+def _watching(pv, method: str, value_nodes, transform):
+    """While active, what the visitor's ``method`` (``_gettype``: where the frontend turns
+    an expression into data names; ``_parse_function_arg``: a call's argument) returns
+    for one of ``value_nodes`` (AST nodes) is replaced by ``transform(result)``; other
+    expressions, including the parts of those nodes, parse as usual. Watches nest."""
+    ids = {id(n) for n in value_nodes}
+    previous = pv.__dict__.get(method)
+    inner = previous or getattr(ProgramVisitor, method).__get__(pv)
+
+    def watched(opnode):
+        parsed = inner(opnode)
+        return transform(parsed) if id(opnode) in ids else parsed
+
+    setattr(pv, method, watched)
+    try:
+        yield
+    finally:
+        if previous is None:
+            del pv.__dict__[method]
+        else:
+            setattr(pv, method, previous)
+
+
+def _each(on_value):
+    """A ``_gettype`` transform: ``on_value`` applied to each parsed value."""
+    return lambda parsed: [(on_value(v), t) for v, t in parsed]
+
+
+def _defined_data(pv, target):
+    """The data an assignment target names (``x``, ``x[i]``, ``A.vals``), or None for a new
+    variable."""
+    node = target.value if isinstance(target, ast.Subscript) else target
+    try:
+        name = dace.frontend.python.astutils.rname(node)
+    except Exception:  # an unusual target: DaCe decides
+        return None
+    head, _, rest = name.partition('.')
+    head = pv.variables.get(head, head)
+    full = f'{head}.{rest}' if rest else head
+    return full if full in pv.sdfg.arrays else None
+
+
+def _visit_assign(pv, node, node_target, op, dtype=None, is_return=False, _dace=ProgramVisitor._visit_assign):
+    """DaCe's assignment (``return`` is one too), with sparse values handled first."""
+    targets = node_target.elts if isinstance(node_target, (ast.Tuple, ast.List)) else [node_target]
+    if not is_return:
+        for t in targets:
+            data = _defined_data(pv, t)
+            if data is not None and _sparse_name(pv.sdfg, data) and (op or isinstance(t, ast.Subscript)):
+                raise errors.UnsupportedOperationError(f'assignment into {_shown(data)}: a sparse matrix (or its '
+                                                       'pattern) cannot be written inside a program')
+    values = node.value.elts if isinstance(node.value, (ast.Tuple, ast.List)) else [node.value]
+
+    def on_value(v):
+        if is_return:
+            return _leaving(pv, v)
+        if not _sparse_name(pv.sdfg, v):
+            return v
+        t = targets[0] if len(targets) == 1 else None
+        if op or not isinstance(t, ast.Name) or _defined_data(pv, t) is not None:
+            what = f'{_shown(v)} assigned into {dace.frontend.python.astutils.unparse(node_target)}'
+            raise errors.UnsupportedOperationError(f'{what}: a sparse matrix cannot be stored into dense data or '
+                                                   'existing data inside a program')
+        if pv.sdfg.arrays[v].transient:  # a result, or a view (``B = A.T``): B names it
+            return v
+        # ``B = A``: B names A through an alias, as ``B = A.T`` names A's transposed view (no copy)
+        return base.alias(pv.sdfg, v)
+
+    with _watching(pv, '_gettype', values, _each(on_value)):
+        return _dace(pv, node, node_target, op, dtype, is_return)
+
+
+def _visit_subscript(pv, node, inference=False, _dace=ProgramVisitor.visit_Subscript):
+    """DaCe's subscript, refused on sparse data (its memlet would index the structure)."""
+
+    def on_value(v):
+        if _sparse_name(pv.sdfg, v):
+            raise errors.UnsupportedOperationError(
+                f'{_shown(v)}[{dace.frontend.python.astutils.unparse(node.slice)}]: indexing or slicing a sparse '
+                'matrix is not supported inside a program (its .shape, .nnz, @, .sum() and ss.convert are)')
+        return v
+
+    with _watching(pv, '_gettype', [node.value], _each(on_value)):
+        return _dace(pv, node, inference)
+
+
+def _create_callback(pv, node, *args, _dace=ProgramVisitor.create_callback, **kwargs):
+    """DaCe's Python callback (a call of a function it cannot parse), refused for sparse
+    arguments: the callback would receive the argument struct, not a matrix."""
+    name = dace.frontend.python.astutils.rname(node)
+    qualname = pv.closure.callbacks.get(name, (name, ))[0]  # numpy_linalg_norm -> numpy.linalg.norm
+
+    def check(parsed):
+        found = _sparse_operands(pv.sdfg, parsed)
+        if found:
+            raise _unsupported(f'{qualname} (a Python callback)', found)
+        return parsed
+
+    arg_nodes = list(node.args) + [kw.value for kw in node.keywords]
+    with _watching(pv, '_parse_function_arg', arg_nodes, check):
+        return _dace(pv, node, *args, **kwargs)
+
+
+# ---------------------------------------------------------------------- NumPy on sparse operands
+def _ours(fn) -> bool:
+    return getattr(fn, '__module__', '').startswith('sdfgsparse')
+
+
+def _sparse_operands(sdfg, values) -> list:
+    """The sparse data names among ``values`` (nested tuples, lists and dicts)."""
+    found = []
+    stack = [values]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (tuple, list)):
+            stack.extend(reversed(v))
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        elif _sparse_name(sdfg, v) and v not in found:
+            found.append(v)
+    return found
+
+
+_GUARDS = {}
+
+
+def _guarded_function(fn, name: str):
+    """``fn`` (DaCe's replacement of function ``name``), refusing sparse operands."""
+    key = ('function', id(fn), name)
+    hit = _GUARDS.get(key)
+    if hit is None or hit[0] is not fn:
+
+        def guarded(pv, sdfg, state, *args, **kwargs):
+            found = _sparse_operands(sdfg, (args, kwargs))
+            if found:
+                sparse_impl = SPARSE_FUNCTIONS.get(name)
+                if sparse_impl is None:
+                    raise _unsupported(name, found)
+                return sparse_impl(pv, sdfg, state, *args, **kwargs)
+            return fn(pv, sdfg, state, *args, **kwargs)
+
+        hit = _GUARDS[key] = (fn, guarded)
+    return hit[1]
+
+
+def _guarded_ufunc(fn, method):
+    key = ('ufunc', id(fn), method)
+    hit = _GUARDS.get(key)
+    if hit is None or hit[0] is not fn:
+
+        def guarded(pv, node, sdfg, state, ufunc_name, args, kwargs):
+            found = _sparse_operands(sdfg, (args, kwargs))
+            if found:
+                raise _unsupported(f'numpy.{ufunc_name}' + (f'.{method}' if method else ''), found)
+            return fn(pv, node, sdfg, state, ufunc_name, args, kwargs)
+
+        hit = _GUARDS[key] = (fn, guarded)
+    return hit[1]
+
+
+def _guarded_method(fn, classname: str, method: str):
+    key = ('method', id(fn), classname, method)
+    hit = _GUARDS.get(key)
+    if hit is None or hit[0] is not fn:
+
+        def guarded(pv, sdfg, state, obj, *args, **kwargs):
+            if _sparse_name(sdfg, obj):
+                raise _unsupported(f'{_shown(obj)}.{method}()', [obj])
+            if fn is None:  # DaCe's own answer for a method it does not know
+                raise DaceSyntaxError(pv, None, f'Method "{method}" is not registered for object type "{classname}"')
+            found = _sparse_operands(sdfg, (args, kwargs))
+            if found:
+                raise _unsupported(f'{obj}.{method}()', found)
+            return fn(pv, sdfg, state, obj, *args, **kwargs)
+
+        hit = _GUARDS[key] = (fn, guarded)
+    return hit[1]
+
+
+def _get_function(name, _dace=oprepo.Replacements.get):
+    fn = _dace(name)
+    return fn if fn is None or _ours(fn) else _guarded_function(fn, name)
+
+
+def _get_ufunc(ufunc_method=None, _dace=oprepo.Replacements.get_ufunc):
+    fn = _dace(ufunc_method)
+    return fn if fn is None or _ours(fn) else _guarded_ufunc(fn, ufunc_method)
+
+
+def _get_method(class_or_name, method_name, _dace=oprepo.Replacements.get_method):
+    fn = _dace(class_or_name, method_name)
+    classname = class_or_name if isinstance(class_or_name, str) else class_or_name.__name__
+    if _ours(fn) or (fn is None and classname != 'Structure'):
+        return fn
+    return _guarded_method(fn, classname, method_name)
+
+
+def _np_copy(pv, sdfg, state, a, *args, **kwargs):
+    if args or kwargs or not _sparse_name(sdfg, a):
+        raise _unsupported('numpy.copy with arguments besides the matrix', _sparse_operands(sdfg, (a, args, kwargs)))
+    return base.insert_node(state, SparseCopy(), {'A': a}, sparse_out=('out', _stype(sdfg, a), 'copy'))
+
+
+def _np_transpose(pv, sdfg, state, a, axes=None, *args):
+    if args or axes is not None or not _sparse_name(sdfg, a):
+        raise _unsupported(f'numpy.transpose with axes={axes!r}', _sparse_operands(sdfg, (a, axes, args)))
+    return base.transposed_alias(sdfg, a)
+
+
+#: DaCe's function name -> the sparse implementation used when an operand is sparse
+SPARSE_FUNCTIONS = {'numpy.copy': _np_copy, 'numpy.transpose': _np_transpose}
+
+
+@oprepo.replaces_method('Structure', 'copy')
+def _sparse_copy_method(pv, sdfg, state, a):
+    return _np_copy(pv, sdfg, state, a)
+
+
+def install_hooks() -> None:
+    """Route DaCe's frontend through the functions above (once): assignments and returns
+    (``ProgramVisitor._visit_assign``), subscripts (``visit_Subscript``), Python callbacks
+    (``create_callback``) and the operator
+    repository's look-ups of function, ufunc and method replacements (the one place
+    where DaCe hands a NumPy implementation its operands)."""
+    if getattr(ProgramVisitor._visit_assign, '_sdfgsparse', False):
+        return
+    for f in (_visit_assign, _visit_subscript, _create_callback, _get_function, _get_ufunc, _get_method):
+        f._sdfgsparse = True
+    ProgramVisitor._visit_assign = _visit_assign
+    ProgramVisitor.visit_Subscript = _visit_subscript
+    ProgramVisitor.create_callback = _create_callback
+    oprepo.Replacements.get = staticmethod(_get_function)
+    oprepo.Replacements.get_ufunc = staticmethod(_get_ufunc)
+    oprepo.Replacements.get_method = staticmethod(_get_method)
+
+
+install_hooks()

@@ -20,7 +20,7 @@ from sdfgsparse import errors
 from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
 
 __all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'member_memlet', 'resolve_alias',
-           'transposed_alias', 'add_sparse_input',
+           'transposed_alias', 'alias', 'add_sparse_input',
            'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node',
            'retype_sparse', 'sparse_consumers', 'change_argument_format']
 
@@ -61,6 +61,19 @@ def transposed_alias(sdfg: dace.SDFG, name: str) -> str:
         desc = st.T.structure(transient=True)
         sdfg.add_datadesc(alias, desc)
     return alias
+
+
+def alias(sdfg: dace.SDFG, name: str) -> str:
+    """Register (once) a second name for the sparse data ``name`` as it is (``A_ssT_ssT``:
+    ``A`` itself), for a program variable bound to an argument (``B = A``); every op reads
+    ``A`` through it (:func:`resolve_alias`), and a returned alias is copied, never handed
+    out as the argument's storage. Returns it."""
+    base, tr = resolve_alias(name)
+    second = base + T_SUFFIX * (3 if tr else 2)
+    if second not in sdfg.arrays:
+        st = sparse_type_of(sdfg.arrays[base])
+        sdfg.add_datadesc(second, (st.T if tr else st).structure(transient=True))
+    return second
 
 
 @properties.make_properties
