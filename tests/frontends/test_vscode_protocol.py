@@ -245,6 +245,32 @@ def test_dense_tiling_from_recorded_sizes_and_io_bound(editor, rng):
             if n['type'] == 'LibraryNode'][0].startswith('Q >= ')
 
 
+@dace.program
+def ab(A: ss.CSR[dace.float64, N, M], B: dace.float64[M, K]):
+    return A @ B
+
+
+def test_listing_from_recorded_examples_matches_optimize(editor, rng):
+    """The editor lists the steered transformations exactly where ``ss.optimize`` with the
+    same examples applies them: ``A.T @ B`` (random and banded ``A``) and a banded SpMM,
+    examples recorded with this machine's defaults (threads, cache)."""
+    ext, ws = editor
+    n = 2000
+    offs = range(-3, 4)
+    band = sp.csr_array(sp.diags([np.full(n - abs(o), 1.0 + 0.1 * o) for o in offs], list(offs)))
+    rand = sp.random_array((n, n), density=0.01, format='csr', random_state=9)
+    steered = ('SparseFormatSelection', 'SparseDenseTiling')
+    seen = {}
+    for name, prog, A in (('atb', atb, rand), ('atb', atb, band), ('ab', ab, band)):
+        examples = {'A': A, 'B': rng.standard_normal((n, 64))}
+        listed = {t['transformation'] for t in ext.transformations(_saved(prog, ws, examples))} & set(steered)
+        opt = ss.optimize(prog, matrices=examples)
+        applied = {s.name for s in opt.steps if s.name in steered and s.applied}
+        assert listed == applied, (name, listed, applied)
+        seen[name, A is band] = listed
+    assert 'SparseDenseTiling' in seen['atb', True]  # the banded A.T @ B tiles (as ss.optimize does)
+
+
 def test_non_ascii_docstring_breaks_the_framing(editor):
     """The control: with a docstring holding an em dash, the extension's Content-Length cuts
     the body short and the backend answers 400, as it did for four Sparse transformations."""
