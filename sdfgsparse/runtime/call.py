@@ -20,6 +20,7 @@ from sdfgsparse import errors
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+from sdfgsparse.runtime.aliasing import access_of, check_after, separate
 from sdfgsparse.runtime.marshal import SparseArg, _torch_layout, is_sparse_value, marshal_sparse
 from sdfgsparse.runtime.plan import MISS, build_plan
 
@@ -166,8 +167,10 @@ def copy_back(copies: Dict[str, Any], out: Dict[str, Any], written) -> None:
             continue
         if isinstance(orig, np.ndarray):
             np.copyto(orig, out[name])
-        else:
+        elif hasattr(orig, 'copy_'):  # torch
             orig.copy_(out[name])
+        else:  # CuPy
+            orig[...] = out[name]
 
 
 def written_arguments(sdfg: dace.SDFG) -> frozenset:
@@ -312,6 +315,8 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs):
     fast = prog.__dict__.setdefault('_ss_fast', {})
     key = _call_key(out, descs) if len(values) == len(names) and set(kwargs) <= set(names) else None
     entry = fast.get(key) if key is not None else None
+    # written arguments sharing memory with others: computed through copies (runtime/aliasing.py)
+    pairs = separate(out, copies, access_of(entry[0].sdfg) if entry is not None else None, sparse)
     if entry is not None:
         csdfg, needed = entry
         call = {k: v for k, v in out.items() if k in needed}
@@ -327,6 +332,8 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs):
         csdfg = _compiled_for(prog, out)
         if key is not None:
             _remember(prog, fast, key, out, symbols, csdfg)
+        if pairs and csdfg is not None:
+            check_after(pairs, access_of(csdfg.sdfg), sparse)
     if copies:
         copy_back(copies, out, written_arguments(csdfg.sdfg) if csdfg is not None else copies)
     if key is not None and key in fast:
@@ -531,6 +538,7 @@ class CompiledProgram:
                 _, more, arg, _ = marshal_arguments({name: convert(sparse[name].value, csr)}, {name: csr})
                 sparse[name] = arg[name]
                 symbols.update(more)
+        separate(out, copies, access_of(self.sdfg), sparse)
         _dense_shape_symbols(descs, values, symbols)
         lowered = self.lowered
         shapes = self.__dict__.get('_fpga_symbols')
@@ -587,6 +595,7 @@ class CompiledProgram:
         out, symbols, sparse, copies = marshal_arguments({n: v for n, v in values.items() if n not in device},
                                                          {n: d for n, d in descs.items() if n not in device})
         out.update(device)
+        separate(out, copies, access_of(self.sdfg), sparse)
         origin = {s: 'another argument' for s in symbols}
         for n, v in device.items():  # their sizes: symbols, or checked against them
             for expr, actual in zip(descs[n].shape, v.shape):

@@ -31,6 +31,7 @@ from sdfgsparse.formats.levels import Compressed
 from sdfgsparse.targets.cpu import kernel_checks, storage_check
 from sdfgsparse.ops import shape_checks
 from sdfgsparse.runtime import marshal
+from sdfgsparse.runtime.aliasing import access_of
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members
 from sdfgsparse.runtime.fastcheck import StorageCheck
@@ -210,6 +211,10 @@ class _DenseSlot:
                 return None
         return data_pointer(v) if self.torch is None else v.data_ptr()
 
+    def span(self, v, p: int):
+        """The bytes ``[p, end)`` of ``v`` (bound: C-contiguous, starting at ``p``)."""
+        return ((p, p + (v.nbytes if self.torch is None else v.numel() * v.element_size())), )
+
 
 class _ScalarSlot:
     """One scalar argument (``rs_old: dace.float64``): passed by value. Only values of the
@@ -222,6 +227,9 @@ class _ScalarSlot:
         self.index, self.name = index, name
         self.kind = type(sample)
         self.ctype = desc.dtype.as_ctypes()
+
+    #: (passed by value: no memory to overlap)
+    span = None
 
     def bind(self, v, syms: Dict[str, int]):
         if type(v) is not self.kind:
@@ -310,6 +318,10 @@ class CallPlan:
                 raise NoPlan(f'argument {name}')
             dense_slots.append(_DenseSlot(i, name, desc, descs.get(name), defined, out[name]))
         self.sparse_slots, self.dense_slots = sparse_slots, dense_slots
+        # Arguments the program writes: a call where one shares memory with another
+        # argument takes the full path, which computes through a copy (runtime/aliasing.py)
+        written = access_of(sdfg).written
+        self.written = [i for i, n in enumerate(argnames) if n in written]
         # Arguments whose kernels check their storage: the counter tells after the call
         self.failures = None
         found = kernel_checks.symbols(csdfg._lib, [s.name for s in sparse_slots]) if sparse_slots else None
@@ -378,10 +390,13 @@ class CallPlan:
         keep = []
         origin = {} if self.capacities else None
         in_kernel = []
+        spans = {} if self.written else None
         for slot in self.sparse_slots:
             obj = slot.bind(args[slot.index], syms, origin, keep, in_kernel)
             if obj is None:
                 return MISS
+            if spans is not None:  # (bind kept the member arrays last)
+                spans[slot.index] = [(p, p + a.nbytes) for a in keep[-1].values() for p in (data_pointer(a), )]
             keep.append(obj)
             ptrs[slot.index] = ctypes.addressof(obj)
         for slot in self.dense_slots:
@@ -389,6 +404,10 @@ class CallPlan:
             if p is None:
                 return MISS
             ptrs[slot.index] = p
+            if spans is not None and slot.span is not None:
+                spans[slot.index] = slot.span(args[slot.index], p)
+        if spans is not None and _crossing(spans, self.written):
+            return MISS
         for fa, fb in self.shape_rules:
             if fa(syms) != fb(syms):
                 return MISS
@@ -416,6 +435,19 @@ class CallPlan:
             from sdfgsparse.runtime.call import _to_torch
             res = _to_torch(res)
         return res
+
+
+def _crossing(spans: Dict[int, Sequence], written: Sequence[int]) -> bool:
+    """Whether the memory of a written argument shares a byte with another argument's
+    (``spans``: argument index -> its ``(start, end)`` byte ranges)."""
+    for w in written:
+        for s0, e0 in spans.get(w, ()):
+            for o, ranges in spans.items():
+                if o != w:
+                    for s1, e1 in ranges:
+                        if s0 < e1 and s1 < e0:
+                            return True
+    return False
 
 
 def build_plan(csdfg, argnames, descs, out, sparse, values, torch_out) -> Optional[CallPlan]:

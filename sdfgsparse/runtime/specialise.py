@@ -99,8 +99,9 @@ def _array_ok(w: _Writer, var: str, dtype_name: str, extra: str = '', torch: boo
         w.miss_unless(f'{var}.dtype == {dtype_name} and {var}.ndim == 1 and {var}.flags.c_contiguous{extra}')
 
 
-def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
-    """Lines binding sparse argument ``slot``; returns the source of its struct's address."""
+def _sparse(w: _Writer, k: int, slot, defined: set, spans: Optional[dict]) -> str:
+    """Lines binding sparse argument ``slot``; returns the source of its struct's address.
+    With ``spans``, the byte ranges of its members go there (local names of start and end)."""
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
     if slot.source == 'scipy':
@@ -168,12 +169,19 @@ def _sparse(w: _Writer, k: int, slot, defined: set) -> str:
         else:
             w.put(f's[{sym!r}] = {values[key]}')
             defined.add(sym)
+    if spans is not None:  # the members' pointers as locals: the struct and the overlap check read them
+        spans[slot.index] = []
+        for m in ('pos1', 'crd1', 'vals'):
+            size = f'{m}_{k}.numel() * {m}_{k}.element_size()' if torch else f'{m}_{k}.nbytes'
+            w.put(f'q{m}_{k} = {ptr(f"{m}_{k}")}; z{m}_{k} = q{m}_{k} + {size}')
+            spans[slot.index].append((f'q{m}_{k}', f'z{m}_{k}'))
+        ptr = 'q{}'.format
     fields = ', '.join(ptr(f'{f}_{k}') if is_array else values[f] for f, is_array in slot.fields)
     w.put(f'st{k} = {w.const(f"STRUCT{k}", slot.struct_cls)}({fields})')
     return f'addressof(st{k})'
 
 
-def _dense(w: _Writer, k: int, slot) -> str:
+def _dense(w: _Writer, k: int, slot, spans: Optional[dict]) -> str:
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
     if slot.torch is not None:
@@ -187,6 +195,11 @@ def _dense(w: _Writer, k: int, slot) -> str:
         w.miss_unless(f'type({v}) is ndarray and {v}.dtype == {dt} and {v}.ndim == {slot.ndim} and '
                       f'{v}.flags.c_contiguous')
         pointer = f'dp({v})'
+    if spans is not None:
+        size = f'{v}.numel() * {v}.element_size()' if slot.torch is not None else f'{v}.nbytes'
+        w.put(f'q{k} = {pointer}; z{k} = q{k} + {size}')
+        spans[slot.index] = [(f'q{k}', f'z{k}')]
+        pointer = f'q{k}'
     for j, (d, sym, fn) in enumerate(slot.dims):
         if sym is not None:
             w.put(f's[{sym!r}] = {v}.shape[{d}]')
@@ -195,7 +208,7 @@ def _dense(w: _Writer, k: int, slot) -> str:
     return pointer
 
 
-def _scalar(w: _Writer, k: int, slot) -> str:
+def _scalar(w: _Writer, k: int, slot, spans: Optional[dict]) -> str:
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
     w.miss_unless(f'type({v}) is {w.const(f"KIND{k}", slot.kind)}')
@@ -218,11 +231,17 @@ def specialise(plan) -> Optional[Callable]:
     w.put('in_kernel = False')
     ptrs = {}
     defined = set(plan.constants)
+    spans = {} if plan.written else None
     for k, slot in enumerate(plan.sparse_slots):
-        ptrs[slot.index] = _sparse(w, k, slot, defined)
+        ptrs[slot.index] = _sparse(w, k, slot, defined, spans)
     for k, slot in enumerate(plan.dense_slots, start=len(plan.sparse_slots)):
         assert isinstance(slot, (_ScalarSlot, _DenseSlot))
-        ptrs[slot.index] = (_scalar if isinstance(slot, _ScalarSlot) else _dense)(w, k, slot)
+        ptrs[slot.index] = (_scalar if isinstance(slot, _ScalarSlot) else _dense)(w, k, slot, spans)
+    if spans is not None:  # a written argument sharing memory with another: the full path copies it
+        crossings = [f'({s0} < {e1} and {s1} < {e0})' for i in plan.written for s0, e0 in spans.get(i, ())
+                     for o, ranges in spans.items() if o != i for s1, e1 in ranges]
+        if crossings:
+            w.put(f'if {" or ".join(crossings)}: return MISS')
     for j, (fa, fb) in enumerate(plan.shape_rules):
         w.miss_unless(f'{w.const(f"RULE{j}A", fa)}(s) == {w.const(f"RULE{j}B", fb)}(s)')
     for j, (_, ret) in enumerate(plan.returns):
