@@ -30,7 +30,7 @@ from sdfgsparse.scripting.sdfg_grammar import UnsafeSDFGError, check_sdfg_json
 __all__ = [
     'ScriptingError', 'load_sdfg', 'save_sdfg', 'argument_names', 'result_names', 'describe', 'split_assignment',
     'stem', 'read_argument', 'read_arguments', 'folder_arguments', 'parse_json_value', 'write_result', 'summary',
-    'result_paths', 'close_names', 'check_output', 'MATRIX_SUFFIXES', 'ARRAY_SUFFIXES'
+    'result_paths', 'close_names', 'check_output', 'available_memory', 'MATRIX_SUFFIXES', 'ARRAY_SUFFIXES'
 ]
 
 #: Suffixes of argument files, longest first (a stem drops the first that matches).
@@ -267,9 +267,66 @@ def folder_arguments(sdfg: dace.SDFG, folder: str) -> Tuple[Dict[str, str], List
     return found, ignored
 
 
+def available_memory() -> int:
+    """Bytes this process may still allocate: the machine's available memory
+    (``MemAvailable``, else free pages), and no more than the address-space limit
+    (``RLIMIT_AS``) leaves beside what the process already maps."""
+    avail = None
+    try:
+        with open('/proc/meminfo') as f:
+            for line in f:
+                if line.startswith('MemAvailable:'):
+                    avail = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf('SC_AVPHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+        except (ValueError, OSError, AttributeError):
+            avail = 1 << 62  # unknown: the file checks still apply
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            with open('/proc/self/statm') as f:
+                mapped = int(f.read().split()[0]) * os.sysconf('SC_PAGE_SIZE')
+            avail = min(avail, max(0, soft - mapped))
+    except (ImportError, OSError, ValueError):
+        pass
+    return avail
+
+
+def _gib(n: float) -> str:
+    return f'{n / 2**30:.1f} GiB' if n >= 2**28 else f'{n / 2**20:.1f} MiB'
+
+
+def _check_memory(name: str, path: str, need: int, what: str, share: float = 1.0) -> None:
+    """:class:`ScriptingError` when ``need`` bytes are more than ``share`` of the memory
+    available (:func:`available_memory`)."""
+    avail = available_memory()
+    if need > avail * share:
+        part = '' if share >= 1 else f' (an argument may take {share:.0%} of it: the program needs room too)'
+        raise ScriptingError(f'{name}={path}: {what} would need about {_gib(need)}, and {_gib(avail)} is available'
+                             f'{part}; nothing was read')
+
+
 def _read_npy(name: str, path: str) -> np.ndarray:
     if not os.path.isfile(path):
         raise ScriptingError(f'{name}={path}: no such file')
+    try:
+        with open(path, 'rb') as f:  # the header first: its shape against the file's size and the memory
+            version = np.lib.format.read_magic(f)
+            shape, fortran, dtype = np.lib.format._read_array_header(f, version, max_header_size=10000)
+            offset = f.tell()
+        if not dtype.hasobject:
+            need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            held = os.path.getsize(path) - offset
+            if need > held:
+                raise ScriptingError(f'{name}={path}: the header claims a {dtype} array of shape {tuple(shape)} '
+                                     f'({need} bytes), the file holds {held} bytes of data')
+            _check_memory(name, path, need, f'its {dtype} array of shape {tuple(shape)}')
+    except (OSError, ValueError, EOFError) as exc:
+        raise ScriptingError(f'{name}={path}: not a readable .npy file ({_first_line(exc)})') from None
     try:
         return np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
@@ -283,7 +340,11 @@ def _read_matrix_market(name: str, path: str, desc: dace.data.Data):
         raise ScriptingError(f'{name}={path}: no such file')
     # by file name: scipy opens .gz itself (an open binary file aborts scipy 1.17's reader)
     try:
-        field = scipy.io.mminfo(path)[4]
+        rows, cols, entries, layout, field, symmetry = scipy.io.mminfo(path)
+    except Exception as exc:  # scipy raises ValueError, IndexError, OSError, RuntimeError ...
+        raise ScriptingError(f'{name}={path}: not a readable Matrix Market file ({_first_line(exc)})') from None
+    _check_matrix_market_sizes(name, path, desc, rows, cols, entries, layout, field)
+    try:
         value = scipy.io.mmread(path)
     except Exception as exc:  # scipy raises ValueError, IndexError, OSError, RuntimeError ...
         raise ScriptingError(f'{name}={path}: not a readable Matrix Market file ({_first_line(exc)})') from None
@@ -305,6 +366,44 @@ def _read_matrix_market(name: str, path: str, desc: dace.data.Data):
     if isinstance(desc, dace.data.Array) and len(desc.shape) == 1 and dense.ndim == 2 and 1 in dense.shape:
         dense = dense.reshape(-1)  # a vector is an n x 1 (or 1 x n) matrix in the file
     return np.ascontiguousarray(_checked_cast(name, path, dense, dtype, desc))
+
+
+def _lines(path: str) -> int:
+    """The number of lines of a (possibly gzip-compressed) text file, read in blocks."""
+    import gzip
+    count = 0
+    last = b'\n'
+    with (gzip.open if path.endswith('.gz') else open)(path, 'rb') as f:
+        while True:
+            block = f.read(1 << 20)
+            if not block:
+                break
+            count += block.count(b'\n')
+            last = block[-1:]
+    return count + (last != b'\n')
+
+
+def _check_matrix_market_sizes(name, path, desc, rows, cols, entries, layout, field) -> None:
+    """The sizes a Matrix Market header claims, against the entries the file holds (one a
+    line) and the memory reading and converting them would take: :class:`ScriptingError`
+    before anything is allocated."""
+    if min(rows, cols, entries) < 0:
+        raise ScriptingError(f'{name}={path}: the header claims a negative size ({rows} x {cols}, {entries} entries)')
+    stored = entries if layout == 'coordinate' else rows * cols
+    if layout != 'coordinate' and entries != stored and entries > 0:
+        stored = entries  # a symmetric array lists one triangle
+    lines = _lines(path)
+    if stored > lines:
+        raise ScriptingError(f'{name}={path}: the header claims {rows} x {cols} with {stored} entries, but the file '
+                             f'holds {lines} lines')
+    value_bytes = 16 if field == 'complex' else 8
+    need = stored * (value_bytes + (16 if layout == 'coordinate' else 0))  # what scipy reads
+    if is_sparse_desc(desc):  # a COO copy, then the format's arrays: pointers per row (or column) while converting
+        need += 2 * stored * (value_bytes + 16) + 2 * (max(rows, cols) + 1) * 8
+    elif not isinstance(desc, dace.data.Scalar):
+        need += rows * cols * max(value_bytes, np.dtype(desc.dtype.as_numpy_dtype()).itemsize)  # the dense array
+    entries_text = f'{stored} entr{"y" if stored == 1 else "ies"}'
+    _check_memory(name, path, need, f'a {rows} x {cols} matrix with {entries_text}', share=0.5)
 
 
 def _checked_cast(name: str, path: str, values: np.ndarray, dtype: np.dtype, desc) -> np.ndarray:
