@@ -43,6 +43,7 @@ import dace
 from sdfgsparse import errors
 from sdfgsparse.analysis.iterations import iteration_count
 from sdfgsparse.analysis.schedules import Machine
+from sdfgsparse.analysis.user_symbols import readable, user_symbol_names
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.ops.dense_matmul import select_dense_products
 from sdfgsparse.ops.spmm import SpMM
@@ -97,6 +98,9 @@ class OptimizedProgram:
     #: the data-movement model's decisions (:class:`sdfgsparse.analysis.schedules.Decision`),
     #: applied or not, in pipeline order
     decisions: List[Any] = field(default_factory=list)
+    #: internal size symbol -> the user's name (``nnz(A)``) in :meth:`report`, before and
+    #: after the pipeline (a format change renames an argument's sizes)
+    symbol_names: Dict[str, str] = field(default_factory=dict)
     #: where conversions are made: what keeps each call within bounds (the program's own
     #: formats, compiled on demand, for a matrix the chosen format would blow up)
     guard: Optional[FormatGuard] = None
@@ -143,7 +147,7 @@ class OptimizedProgram:
         if self.guard is not None and self.guard.events:
             lines.append('  calls that ran the program\'s own formats (the chosen one would not fit):')
             lines += [f'    {e}' for e in self.guard.events]
-        return '\n'.join(lines)
+        return readable('\n'.join(lines), self.symbol_names)
 
     def fpga_report(self, **symbols) -> str:
         """``target='fpga'``: the resource and performance model of the lowered program
@@ -337,6 +341,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     result = OptimizedProgram(sdfg, target=target)
     own = copy.deepcopy(sdfg) if formats and recorded_names(sdfg) else None  # (the fallback's start)
     result.iterations_before = _count(sdfg)
+    result.symbol_names = user_symbol_names(sdfg)
 
     def step(name, fn, detail_fn):
         t0 = time.perf_counter()
@@ -452,5 +457,6 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         step('FPGA lowering', lower_fpga, fpga_detail)
     sdfg.validate()
     result.iterations_after = _count(sdfg)
+    result.symbol_names = {**result.symbol_names, **user_symbol_names(sdfg)}
     result.heuristics_s = time.perf_counter() - t_start
     return result

@@ -8,6 +8,7 @@ from dace import properties
 from sdfgsparse._dace_compat import NOTES
 from sdfgsparse.analysis.io_pass import IOLowerBoundPass
 from sdfgsparse.analysis.lower_bound import IOBoundResult, io_lower_bound
+from sdfgsparse.analysis.user_symbols import readable
 from sdfgsparse.analysis.sparse_models import STAT_KEYS
 from sdfgsparse.ops.base import SparseLibraryNode
 from sdfgsparse.transformations.examples import recorded_all_stats, recorded_sizes
@@ -53,11 +54,13 @@ class SparseIOLowerBound(IOLowerBoundPass):
             names = {s.name for s in result.total.free_symbols}
             if names <= set(sizes):
                 words = result.evaluate(**{k: v for k, v in sizes.items() if k in names})
-                summary['at_examples'] = {'words': words, 'bytes_float64': 8 * words, 'sizes': sizes}
+                summary['at_examples'] = {'words': words, 'bytes_float64': 8 * words,
+                                          'sizes': {result.names.get(k, k): v for k, v in sizes.items()}}
         notes = dict(getattr(sdfg, NOTES))
         notes[KEY] = summary
         setattr(sdfg, NOTES, notes)
-        bounds = {o.name: f'Q >= {o.bound} words ({o.op}; |V| = {o.model.volume})' for o in result.sparse_ops}
+        bounds = {o.name: readable(f'Q >= {o.bound} words ({o.op}; |V| = {o.model.volume})', result.names)
+                  for o in result.sparse_ops}
         for node, _ in sdfg.all_nodes_recursive():
             if isinstance(node, SparseLibraryNode):
                 node.io_lower_bound = bounds.get(node.label, 'not analysed (see sparse_notes of the SDFG)')

@@ -22,6 +22,7 @@ from typing import Dict, List, Mapping, Optional, Tuple, Union
 import dace
 import sympy
 
+from sdfgsparse.analysis.user_symbols import readable, user_symbol_names
 from sdfgsparse.analysis.errors import (InvalidCacheSizeError, SkippedNodeWarning, StatsError, SymbolClashError,
                                         UnboundSymbolError, UnsupportedProgramError)
 from sdfgsparse.analysis.program_model import LibraryCall, ProgramModel
@@ -109,6 +110,9 @@ class IOBoundResult:
         self.skipped: List[str] = skipped
         self.notes: List[str] = notes
         self.cache_size = cache_size
+        #: internal size symbol -> the user's name (``nnz(A)``), used in the text and dict
+        #: forms (:attr:`total` and :meth:`evaluate` keep the program's symbols)
+        self.names: Dict[str, str] = {}
 
     @property
     def leading(self) -> sympy.Expr:
@@ -125,7 +129,20 @@ class IOBoundResult:
         return float(self.total.xreplace({by_name[k]: sympy.sympify(v) for k, v in values.items() if k in by_name}))
 
     def to_dict(self) -> dict:
-        """A JSON-serialisable summary (expressions as strings)."""
+        """A JSON-serialisable summary (expressions as strings, sizes by the user's names)."""
+
+        def show(o):
+            if isinstance(o, str):
+                return readable(o, self.names)
+            if isinstance(o, dict):
+                return {k: show(v) for k, v in o.items()}
+            if isinstance(o, list):
+                return [show(v) for v in o]
+            return o
+
+        return show(self._dict())
+
+    def _dict(self) -> dict:
         return {
             'program': self.label,
             'cache_size': _pretty(self.cache_size),
@@ -188,13 +205,13 @@ class IOBoundResult:
             lines.append('  skipped (not analysed): ' + ', '.join(self.skipped))
         for n in self.notes:
             lines.append(f'  note: {n}')
-        return '\n'.join(lines)
+        return readable('\n'.join(lines), self.names)
 
     def __str__(self):
         return self.table()
 
     def __repr__(self):
-        return f'IOBoundResult({self.label}: Q >= {_pretty(self.total)})'
+        return readable(f'IOBoundResult({self.label}: Q >= {_pretty(self.total)})', self.names)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -500,4 +517,6 @@ def io_lower_bound(sdfg_or_program, cache_size: Optional[int] = None, stats: Opt
     if model.skipped:
         warnings.warn(f'{sdfg.label}: not analysed (their traffic is not in the bound): {", ".join(model.skipped)}',
                       SkippedNodeWarning, stacklevel=2)
-    return analyse_model(model, cache, stats, matrices, sdfg.label)
+    result = analyse_model(model, cache, stats, matrices, sdfg.label)
+    result.names = user_symbol_names(sdfg)
+    return result

@@ -3,6 +3,8 @@
 ``ss.optimize`` and ``sdfgsparse optimize`` without matrices (format selection, tiling), and
 the SparseIOLowerBound pass on programs whose sparse arguments no analysed node reads
 (SDDMM before loop ordering, ``(A - B).T @ x``, attention). Nothing compiles here."""
+import re
+
 import dace
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from dace.transformation.pass_pipeline import Pipeline
 import sdfgsparse as ss
 from sdfgsparse.cli import main
 from sdfgsparse.transformations import SparseIOLowerBound
+from sdfgsparse.transformations.examples import recorded_sizes
 
 M, N, K, D, F = (dace.symbol(s) for s in 'MNKDF')
 
@@ -97,10 +100,17 @@ def test_io_bound_pass_with_recorded_examples(name, tmp_path, rng):
     _, sdfg = _annotated(prog, examples, tmp_path)
     with pytest.warns(UserWarning, match='not analysed'):  # (the nodes the bound skips, as without examples)
         result = Pipeline([SparseIOLowerBound(cache_words=4096)]).apply_pass(sdfg, {})['SparseIOLowerBound']
-    at = sdfg.sparse_notes['io_lower_bound']['at_examples']
-    assert at['words'] == pytest.approx(result.evaluate(**{s.name: at['sizes'][s.name]
-                                                            for s in result.total.free_symbols}))
+    notes = sdfg.sparse_notes['io_lower_bound']
+    at = notes['at_examples']
+    sizes = recorded_sizes(sdfg)
+    assert at['words'] == pytest.approx(result.evaluate(**{s.name: sizes[s.name] for s in result.total.free_symbols}))
     assert at['words'] >= 50 + 40  # reads the dense operands at least once
+    # the user's names, never the internal symbols (15a)
+    first = next(iter(examples))
+    assert at['sizes'][f'nnz({first})'] == S.nnz
+    if name != 'sddmm':  # (the unreordered SDDMM's bound is dense: K*M*N/32)
+        assert f'Q >= ' in str(result) and 'nnz(' in str(result).split('\n')[1]
+    assert not re.search(r'ss[0-9a-f]+_n1', str(notes) + str(result) + repr(result)), str(result)
     # the same statistic given by hand for an argument no analysed node reads is accepted too
     from sdfgsparse.analysis import io_lower_bound
     with pytest.warns(UserWarning, match='not analysed'):
@@ -108,3 +118,15 @@ def test_io_bound_pass_with_recorded_examples(name, tmp_path, rng):
     with pytest.raises(ss.errors.SparseError, match="stats\\['Z'\\]: the program has no sparse operand 'Z'"), \
             pytest.warns(UserWarning, match='not analysed'):
         io_lower_bound(prog.to_sdfg(), 4096, stats={'Z': {'nnz': 3}})
+
+
+def test_reports_name_sizes_as_the_user_does(tmp_path, rng):
+    """opt.report() and the bound's text say nnz(A), never the format layer's symbol (15a)."""
+    A = sp.random_array((1000, 1000), density=0.05, format='csr', random_state=5)
+    opt = ss.optimize(atb, matrices={'A': A, 'B': rng.standard_normal((1000, 64))})
+    text = opt.report()
+    assert 'nnz(A)' in text and not re.search(r'ss[0-9a-f]+_n\d', text), text
+    from sdfgsparse.analysis import io_lower_bound
+    result = io_lower_bound(atb, 4096)
+    assert 'nnz(A)' in result.table() and not re.search(r'ss[0-9a-f]+_n\d', result.table() + result.to_json())
+    assert result.evaluate(**{s.name: 10 for s in result.total.free_symbols}) > 0  # (evaluate keeps the symbols)
