@@ -14,13 +14,14 @@ line ``sdfgsparse <command>: <what is wrong>`` (and, where it helps, ``hint: ...
 stderr, never a traceback. Argument and result files: :mod:`sdfgsparse.scripting.files`.
 """
 import argparse
+import copy
 import functools
 import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from sdfgsparse import errors
-from sdfgsparse.scripting import files
+from sdfgsparse.scripting import files, verify
 from sdfgsparse.scripting.files import ScriptingError
 
 __all__ = ['add_parsers', 'quiet_dace', 'xforms_list', 'xforms_apply', 'optimize', 'annotate',
@@ -215,6 +216,7 @@ def xforms_apply(args) -> int:
                       hint='`sdfgsparse xforms list FILE.sdfg --all` lists those that match')
     options = _parse_options(cls, args.set)
     sdfg = files.load_sdfg(args.sdfg)
+    original = None if args.no_verify else copy.deepcopy(sdfg)
     opts = [options] if options else None
     found = _matches(sdfg, [cls], opts, args.where)
     if not found:
@@ -245,9 +247,23 @@ def xforms_apply(args) -> int:
         print(f'({len(found) - 1} other match{"es" if len(found) > 2 else ""} left: --index I picks one, '
               '--every applies all)')
     _validate(sdfg, f'after {args.name}')
+    if original is not None:
+        _verify(original, sdfg, args.name)
     files.save_sdfg(sdfg, out)
     print(f'saved {out}')
     return 0
+
+
+def _verify(before, after, name: str) -> None:
+    """Run the SDFG before and after on random inputs (:mod:`.verify`); a difference or
+    an SDFG that cannot be run is a failure (exit 1, nothing saved)."""
+    try:
+        compared = verify.verify_transformation(before, after, name)
+    except verify.VerificationError as exc:
+        raise _Failed(f'{exc}; nothing saved', code=1,
+                      hint='--no-verify saves it without this check') from None
+    print(f'verified: {_count(compared, "output")} {"agrees" if compared == 1 else "agree"} before and after '
+          f'{name} on two sets of random inputs')
 
 
 def _apply(match: _Match, name: str) -> str:
@@ -491,10 +507,11 @@ def add_parsers(subparsers) -> None:
                 'Apply transformation NAME (one of sdfgsparse\'s or any DaCe pattern transformation, by class '
                 'name) at its first match (--index I: the I-th; --every: every match, matching again after each '
                 f'application; a transformation still matching after {EVERY_LIMIT} applications is refused, nothing '
-                'saved), validate the SDFG and save it. --where keeps the matches whose '
+                'saved), validate the SDFG, prove the result (run it before and after on small random inputs of the '
+                'declared shapes and formats and compare every output; --no-verify skips this) and save it. --where keeps the matches whose '
                 'description (as `xforms list` prints it: cfg, state, node labels; an access node is labelled '
                 'with its data name) contains TEXT. Exit '
-                'status 1 when nothing matches, 2 for an unknown name or property.',
+                'status 1 when nothing matches or the result changes, 2 for an unknown name or property.',
                 '  sdfgsparse xforms apply gcn.sdfg SparseEpilogueFusion -o gcn_fused.sdfg\n'
                 '  sdfgsparse xforms apply gcn.sdfg MapTiling --where _numpy_maximum --set \'tile_sizes=[32]\' '
                 '-o gcn_tiled.sdfg\n'
@@ -507,6 +524,10 @@ def add_parsers(subparsers) -> None:
     p.add_argument('--set', action='append', default=[], metavar='PROP=VALUE',
                    help='set a property of the transformation (VALUE is JSON when it parses, else a string; repeat '
                    'for more)')
+    p.add_argument('--no-verify', action='store_true',
+                   help='save without running the SDFG before and after on random inputs of the declared shapes and '
+                   'formats (by default a transformation that changes any output, or an SDFG that cannot be run '
+                   'here, is not saved: exit 1)')
     _save_options(p)
     p.set_defaults(func=xforms_apply)
 

@@ -96,6 +96,7 @@ def test_xforms_apply_epilogue_fusion_agrees_with_the_original_and_scipy(sdfgs, 
     code, out, err = _run(['xforms', 'apply', sdfgs['gcn'], 'SparseEpilogueFusion', '-o', fused], capsys)
     assert code == 0, err
     assert out.count('applied SparseEpilogueFusion at') == 1 and f'saved {fused}' in out
+    assert 'verified: 1 output agrees before and after SparseEpilogueFusion on two sets of random inputs' in out
     again = dace.SDFG.from_file(str(fused))
     again.validate()
     assert [type(h).__name__ for h in again.transformation_hist] == ['SparseEpilogueFusion']
@@ -113,6 +114,22 @@ def test_xforms_apply_epilogue_fusion_agrees_with_the_original_and_scipy(sdfgs, 
     assert out.startswith('result: float64 array of shape (40, 3)')
 
 
+def test_xforms_apply_refuses_a_transformation_that_changes_the_result(sdfgs, tmp_path, capsys):
+    """MapTiling with tile_sizes=[-1] validates but computes another result (it differed by
+    up to 11 on the GCN and was saved): the run before and after on random inputs catches
+    it, nothing is saved, exit 1; --no-verify saves it unchecked."""
+    tiled = tmp_path / 'tiled.sdfg'
+    argv = ['xforms', 'apply', sdfgs['gcn'], 'MapTiling', '--set', 'tile_sizes=[-1]', '-o', tiled]
+    code, out, err = _run(argv, capsys)
+    assert code == 1 and not tiled.exists() and 'saved' not in out
+    lines = err.splitlines()
+    assert lines[0].startswith('sdfgsparse xforms apply: MapTiling changes the result: output result differs by up to ')
+    assert lines[0].endswith('; nothing saved') and lines[1] == 'hint: --no-verify saves it without this check'
+    assert float(lines[0].split('differs by up to ')[1].split()[0]) > 1e-6
+    code, out, err = _run(argv + ['--no-verify'], capsys)
+    assert code == 0 and tiled.exists() and 'verified' not in out
+
+
 def test_xforms_apply_unknown_name_suggests_close_ones(sdfgs, tmp_path, capsys):
     code, out, err = _run(['xforms', 'apply', sdfgs['gcn'], 'SparseEpilogFusion', '-o', tmp_path / 'x.sdfg'], capsys)
     assert code == 2
@@ -124,15 +141,16 @@ def test_xforms_apply_unknown_name_suggests_close_ones(sdfgs, tmp_path, capsys):
 def test_xforms_apply_where_index_every_and_set(sdfgs, tmp_path, capsys):
     out_sdfg = tmp_path / 'tiled.sdfg'
     code, out, err = _run(['xforms', 'apply', sdfgs['gcn'], 'MapTiling', '--where', '_numpy_maximum', '--set',
-                           'tile_sizes=[8]', '-o', out_sdfg], capsys)
+                           'tile_sizes=[8]', '-o', out_sdfg, '--no-verify'], capsys)
     assert code == 0, err
     assert out.count('applied MapTiling at') == 1 and '_numpy_maximum' in out and 'other match' not in out
     tiled = dace.SDFG.from_file(str(out_sdfg))
     hist = tiled.transformation_hist
     assert len(hist) == 1 and tuple(hist[0].tile_sizes) == (8, )
-    code, out, _ = _run(['xforms', 'apply', sdfgs['gcn'], 'MapTiling', '-o', out_sdfg], capsys)
+    code, out, _ = _run(['xforms', 'apply', sdfgs['gcn'], 'MapTiling', '-o', out_sdfg, '--no-verify'], capsys)
     assert code == 0 and '(1 other match left' in out
-    code, out, _ = _run(['xforms', 'apply', sdfgs['gcn'], 'MapExpansion', '--every', '-o', out_sdfg], capsys)
+    code, out, _ = _run(['xforms', 'apply', sdfgs['gcn'], 'MapExpansion', '--every', '-o', out_sdfg, '--no-verify'],
+                        capsys)
     assert code == 0 and out.count('applied MapExpansion at') == 2
     code, _, err = _run(['xforms', 'apply', sdfgs['gcn'], 'MapTiling', '--index', '5', '-o', out_sdfg], capsys)
     assert code == 2 and '--index 5: MapTiling has 2 matches (--index 0 to 1)' in err

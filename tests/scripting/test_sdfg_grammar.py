@@ -241,7 +241,7 @@ def test_sdfgs_of_dace_our_frontend_and_pipeline_still_load(documents, tmp_path,
         sdfg.save(str(path))
         loaded = files.load_sdfg(str(path))
         assert loaded.name == sdfg.name
-    code, _, err = _run(['xforms', 'apply', tmp_path / 'loopy.sdfg', 'MapExpansion', '-o', tmp_path / 'hist.sdfg',
+    code, _, err = _run(['xforms', 'apply', tmp_path / 'loopy.sdfg', 'MapTiling', '-o', tmp_path / 'hist.sdfg',
                          '--no-verify'], capsys)
     assert code == 0, err
     assert files.load_sdfg(str(tmp_path / 'hist.sdfg')).transformation_hist

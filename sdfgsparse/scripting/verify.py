@@ -1,0 +1,182 @@
+"""Differential verification of a transformed SDFG, as FuzzyFlow does: run the SDFG before
+and after on small generated inputs of the declared shapes and formats, and compare every
+returned value and every argument the program writes.
+
+:func:`verify_transformation` draws small symbol values (2 to 9) for the symbols no
+argument fixes by its shape alone, then each argument from its descriptor: a random
+sparse matrix (density 0.3, with empty rows, seeded) converted to the declared format and
+dtypes, a dense array of the declared shape and dtype (integers in ``[0, smallest size)``,
+so that index arrays stay in range), a number for a scalar. Both SDFGs are compiled and
+called with copies of the same inputs, ``trials`` times; the first output that differs
+beyond rounding (``rtol`` for the dtype) is a :class:`VerificationError` naming the
+transformation, the output and the maximum difference. What cannot be run here (a
+GPU-lowered SDFG, an argument of a kind we cannot generate, a build failure) is a
+:class:`VerificationError` too: unverified is not verified.
+"""
+import copy
+from typing import Any, Dict, List, Optional, Tuple
+
+import dace
+import numpy as np
+
+from sdfgsparse import errors
+from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+
+__all__ = ['VerificationError', 'random_arguments', 'verify_transformation', 'outputs']
+
+
+class VerificationError(errors.SparseError, RuntimeError):
+    """A transformation changed what the program computes, or could not be checked."""
+
+
+def _evaluate(expr, symbols: Dict[str, int]) -> int:
+    value = dace.symbolic.pystr_to_symbolic(str(expr)) if not isinstance(expr, (int, np.integer)) else expr
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    value = value.subs({dace.symbolic.symbol(k): v for k, v in symbols.items()})
+    try:
+        return int(value)
+    except TypeError:
+        raise VerificationError(f'cannot size {expr} from the symbols {symbols}') from None
+
+
+def _symbols(sdfg: dace.SDFG, rng: np.random.Generator) -> Dict[str, int]:
+    from sdfgsparse.runtime.capacity import PREFIX
+    names = sorted(set(map(str, sdfg.free_symbols)) | {str(s) for n in _arg_names(sdfg)
+                                                         for s in _desc_symbols(sdfg.arrays[n])})
+    return {s: int(rng.integers(2, 10)) for s in names if not s.startswith(PREFIX)}
+
+
+def _desc_symbols(desc) -> List[str]:
+    if is_sparse_desc(desc):
+        return [str(s) for s in sparse_type_of(desc).free_symbols]
+    return [str(s) for s in getattr(desc, 'free_symbols', ())]
+
+
+def _arg_names(sdfg: dace.SDFG) -> List[str]:
+    if sdfg.arg_names:
+        return list(sdfg.arg_names)
+    return [n for n, d in sdfg.arrays.items() if not d.transient and not n.startswith('__return')]
+
+
+def _dense(rng, shape, dtype: np.dtype, smallest: int):
+    if dtype.kind == 'b':
+        return rng.random(shape) < 0.5
+    if dtype.kind in 'iu':
+        return rng.integers(0, max(1, smallest), size=shape).astype(dtype)
+    if dtype.kind == 'c':
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def random_arguments(sdfg: dace.SDFG, seed: int = 0) -> Tuple[Dict[str, Any], Dict[str, int]]:
+    """``({argument: value}, {symbol: value})``: small random inputs of the declared shapes,
+    formats and dtypes (module docstring), reproducible from ``seed``."""
+    import scipy.sparse as sp
+    from sdfgsparse.runtime.convert import convert
+    rng = np.random.default_rng(seed)
+    symbols = _symbols(sdfg, rng)
+    smallest = min(symbols.values(), default=4)
+    values: Dict[str, Any] = {}
+    for name in _arg_names(sdfg):
+        desc = sdfg.arrays[name]
+        if is_sparse_desc(desc):
+            st = sparse_type_of(desc)
+            rows, cols = _evaluate(st.rows, symbols), _evaluate(st.cols, symbols)
+            A = sp.random_array((rows, cols), density=0.3, format='csr', rng=rng)
+            if rows > 2:
+                A = sp.csr_array(A.multiply((np.arange(rows) % 3 != 1)[:, None]))  # empty rows
+            A = sp.coo_array(A)
+            A.data = _dense(rng, A.data.shape, np.dtype(st.dtype.type), smallest)
+            values[name] = convert(A, desc)
+        elif isinstance(desc, dace.data.Scalar):
+            values[name] = _dense(rng, (), np.dtype(desc.dtype.as_numpy_dtype()), smallest)[()]
+        elif isinstance(desc, dace.data.Array):
+            shape = tuple(_evaluate(s, symbols) for s in desc.shape)
+            values[name] = _dense(rng, shape, np.dtype(desc.dtype.as_numpy_dtype()), smallest)
+        else:
+            raise VerificationError(f'cannot generate an input for {name} ({type(desc).__name__})')
+    return values, symbols
+
+
+def outputs(sdfg: dace.SDFG, values: Dict[str, Any], symbols: Dict[str, int]) -> Dict[str, np.ndarray]:
+    """Compile ``sdfg`` and call it on copies of ``values``: ``{output: dense array}`` for
+    each returned value (``result``, ``result_0`` ...) and each argument it writes."""
+    from dace.codegen.exceptions import CompilationError
+    from sdfgsparse.runtime.call import CompiledProgram, written_arguments
+    from sdfgsparse.transformations.examples import bind_sizes
+    args = copy.deepcopy(values)
+    bound = bind_sizes(sdfg, args)
+    program = CompiledProgram(sdfg)
+    try:
+        program.build()
+    except CompilationError as exc:
+        text = str(exc).strip().splitlines()
+        raise VerificationError(f'{sdfg.name} does not compile ({text[0] if text else type(exc).__name__})') from None
+    result = program(**args, **{k: v for k, v in symbols.items() if k not in bound})
+    out: Dict[str, np.ndarray] = {}
+    got = [] if result is None else list(result) if isinstance(result, tuple) else [result]
+    for i, value in enumerate(got):
+        out['result' if len(got) == 1 else f'result_{i}'] = _as_dense(value)
+    for name in sorted(written_arguments(sdfg)):
+        if name in args:
+            out[name] = _as_dense(args[name])
+    return out
+
+
+def _as_dense(value) -> np.ndarray:
+    import scipy.sparse as sp
+    from sdfgsparse.runtime.container import SparseMatrix
+    if isinstance(value, SparseMatrix):
+        value = value.to_scipy()
+    if sp.issparse(value):
+        value = value.toarray()
+    return np.array(value)
+
+
+def _difference(a: np.ndarray, b: np.ndarray) -> Optional[float]:
+    """The maximum difference of ``a`` and ``b`` when it is beyond rounding, else None
+    (a shape that differs is an infinite difference)."""
+    if a.shape != b.shape:
+        return float('inf')
+    if a.size == 0:
+        return None
+    if a.dtype.kind in 'fc' or b.dtype.kind in 'fc':
+        rtol = 1e-4 if np.finfo(np.result_type(a.dtype, b.dtype, np.float32)).bits <= 32 else 1e-9
+        diff = np.abs(a.astype(np.complex128) - b.astype(np.complex128))
+        both_nan = np.isnan(a) & np.isnan(b)
+        scale = max(1.0, float(np.nanmax(np.abs(a))) if np.isfinite(a).any() else 1.0)
+        bad = (diff > rtol * scale) & ~both_nan | (np.isnan(a) != np.isnan(b))
+        return float(np.nanmax(np.where(both_nan, 0, diff))) if bad.any() else None
+    if not np.array_equal(a, b):
+        return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+    return None
+
+
+def verify_transformation(before: dace.SDFG, after: dace.SDFG, what: str, trials: int = 2, seed: int = 0) -> int:
+    """Run ``before`` and ``after`` (the SDFG before and after the transformation ``what``)
+    on ``trials`` sets of random inputs; :class:`VerificationError` at the first output
+    that differs, or when they cannot be run. Returns the number of outputs compared
+    (in each trial)."""
+    from sdfgsparse.targets.cuda.lower import is_lowered
+    if is_lowered(before) or is_lowered(after):
+        raise VerificationError(f'{what}: the SDFG is lowered for the GPU; its result cannot be checked here')
+    compared = 0
+    for trial in range(trials):
+        try:
+            values, symbols = random_arguments(before, seed + trial)
+            want = outputs(before, values, symbols)
+            got = outputs(after, values, symbols)
+        except (VerificationError, errors.SparseError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise VerificationError(f'{what}: cannot check the result ({first})') from None
+        for name in want:
+            if name not in got:
+                raise VerificationError(f'{what}: the output {name} is gone after it')
+            diff = _difference(want[name], got[name])
+            if diff is not None:
+                sizes = ', '.join(f'{k}={v}' for k, v in symbols.items() if k.isalpha())
+                raise VerificationError(f'{what} changes the result: output {name} differs by up to {diff:.6g} '
+                                        f'(random inputs, seed {seed + trial}{", " + sizes if sizes else ""})')
+        compared = len(want)
+    return compared
