@@ -389,7 +389,7 @@ def _patch_build_folder():
             lock.acquire()
         except OSError as exc:  # a read-only cache: its complete builds are loaded as they are
             if not buildcache.is_read_only_error(exc):
-                raise
+                raise buildcache.no_space(exc, os.path.dirname(os.path.abspath(folder))) or exc
             return buildcache.load_read_only(self, folder, f'its lock file cannot be created: {exc}', *args, **kwargs)
         try:
             if not buildcache.writable(folder):

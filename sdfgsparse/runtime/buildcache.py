@@ -52,6 +52,15 @@ by the source fingerprint and what the kernel depends on, so that the next proce
 the same kernel without parsing it again; pruning removes those of another source (and
 the old ones with ``older_than_days``).
 
+**A full disk.** A write that fails for want of space (``ENOSPC``, or ``EDQUOT``: a
+quota) anywhere in a build — DaCe's code generation, CMake or the compiler (their output
+says so), the build marker or record, the lock file, the private copy of a read-only
+build — raises :class:`NoSpaceError` (a :class:`BuildCacheError`) naming the folder that
+needs space, instead of a raw ``OSError`` or a page of compiler output. What the build
+left unfinished is a cut-short build as above: once there is space, the next call builds
+it again. (The parsed-kernel files are a cache only: one that cannot be written is
+skipped, its partial file removed.)
+
 **Listing and pruning.** :func:`scan` lists the folders with their state: ``ok``,
 ``broken`` (with the reason: ``no library``, ``libX.so is 0 bytes``, ``libX.so does not
 match its build record`` …), ``in use`` (another process holds the lock: it may be
@@ -82,7 +91,10 @@ import dace
 from sdfgsparse import _dace_compat
 from sdfgsparse._warnings import benign_dace_warnings
 
-__all__ = ['BuildFolder', 'BuildCacheError', 'LibraryLoadError', 'scan', 'prune', 'default_folder', 'problem']
+__all__ = [
+    'BuildFolder', 'BuildCacheError', 'LibraryLoadError', 'NoSpaceError', 'no_space', 'scan', 'prune', 'default_folder',
+    'problem'
+]
 
 _OURS = re.compile(r'^(?P<program>.+)_(?P<hash>[0-9a-f]{32})_ss(?P<source>[0-9a-f]{12})$')
 RECORD = '.ss-complete'    # in <folder>/build: {"libraries": {file: {"size": bytes, "sha256": hex}},
@@ -103,6 +115,39 @@ class LibraryLoadError(BuildCacheError):
     def __init__(self, library: str, reason: BaseException):
         self.library, self.reason = library, reason
         super().__init__(f'{library}: the library cannot be loaded: {type(reason).__name__}: {reason}')
+
+
+class NoSpaceError(BuildCacheError):
+    """A build that ran out of disk space (or quota) in ``folder``."""
+
+    def __init__(self, folder: str, detail: str):
+        self.folder = folder
+        super().__init__(f'{folder}: no space left on the device to build there ({detail}); free space (e.g. '
+                         f'sdfgsparse cache --prune removes stale builds) and call again: the next call builds what '
+                         f'this one left unfinished')
+
+
+#: errno values of a full disk or an exhausted quota, and how tools' output says them
+_FULL = tuple(e for e in (errno.ENOSPC, getattr(errno, 'EDQUOT', None)) if e is not None)
+_FULL_TEXT = ('No space left on device', 'Disk quota exceeded')
+
+
+def no_space(exc: BaseException, folder: str) -> Optional[NoSpaceError]:
+    """The :class:`NoSpaceError` for ``exc`` when it says the disk (or quota) is full: an
+    ``OSError`` with that errno, or DaCe's compiler or CMake failure whose output says so;
+    None for anything else."""
+    if isinstance(exc, OSError):
+        if exc.errno not in _FULL:
+            return None
+        return NoSpaceError(folder, f'{exc.strerror or exc}' + (f': {exc.filename}' if exc.filename else ''))
+    from dace.codegen import exceptions as cgx
+    if not isinstance(exc, (cgx.CompilationError, cgx.CompilerConfigurationError)):
+        return None
+    text = str(exc)
+    line = next((ln.strip() for ln in text.splitlines() if any(t in ln for t in _FULL_TEXT)), None)
+    if line is None:
+        return None
+    return NoSpaceError(folder, f'the compiler says: {line[:300]}')
 
 
 @dataclass
@@ -276,19 +321,26 @@ def _record(folder: str) -> None:
 def build(folder: str, compile_once: Callable[[], object]):
     """Run ``compile_once`` (DaCe's ``SDFG.compile`` for ``folder``) while the caller holds
     the folder's lock: remove what a cut-short or damaged build left first, rebuild once a
-    library that fails to load, record the build when it succeeded (see the module)."""
-    _prepare(folder)
-    with benign_dace_warnings():  # (code generation's remarks on what sdfgsparse builds)
-        try:
-            result = compile_once()
-        except LibraryLoadError:
-            _discard(folder)
+    library that fails to load, record the build when it succeeded (see the module); a
+    full disk is a :class:`NoSpaceError`."""
+    try:
+        _prepare(folder)
+        with benign_dace_warnings():  # (code generation's remarks on what sdfgsparse builds)
             try:
                 result = compile_once()
-            except LibraryLoadError as again:
-                raise BuildCacheError(f'{folder}: {os.path.basename(again.library)} was built again and still '
-                                      f'cannot be loaded ({type(again.reason).__name__}: {again.reason})') from again
-    _record(folder)
+            except LibraryLoadError:
+                _discard(folder)
+                try:
+                    result = compile_once()
+                except LibraryLoadError as again:
+                    raise BuildCacheError(f'{folder}: {os.path.basename(again.library)} was built again and still '
+                                          f'cannot be loaded ({type(again.reason).__name__}: {again.reason})') from again
+        _record(folder)
+    except Exception as exc:
+        full = no_space(exc, folder)
+        if full is None:
+            raise
+        raise full from exc
     return result
 
 
@@ -374,18 +426,24 @@ def load_read_only(sdfg, folder: str, why: str, output_file=None, validate=True,
         raise BuildCacheError(f'{folder}: cannot build {sdfg.name} there ({why}), and the folder holds no complete '
                               f'build of it ({missing}); make the folder writable, or set '
                               'DACE_default_build_folder to a writable folder')
-    private = _private_copy(folder, names)
-    if output_file is not None:
-        if os.path.isdir(output_file):
-            output_file = os.path.join(output_file, names[0])
-        shutil.copyfile(os.path.join(private, names[0]), output_file)
-    if not return_program_handle:
-        return None
-    program = copy.deepcopy(sdfg)  # what DaCe's compile hands to the loader: its copy after code generation,
-    program.build_folder = private  # which writes source maps into the build folder
-    program.fill_scope_connectors()
-    with benign_dace_warnings():
-        codegen.generate_code(program, validate=validate)
+    try:  # (the private copy and the source maps go to the temporary folder: it needs the space)
+        private = _private_copy(folder, names)
+        if output_file is not None:
+            if os.path.isdir(output_file):
+                output_file = os.path.join(output_file, names[0])
+            shutil.copyfile(os.path.join(private, names[0]), output_file)
+        if not return_program_handle:
+            return None
+        program = copy.deepcopy(sdfg)  # what DaCe's compile hands to the loader: its copy after code generation,
+        program.build_folder = private  # which writes source maps into the build folder
+        program.fill_scope_connectors()
+        with benign_dace_warnings():
+            codegen.generate_code(program, validate=validate)
+    except OSError as exc:
+        full = no_space(exc, tempfile.gettempdir())
+        if full is None:
+            raise
+        raise full from exc
     try:
         return compiled_sdfg.CompiledSDFG(program, compiled_sdfg.ReloadableDLL(os.path.join(private, names[0]),
                                                                                 program.name), program.arg_names)

@@ -215,16 +215,19 @@ def _disk_get(key: str) -> Optional[str]:
 
 def _disk_put(key: str, text: str) -> None:
     """Write atomically (a reader sees the whole file or none); a cache that cannot be
-    written (read-only) is skipped."""
+    written (read-only, or a full disk) is skipped."""
     path = _disk_path(key)
+    tmp = f'{path}.{os.getpid()}.{threading.get_ident()}.tmp'
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f'{path}.{os.getpid()}.{threading.get_ident()}.tmp'
         with open(tmp, 'w') as f:
             f.write(text)
         os.replace(tmp, path)
-    except OSError:
-        pass
+    except OSError:  # (a full disk: the partial file would only take more of it)
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
 
 
 def _memo_key(src: str, namespace: Dict[str, object]) -> Optional[str]:
