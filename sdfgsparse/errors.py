@@ -11,7 +11,7 @@ import warnings
 __all__ = [
     'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
     'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
-    'UnsupportedOperationError', 'ArgumentError', 'DeviceError', 'CopyWarning', 'warn_user'
+    'UnsupportedOperationError', 'ArgumentError', 'DeviceError', 'CopyWarning', 'FormatFallbackWarning', 'warn_user'
 ]
 
 
@@ -70,16 +70,37 @@ class CopyWarning(UserWarning):
     """An argument had to be copied (e.g. index arrays widened) instead of passed zero-copy."""
 
 
+class FormatFallbackWarning(UserWarning):
+    """A call's matrix would not fit the format ``ss.optimize`` chose for the example
+    matrices; the call ran the program's own format instead
+    (:mod:`sdfgsparse.transformations.format_guard`)."""
+
+
+#: Modules whose frames are ours or DaCe's (a warning is attributed past them). By module
+#: name, not folder: ``sdfgsparse.transformations`` and ``sdfgsparse.frontends`` are
+#: installed from folders beside ``sdfgsparse/`` (setup.cfg ``package_dir``).
+_INSIDE_MODULES = ('sdfgsparse', 'dace')
+#: Folders whose frames count as inside too (code run from a file of the package as
+#: ``__main__``, or compiled without a module name).
 _INSIDE = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
                 for m in (sys.modules[__name__.rsplit('.', 1)[0]], ) if getattr(m, '__file__', None))
+
+
+def _inside(frame, folders) -> bool:
+    """Whether ``frame`` runs code of sdfgsparse (any of its subpackages, wherever they are
+    installed) or of DaCe."""
+    name = frame.f_globals.get('__name__')
+    if isinstance(name, str) and any(name == m or name.startswith(m + '.') for m in _INSIDE_MODULES):
+        return True
+    return os.path.abspath(frame.f_code.co_filename).startswith(folders)
 
 
 def warn_user(message: str, category=CopyWarning) -> None:
     """``warnings.warn`` attributed to the first caller outside sdfgsparse and DaCe (the
     user's call of the program), however deep the call path is."""
     import dace
-    inside = _INSIDE + (os.path.dirname(os.path.abspath(dace.__file__)) + os.sep, )
+    folders = _INSIDE + (os.path.dirname(os.path.abspath(dace.__file__)) + os.sep, )
     frame, level = sys._getframe(1), 2  # stacklevel 1 is this function
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
+    while frame is not None and _inside(frame, folders):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

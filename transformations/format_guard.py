@@ -10,7 +10,7 @@ pointers first, ``O(nnz)`` only where that bound is within the limit) against
 :data:`GROWTH` times the argument's own storage as CSR. Where one would exceed it, the call
 runs the program with its own formats instead (``ss.optimize(..., formats=False)`` of the
 SDFG as it was before the selection, compiled once on demand) and says so once per
-argument and format: a :class:`FormatFallbackWarning` naming the argument, the chosen format
+argument and format: a :class:`~sdfgsparse.errors.FormatFallbackWarning` naming the argument, the chosen format
 and the size it would need, also listed by ``OptimizedProgram.report()``.
 """
 import threading
@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Mapping
 import dace
 
 from sdfgsparse import errors
+from sdfgsparse.errors import FormatFallbackWarning
 from sdfgsparse.analysis.conversion_bound import converted_bytes, csr_bytes
 from sdfgsparse.formats import sparse_type_of
 from sdfgsparse.transformations.examples import as_scipy
@@ -28,11 +29,6 @@ __all__ = ['FormatGuard', 'FormatFallbackWarning', 'GROWTH']
 
 #: a conversion may take at most this many times the argument's own storage (as CSR)
 GROWTH = 4
-
-
-class FormatFallbackWarning(UserWarning):
-    """A call's matrix would not fit the format ``ss.optimize`` chose for the example
-    matrices; the call ran the program's own format instead."""
 
 
 def _human(n: float) -> str:
