@@ -37,6 +37,7 @@ __all__ = ['ArgumentAccess', 'access_of', 'memory_of', 'overlap', 'separate', 'c
 Ranges = List[Tuple[Any, int, int]]
 
 _HOST = 'host'
+_byte_bounds = getattr(np, 'byte_bounds', None) or np.lib.array_utils.byte_bounds  # (moved in NumPy 2)
 
 
 def _span(ptr: int, shape, strides, itemsize: int, space) -> Ranges:
@@ -59,14 +60,14 @@ def memory_of(value) -> Ranges:
     if isinstance(value, np.ndarray):
         if value.size == 0:
             return []
-        low, high = np.byte_bounds(value)
+        low, high = _byte_bounds(value)
         return [(_HOST, low, high)]
     arg = getattr(value, '_ss_arg', None)
     if arg is not None:  # an argument struct: its member arrays
         return [r for a in arg.arrays.values() for r in memory_of(a)]
     if _torch_layout(value) == 'strided':
         size = value.element_size()
-        space = _HOST if value.is_cpu else str(value.device)
+        space = _HOST if value.is_cpu else 'cuda'
         return _span(value.data_ptr(), value.shape, [s * size for s in value.stride()], size, space)
     face = getattr(value, '__cuda_array_interface__', None)
     if face is not None:  # CuPy and friends

@@ -16,6 +16,10 @@ plans whose every part it can write exactly as the generic path does:
 * NumPy array, torch tensor and scalar arguments;
 * dense results, and no SpGEMM capacities.
 
+When the program writes an argument, the function keeps each argument's pointer and end
+as locals and returns ``MISS`` when a written argument shares a byte with another (a few
+comparisons; the full path then computes through a copy, :mod:`~sdfgsparse.runtime.aliasing`).
+
 Any other plan keeps the generic walk (:func:`specialise` returns None). The function
 returns :data:`~sdfgsparse.runtime.plan.MISS` under exactly the conditions the generic walk
 does; ``tests/runtime/test_call_plans.py`` and ``test_torch.py`` run both on the same
