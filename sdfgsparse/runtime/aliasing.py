@@ -156,7 +156,7 @@ class _StateOrder:
         block = self._top.get(state)
         if block is None:
             block = state
-            while block.parent_graph is not self.sdfg:
+            while block.parent_graph is not self.sdfg and block.parent_graph is not None:
                 block = block.parent_graph
             self._top[state] = block
         return block
@@ -164,12 +164,16 @@ class _StateOrder:
     def _later(self, block) -> set:
         found = self._descendants.get(block)
         if found is None:
-            found = self._descendants[block] = nx.descendants(self.sdfg.nx, block)
+            g = self.sdfg.nx
+            found = self._descendants[block] = nx.descendants(g, block) if block in g else set(g.nodes)
         return found
 
     def _looped(self, state) -> bool:
         block = self._top_block(state)
-        return block is not state or block in self._later(block)  # (in a region: conservatively)
+        if block is not state:  # in a region: conservatively
+            return True
+        g = self.sdfg.nx  # (networkx leaves a node out of its own descendants, even on a cycle)
+        return block not in g or any(s is block or block in self._later(s) for s in g.successors(block))
 
     def reads_after(self, sw, nw, again: bool, sr, nr) -> bool:
         if sw is sr:

@@ -34,6 +34,12 @@ def alias_two_statements(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], y: d
     y[:] += A @ x
 
 
+@dace.program
+def alias_in_a_loop(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], y: dace.float64[N]):
+    for _ in range(2):
+        y[:] = A @ x
+
+
 @pytest.fixture
 def plan_calls(monkeypatch):
     """Counts the calls a plan finished and those it handed to the full path."""
@@ -174,11 +180,26 @@ def test_read_after_write_is_an_error(rng):
         np.testing.assert_array_equal(y, before)
 
 
+def test_read_in_the_next_iteration_is_an_error(rng):
+    """In a loop, the second ``y[:] = A @ x`` reads the y the first one wrote (NumPy: A @ (A @ y))."""
+    A = _matrix(rng, 20)
+    y = rng.standard_normal(20)
+    before = y.copy()
+    with pytest.raises(errors.ArgumentError, match=r'y and x share memory and the program reads x after writing y'):
+        alias_in_a_loop(A, y, y)
+    np.testing.assert_array_equal(y, before)
+    x = rng.standard_normal(20)
+    alias_in_a_loop(A, x, y)  # (no overlap: as before)
+    np.testing.assert_allclose(y, A @ x, rtol=1e-12, atol=1e-12)
+
+
 def test_what_programs_write_and_read_after():
     one = access_of(alias_spmv_acc.to_sdfg())
     assert one.written == {'y'} and one.read_after['y'] == frozenset()
     two = access_of(alias_two_statements.to_sdfg())
     assert two.written == {'y'} and two.read_after['y'] == {'A', 'x'}
+    loop = access_of(alias_in_a_loop.to_sdfg())
+    assert loop.written == {'y'} and loop.read_after['y'] == {'A', 'x'}
 
 
 def test_memory_ranges():
