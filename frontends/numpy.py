@@ -423,18 +423,20 @@ def _leaving(pv, name):
 
 
 @contextlib.contextmanager
-def _watching(pv, method: str, value_nodes, transform):
+def _watching(pv, method: str, transforms):
     """While active, what the visitor's ``method`` (``_gettype``: where the frontend turns
     an expression into data names; ``_parse_function_arg``: a call's argument) returns
-    for one of ``value_nodes`` (AST nodes) is replaced by ``transform(result)``; other
-    expressions, including the parts of those nodes, parse as usual. Watches nest."""
-    ids = {id(n) for n in value_nodes}
+    for one of the AST nodes of ``transforms`` (a list of ``(node, transform)``) is
+    replaced by ``transform(result)``; other expressions, including the parts of those
+    nodes, parse as usual. Watches nest."""
+    by_id = {id(n): f for n, f in transforms}
     previous = pv.__dict__.get(method)
     inner = previous or getattr(ProgramVisitor, method).__get__(pv)
 
     def watched(opnode):
         parsed = inner(opnode)
-        return transform(parsed) if id(opnode) in ids else parsed
+        transform = by_id.get(id(opnode))
+        return parsed if transform is None else transform(parsed)
 
     setattr(pv, method, watched)
     try:
@@ -475,23 +477,27 @@ def _visit_assign(pv, node, node_target, op, dtype=None, is_return=False, _dace=
                 raise errors.UnsupportedOperationError(f'assignment into {_shown(data)}: a sparse matrix (or its '
                                                        'pattern) cannot be written inside a program')
     values = node.value.elts if isinstance(node.value, (ast.Tuple, ast.List)) else [node.value]
+    paired = targets if len(targets) == len(values) else [None] * len(values)
 
-    def on_value(v):
-        if is_return:
-            return _leaving(pv, v)
-        if not _sparse_name(pv.sdfg, v):
-            return v
-        t = targets[0] if len(targets) == 1 else None
-        if op or not isinstance(t, ast.Name) or _defined_data(pv, t) is not None:
-            what = f'{_shown(v)} assigned into {dace.frontend.python.astutils.unparse(node_target)}'
-            raise errors.UnsupportedOperationError(f'{what}: a sparse matrix cannot be stored into dense data or '
-                                                   'existing data inside a program')
-        if pv.sdfg.arrays[v].transient:  # a result, or a view (``B = A.T``): B names it
-            return v
-        # ``B = A``: B names A through an alias, as ``B = A.T`` names A's transposed view (no copy)
-        return base.alias(pv.sdfg, v)
+    def on_value(t):
 
-    with _watching(pv, '_gettype', values, _each(on_value)):
+        def transform(v):
+            if is_return:
+                return _leaving(pv, v)
+            if not _sparse_name(pv.sdfg, v):
+                return v
+            if op or not isinstance(t, ast.Name) or _defined_data(pv, t) is not None:
+                what = f'{_shown(v)} assigned into {dace.frontend.python.astutils.unparse(node_target)}'
+                raise errors.UnsupportedOperationError(f'{what}: a sparse matrix cannot be stored into dense data '
+                                                       'or existing data inside a program')
+            if pv.sdfg.arrays[v].transient:  # a result, or a view (``B = A.T``): B names it
+                return v
+            # ``B = A``: B names A through an alias, as ``B = A.T`` names A's transposed view (no copy)
+            return base.alias(pv.sdfg, v)
+
+        return transform
+
+    with _watching(pv, '_gettype', [(v, _each(on_value(t))) for v, t in zip(values, paired)]):
         return _dace(pv, node, node_target, op, dtype, is_return)
 
 
@@ -505,7 +511,7 @@ def _visit_subscript(pv, node, inference=False, _dace=ProgramVisitor.visit_Subsc
                 'matrix is not supported inside a program (its .shape, .nnz, @, .sum() and ss.convert are)')
         return v
 
-    with _watching(pv, '_gettype', [node.value], _each(on_value)):
+    with _watching(pv, '_gettype', [(node.value, _each(on_value))]):
         return _dace(pv, node, inference)
 
 
@@ -522,7 +528,7 @@ def _create_callback(pv, node, *args, _dace=ProgramVisitor.create_callback, **kw
         return parsed
 
     arg_nodes = list(node.args) + [kw.value for kw in node.keywords]
-    with _watching(pv, '_parse_function_arg', arg_nodes, check):
+    with _watching(pv, '_parse_function_arg', [(a, check) for a in arg_nodes]):
         return _dace(pv, node, *args, **kwargs)
 
 

@@ -32,7 +32,8 @@ def ret_t(A: ss.CSR[dace.float64, M, N]):
 @dace.program
 def ret_views(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
     B = A  # a variable bound to the argument
-    return A.T, B @ x, B, A.T.T
+    y, C = B @ x, A.T  # ... and one bound to its transposed view
+    return C, y, B, A.T.T
 
 
 @dace.program
