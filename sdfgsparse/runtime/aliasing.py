@@ -226,7 +226,9 @@ def separate(out: Dict[str, Any], copies: Dict[str, Any], access: Optional[Argum
              sparse=()) -> List[Tuple[str, str]]:
     """Give each written argument of ``out`` (the values passed to the compiled program)
     that overlaps another argument a fresh copy, recording the caller's array in
-    ``copies`` for :func:`sdfgsparse.runtime.call.copy_back`. Raises the typed error for
+    ``copies`` for :func:`sdfgsparse.runtime.call.copy_back`. Overlaps are those of the
+    caller's arrays (``copies``: those passed as a copy already; their byte bounds, as
+    ``np.may_share_memory`` compares them). Raises the typed error for
     overlaps no copy makes exact (see the module). ``access`` None (the first call of a
     ``@dace.program``, before DaCe has parsed it): every dense argument that overlaps
     another is copied, and :func:`check_after` checks the pairs once the SDFG is known.
@@ -234,7 +236,9 @@ def separate(out: Dict[str, Any], copies: Dict[str, Any], access: Optional[Argum
     :param sparse: names of the sparse arguments.
     :return: the overlapping pairs.
     """
-    ranges = {n: memory_of(v) for n, v in out.items()}
+    # the caller's memory: an argument passed as a copy already (a view, another layout)
+    # still stands for its elements, which the program may read after writing another
+    ranges = {n: memory_of(copies.get(n, v)) for n, v in out.items()}
     names = [n for n, r in ranges.items() if r]
     pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if overlap(ranges[a], ranges[b])]
     if not pairs:
@@ -244,8 +248,9 @@ def separate(out: Dict[str, Any], copies: Dict[str, Any], access: Optional[Argum
     else:
         chosen = {w for a, b in pairs for w in (_check_pair(a, b, access, sparse), ) if w is not None}
     for n in chosen:
-        copies.setdefault(n, out[n])
-        out[n] = fresh_copy(out[n])
+        if n not in copies:  # (a copy already: written back after the call as it is)
+            copies[n] = out[n]
+            out[n] = fresh_copy(out[n])
     return pairs
 
 

@@ -180,6 +180,20 @@ def test_read_after_write_is_an_error(rng):
         np.testing.assert_array_equal(y, before)
 
 
+def test_read_after_write_through_views_is_an_error(rng):
+    """Views are passed as copies: the copy must not hide that x and y overlap."""
+    A = _matrix(rng, 20)
+    for _ in range(2):
+        buf = rng.standard_normal(21)
+        before = buf.copy()
+        with pytest.raises(errors.ArgumentError, match=r'y and x share memory and the program reads x after writing y'):
+            alias_two_statements(A, buf[1:], buf[:20])
+        np.testing.assert_array_equal(buf, before)
+    buf = rng.standard_normal(40)  # views that do not overlap: as before
+    alias_two_statements(A, buf[20:], buf[:20])
+    np.testing.assert_allclose(buf[:20], 2 * (A @ buf[20:]), rtol=1e-12, atol=1e-12)
+
+
 def test_read_in_the_next_iteration_is_an_error(rng):
     """In a loop, the second ``y[:] = A @ x`` reads the y the first one wrote (NumPy: A @ (A @ y))."""
     A = _matrix(rng, 20)
