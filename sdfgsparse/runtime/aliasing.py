@@ -22,6 +22,8 @@ compares the pointers it has already read: O(number of arguments), nothing when 
 program writes no argument; it hands an overlapping call to the full path, which calls
 :func:`separate` and :func:`check_after`.
 """
+import threading
+import weakref
 from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 import dace
@@ -186,11 +188,19 @@ class _StateOrder:
         return bw is br or br in self._later(bw)
 
 
+_ACCESS: 'weakref.WeakKeyDictionary[dace.SDFG, ArgumentAccess]' = weakref.WeakKeyDictionary()
+_ACCESS_LOCK = threading.Lock()
+
+
 def access_of(sdfg: dace.SDFG) -> ArgumentAccess:
-    """The :class:`ArgumentAccess` of ``sdfg``, computed once per SDFG object."""
-    found = sdfg.__dict__.get('_ss_access')
+    """The :class:`ArgumentAccess` of ``sdfg`` (a compiled program's SDFG, which does not
+    change), computed once per SDFG object. (Kept beside the object, not in it: a deep copy
+    of the SDFG, transformed afterwards, must not inherit it.)"""
+    found = _ACCESS.get(sdfg)
     if found is None:
-        found = sdfg.__dict__['_ss_access'] = ArgumentAccess(sdfg)
+        found = ArgumentAccess(sdfg)
+        with _ACCESS_LOCK:
+            _ACCESS[sdfg] = found
     return found
 
 

@@ -20,7 +20,7 @@ from sdfgsparse import errors
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
-from sdfgsparse.runtime.aliasing import access_of, check_after, separate
+from sdfgsparse.runtime.aliasing import ArgumentAccess, access_of, check_after, separate
 from sdfgsparse.runtime.marshal import SparseArg, _torch_layout, is_sparse_value, marshal_sparse
 from sdfgsparse.runtime.plan import MISS, build_plan
 
@@ -497,6 +497,14 @@ class CompiledProgram:
                         self._compiled = sdfg.compile()
         return self._compiled
 
+    def _access(self) -> ArgumentAccess:
+        """What the program writes (runtime/aliasing.py), worked out once, on this object:
+        the caller may transform their SDFG object and compile it again."""
+        found = self.__dict__.get('_ss_access')
+        if found is None:
+            found = self._ss_access = ArgumentAccess(self.sdfg)
+        return found
+
     def build(self) -> 'CompiledProgram':
         """Generate and compile the code now (otherwise on the first call), without
         running anything; returns self. A GPU program builds without a GPU."""
@@ -538,7 +546,7 @@ class CompiledProgram:
                 _, more, arg, _ = marshal_arguments({name: convert(sparse[name].value, csr)}, {name: csr})
                 sparse[name] = arg[name]
                 symbols.update(more)
-        separate(out, copies, access_of(self.sdfg), sparse)
+        separate(out, copies, self._access(), sparse)
         _dense_shape_symbols(descs, values, symbols)
         lowered = self.lowered
         shapes = self.__dict__.get('_fpga_symbols')
@@ -595,7 +603,7 @@ class CompiledProgram:
         out, symbols, sparse, copies = marshal_arguments({n: v for n, v in values.items() if n not in device},
                                                          {n: d for n, d in descs.items() if n not in device})
         out.update(device)
-        separate(out, copies, access_of(self.sdfg), sparse)
+        separate(out, copies, self._access(), sparse)
         origin = {s: 'another argument' for s in symbols}
         for n, v in device.items():  # their sizes: symbols, or checked against them
             for expr, actual in zip(descs[n].shape, v.shape):
