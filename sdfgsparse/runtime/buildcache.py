@@ -88,7 +88,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import dace
 
-from sdfgsparse import _dace_compat
+from sdfgsparse import _dace_compat, errors
 from sdfgsparse._warnings import benign_dace_warnings
 
 __all__ = [
@@ -134,15 +134,16 @@ _FULL_TEXT = ('No space left on device', 'Disk quota exceeded')
 
 def no_space(exc: BaseException, folder: str) -> Optional[NoSpaceError]:
     """The :class:`NoSpaceError` for ``exc`` when it says the disk (or quota) is full: an
-    ``OSError`` with that errno, or DaCe's compiler or CMake failure whose output says so;
+    ``OSError`` with that errno, or DaCe's compiler or CMake failure (or the FPGA
+    C-simulation's compiler failure) whose output says so;
     None for anything else."""
     if isinstance(exc, OSError):
         if exc.errno not in _FULL:
             return None
         return NoSpaceError(folder, f'{exc.strerror or exc}' + (f': {exc.filename}' if exc.filename else ''))
     from dace.codegen import exceptions as cgx
-    if not isinstance(exc, (cgx.CompilationError, cgx.CompilerConfigurationError)):
-        return None
+    if not isinstance(exc, (cgx.CompilationError, cgx.CompilerConfigurationError, errors.DeviceError)):
+        return None  # (DeviceError: the FPGA C-simulation's compiler, targets/fpga/csim.py)
     text = str(exc)
     line = next((ln.strip() for ln in text.splitlines() if any(t in ln for t in _FULL_TEXT)), None)
     if line is None:

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from dace.codegen import compiler
 
 import sdfgsparse as ss
+from sdfgsparse import errors
 from sdfgsparse.runtime import buildcache
 from sdfgsparse.targets.cpu import kernel
 
@@ -125,13 +126,17 @@ def test_compiler_output(build, monkeypatch):
     _run()
 
 
-def test_other_compiler_failures_pass_through(build, monkeypatch):
+def test_what_says_the_disk_is_full():
     from dace.codegen.exceptions import CompilationError
     err = CompilationError('Compiler failure:\nerror: expected ;')
     assert buildcache.no_space(err, 'f') is None
     assert buildcache.no_space(OSError(errno.EACCES, 'Permission denied'), 'f') is None
     assert isinstance(buildcache.no_space(OSError(errno.ENOSPC, 'No space left on device'), 'f'),
                       buildcache.BuildCacheError)
+    csim = errors.DeviceError('FPGA C-simulation: linking failed:\ng++ ...\n/usr/bin/ld: final link failed: No space '
+                              'left on device')
+    assert 'final link failed' in str(buildcache.no_space(csim, 'f'))
+    assert buildcache.no_space(errors.DeviceError('FPGA C-simulation: x.cpp does not compile'), 'f') is None
 
 
 def test_private_copy_of_a_read_only_build(build, disk, monkeypatch, tmp_path):
