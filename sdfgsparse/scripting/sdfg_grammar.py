@@ -45,11 +45,16 @@ class UnsafeSDFGError(errors.SparseError, ValueError):
 
 
 #: Keys whose string values are free text that DaCe never parses as code: labels, names of
-#: the producing program, file names of debug information, docstrings, implementation names.
+#: the producing program, file names of debug information, docstrings, implementation names,
+#: the I/O lower bound SparseIOLowerBound writes on each sparse node ('Q >= ... words (SpMM; ...)')
+#: and its report in the SDFG's sparse_notes (sizes named as users name them: 'nnz(A)'); written
+#: for people, read by nothing.
 TEXT_KEYS = frozenset({
     'label', 'filename', 'debuginfo', 'doc', 'docstring', 'desc', 'implementation', 'name', 'dace_version', 'guid',
-    'hash', 'reason'
+    'hash', 'reason', 'io_lower_bound'
 })
+#: Those of :data:`TEXT_KEYS` whose value may be a whole JSON tree of text.
+_TEXT_TREES = ('debuginfo', 'config', 'io_lower_bound')
 
 #: Functions an expression may call by name (DaCe's and SymPy's integer and boolean helpers).
 EXPRESSION_FUNCTIONS = frozenset({
@@ -174,7 +179,7 @@ def check_sdfg_json(content: Any, source: str) -> None:
                     if not isinstance(key, str) or check_expression(key):
                         why = f'the key {str(key)[:60]!r} is not a name or an expression'
                         break
-                    if key in TEXT_KEYS and (isinstance(item, str) or key in ('debuginfo', 'config')):
+                    if key in TEXT_KEYS and (isinstance(item, str) or key in _TEXT_TREES):
                         continue
                     stack.append((item, f'{path}.{key}' if _NAME.match(key) else f'{path}[{key!r}]'))
         elif isinstance(value, list):

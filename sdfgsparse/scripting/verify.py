@@ -7,9 +7,12 @@ argument fixes by its shape alone, then each argument from its descriptor: a ran
 sparse matrix (density 0.3, with empty rows, seeded) converted to the declared format and
 dtypes, a dense array of the declared shape and dtype (integers in ``[0, smallest size)``,
 so that index arrays stay in range), a number for a scalar. Both SDFGs are compiled and
-called with copies of the same inputs, ``trials`` times; the first output that differs
+called with copies of the same inputs (each sparse one in the format the SDFG declares:
+a format selection changes it), ``trials`` times; the first output that differs
 beyond rounding (``rtol`` for the dtype) is a :class:`VerificationError` naming the
-transformation, the output and the maximum difference. What cannot be run here (a
+transformation, the output and the maximum difference. Returned arrays start filled with
+NaN (integers: the type's extreme), so an entry a program never writes cannot agree by
+reading stale memory. What cannot be run here (a
 GPU-lowered SDFG, an argument of a kind we cannot generate, a build failure) is a
 :class:`VerificationError` too: unverified is not verified.
 """
@@ -22,11 +25,21 @@ import numpy as np
 from sdfgsparse import errors
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 
-__all__ = ['VerificationError', 'random_arguments', 'verify_transformation', 'outputs']
+__all__ = ['VerificationError', 'ResultChangedError', 'random_arguments', 'verify_transformation', 'outputs']
 
 
 class VerificationError(errors.SparseError, RuntimeError):
     """A transformation changed what the program computes, or could not be checked."""
+
+
+class ResultChangedError(VerificationError):
+    """A transformation changed what the program computes: ``output`` (its name) differs
+    by up to ``difference`` (infinite for a shape that differs or an output that is gone)."""
+
+    def __init__(self, message: str, output: str, difference: float):
+        super().__init__(message)
+        self.output = output
+        self.difference = difference
 
 
 def _evaluate(expr, symbols: Dict[str, int]) -> int:
@@ -105,23 +118,58 @@ def outputs(sdfg: dace.SDFG, values: Dict[str, Any], symbols: Dict[str, int]) ->
     from dace.codegen.exceptions import CompilationError
     from sdfgsparse.runtime.call import CompiledProgram, written_arguments
     from sdfgsparse.transformations.examples import bind_sizes
+    from sdfgsparse.runtime.convert import convert
     args = copy.deepcopy(values)
+    for name, value in args.items():  # in this SDFG's formats (a format selection changes them), as a call converts
+        if name in sdfg.arrays and is_sparse_desc(sdfg.arrays[name]):
+            args[name] = convert(value, sdfg.arrays[name])
     bound = bind_sizes(sdfg, args)
+    returned = _marked_returns(sdfg, {**symbols, **bound})
     program = CompiledProgram(sdfg)
     try:
-        program.build()
+        # content-named builds: the SDFG before and after share a name, not a build folder,
+        # and a later check of the same SDFG (the next trial, the next apply) reuses its build
+        with dace.config.set_temporary('cache', value='hash'):
+            program.build()
     except CompilationError as exc:
         text = str(exc).strip().splitlines()
         raise VerificationError(f'{sdfg.name} does not compile ({text[0] if text else type(exc).__name__})') from None
-    result = program(**args, **{k: v for k, v in symbols.items() if k not in bound})
+    result = program(**args, **returned, **{k: v for k, v in symbols.items() if k not in bound})
     out: Dict[str, np.ndarray] = {}
     got = [] if result is None else list(result) if isinstance(result, tuple) else [result]
     for i, value in enumerate(got):
         out['result' if len(got) == 1 else f'result_{i}'] = _as_dense(value)
     for name in sorted(written_arguments(sdfg)):
-        if name in args:
+        if name in args and not name.startswith('__return'):
             out[name] = _as_dense(args[name])
     return out
+
+
+def _marked_returns(sdfg: dace.SDFG, sizes: Dict[str, int]) -> Dict[str, np.ndarray]:
+    """Buffers for the dense values the program returns, filled with a mark (NaN, the
+    integer type's extreme) that no output shares: an entry the program leaves unwritten
+    reads as the mark, not as whatever the allocator handed back (the buffer the SDFG run
+    just before freed holds that SDFG's result: MapTiling with tile_sizes=[-1], which
+    writes nothing, then agreed with it). Returns whose size or layout cannot be made here
+    are left to the runtime."""
+    marked = {}
+    for name, desc in sdfg.arrays.items():
+        if not name.startswith('__return') or desc.transient or type(desc) is not dace.data.Array:
+            continue
+        dtype = np.dtype(desc.dtype.as_numpy_dtype())
+        if dtype.kind not in 'fciu':
+            continue
+        try:
+            shape = tuple(_evaluate(s, sizes) for s in desc.shape)
+            strides = tuple(_evaluate(s, sizes) for s in desc.strides)
+        except VerificationError:
+            continue
+        contiguous = tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))
+        if any(d != c for d, c, n in zip(strides, contiguous, shape) if n > 1):
+            continue
+        mark = np.nan if dtype.kind in 'fc' else np.iinfo(dtype).min if dtype.kind == 'i' else np.iinfo(dtype).max
+        marked[name] = np.full(shape, mark, dtype=dtype)
+    return marked
 
 
 def _as_dense(value) -> np.ndarray:
@@ -146,11 +194,27 @@ def _difference(a: np.ndarray, b: np.ndarray) -> Optional[float]:
         diff = np.abs(a.astype(np.complex128) - b.astype(np.complex128))
         both_nan = np.isnan(a) & np.isnan(b)
         scale = max(1.0, float(np.nanmax(np.abs(a))) if np.isfinite(a).any() else 1.0)
-        bad = (diff > rtol * scale) & ~both_nan | (np.isnan(a) != np.isnan(b))
-        return float(np.nanmax(np.where(both_nan, 0, diff))) if bad.any() else None
+        one_nan = np.isnan(a) != np.isnan(b)  # a number against NaN (or an unwritten entry): infinitely far
+        bad = (diff > rtol * scale) & ~both_nan | one_nan
+        return float(np.nanmax(np.where(both_nan, 0, np.where(one_nan, np.inf, diff)))) if bad.any() else None
     if not np.array_equal(a, b):
         return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
     return None
+
+
+def _unwritten(a: np.ndarray, b: np.ndarray) -> str:
+    """``': K of N entries are ...'`` for the entries holding the mark of
+    :func:`_marked_returns` (or NaN) on one side only; '' when there are none."""
+    if a.shape != b.shape or a.dtype.kind not in 'fciu' or b.dtype.kind not in 'fciu':
+        return ''
+
+    def marked(x):
+        if x.dtype.kind in 'fc':
+            return np.isnan(x)
+        return x == (np.iinfo(x.dtype).min if x.dtype.kind == 'i' else np.iinfo(x.dtype).max)
+
+    k = int(np.count_nonzero(marked(a) != marked(b)))
+    return f': {k} of {a.size} entries are NaN or never written on one side only' if k else ''
 
 
 def verify_transformation(before: dace.SDFG, after: dace.SDFG, what: str, trials: int = 2, seed: int = 0) -> int:
@@ -172,11 +236,13 @@ def verify_transformation(before: dace.SDFG, after: dace.SDFG, what: str, trials
             raise VerificationError(f'{what}: cannot check the result ({first})') from None
         for name in want:
             if name not in got:
-                raise VerificationError(f'{what}: the output {name} is gone after it')
+                raise ResultChangedError(f'{what}: the output {name} is gone after it', name, float('inf'))
             diff = _difference(want[name], got[name])
             if diff is not None:
                 sizes = ', '.join(f'{k}={v}' for k, v in symbols.items() if k.isalpha())
-                raise VerificationError(f'{what} changes the result: output {name} differs by up to {diff:.6g} '
-                                        f'(random inputs, seed {seed + trial}{", " + sizes if sizes else ""})')
+                raise ResultChangedError(f'{what} changes the result: output {name} differs by up to {diff:.6g}'
+                                         f'{_unwritten(want[name], got[name])} '
+                                         f'(random inputs, seed {seed + trial}{", " + sizes if sizes else ""})',
+                                         name, diff)
         compared = len(want)
     return compared

@@ -14,11 +14,15 @@ I/O lower bound into the SDFG's sparse_notes and each sparse node's io_lower_bou
 
 It also makes the backend check every SDFG it parses against the grammar of
 :mod:`sdfgsparse.scripting.sdfg_grammar` before DaCe evaluates any of its expressions
-(:mod:`sdfgsparse.vscode.guard`).
+(:mod:`sdfgsparse.vscode.guard`), and verify every transformation the editor applies: the
+SDFG before and after runs on small random inputs, and one that changes the result comes
+back to the editor as an error, the document unchanged
+(:mod:`sdfgsparse.vscode.verified_apply`; ``SDFGSPARSE_VSCODE_VERIFY=0`` turns it off).
 """
 import sdfgsparse  # noqa: F401  (registers formats, library nodes, transformations and frontend operators)
-from sdfgsparse.vscode import guard
+from sdfgsparse.vscode import guard, verified_apply
 from sdfgsparse.transformations import *  # noqa: F401,F403
 from sdfgsparse.transformations import __all__ as TRANSFORMATIONS  # noqa: F401
 
 guard.install()
+verified_apply.install_in_importer()  # the backend's module that is importing this file
