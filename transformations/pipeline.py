@@ -54,7 +54,8 @@ from sdfgsparse.transformations.sparse_format_inference import SparseFormatInfer
 from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection, format_by_name
 from sdfgsparse.transformations.sparse_fusion import SparseFusion
 from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
-from sdfgsparse.transformations.examples import record_examples, recorded_machine, recorded_names, recorded_sizes
+from sdfgsparse.transformations.examples import (record_examples, recorded_all_stats, recorded_machine, recorded_names,
+                                                 recorded_sizes)
 from sdfgsparse.transformations.format_guard import FormatGuard
 
 __all__ = ['optimize', 'OptimizedProgram', 'Step', 'TARGETS']
@@ -163,7 +164,9 @@ class OptimizedProgram:
         choice = self.fpga_choice
         model = model_design(self._compiled.lowered, board=self.fpga_board, clock_mhz=self.fpga_clock_mhz)
         values = dict(symbols)
-        if not values and self.fpga_symbols:
+        if not values and choice is not None:  # (the values its rows were evaluated at: one total)
+            values = choice.values(model)
+        elif not values and self.fpga_symbols:
             nnz = choice.sizes['nnz'] if choice else None  # (the kernels' entry counts and dynamic trips)
             values = {n: self.fpga_symbols.get(n, nnz if n.endswith(('_nnz', '_trips')) else None)
                       for n in model.symbols}
@@ -415,13 +418,14 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
 
         def choose():
             from sdfgsparse.targets.fpga.select import choose_design, program_sizes
-            vt, it, sizes, op, names = program_sizes(sdfg, matrices)
-            result.fpga_symbols = recorded_sizes(sdfg)
+            known = recorded_sizes(sdfg)  # (the examples given now or recorded earlier: one path)
+            vt, it, sizes, op, names = program_sizes(sdfg, known, recorded_all_stats(sdfg, keys=('nnz', )))
+            result.fpga_symbols = known
             result.fpga_board, result.fpga_clock_mhz = fpga_board, fpga_clock_mhz
-            if vt is not None:
-                result.fpga_choice = c = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz, op=op)
-                for key, name in names.items():  # the sizes it was chosen at, where no example gave them
-                    result.fpga_symbols.setdefault(name, c.sizes[key])
+            if vt is not None:  # each candidate modelled as this SDFG lowered with it (what lower_fpga builds)
+                result.fpga_choice = c = choose_design(vt, it, sizes, board=fpga_board, clock_mhz=fpga_clock_mhz, op=op,
+                                                       program=sdfg, symbols=known, names=names)
+                result.fpga_symbols = {**c.symbols, **known}  # the sizes it was chosen at
             return int(result.fpga_choice is not None)
 
         def chosen(n):

@@ -15,8 +15,8 @@ it once; then, per matrix:
 
 Then the multi-pumping claim, per kernel: the chosen vector width and accumulators
 unpumped against pumped by 2 (and 4), DSPs of the multiply element and of the design
-at equal modelled time (modelled on the plain SpMM or SDDMM the choice is made on: for
-``gcn:K`` without its epilogue). C-simulation cannot show timing closure, achieved clocks or
+at equal modelled time (the whole program as built with each, as the choice models it:
+for ``gcn:K`` with its epilogue). C-simulation cannot show timing closure, achieved clocks or
 resources: those figures are the model's.
 """
 import dataclasses
@@ -139,7 +139,7 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
     from sdfgsparse.bench.matrices import canonical
     from sdfgsparse.targets.fpga.csim import SimulationNotice
     from sdfgsparse.targets.fpga.model import model_design
-    from sdfgsparse.targets.fpga.select import FABRIC_MHZ, _evaluate, _model
+    from sdfgsparse.targets.fpga.select import FABRIC_MHZ, _evaluate
     loaded = []
     for src in matrices:
         A = canonical(src.load(), np.float32)
@@ -185,14 +185,13 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
             log(f'{label} {mname}: modelled {row.model_ms:.3f} ms, C-simulation '
                 + (f'{row.sim_s:.1f} s, error {row.error:.1e}' if row.error is not None else 'skipped'))
         if choice and d.vector_width > 1:
-            sz = {'rows': largest.shape[0], 'cols': largest.shape[1], 'nnz': largest.nnz, 'k': k}
-            base = None
+            base = None  # (the choice was made at the largest matrix: its rows are at those sizes)
             for f in (1, 2, 4):
                 if d.vector_width % f:
                     continue
                 cand = dataclasses.replace(d, pumping=f)
-                m = _model('float32', 'int32', cand, choice.board, float(choice.clock_mhz), choice.op)
-                ev = _evaluate(m, sz)
+                m = choice.models[cand]
+                ev = m.evaluate(**choice.values(m))
                 mul = m.pe('multiply')
                 line = (f'{label}: W={d.vector_width} P={d.accumulators} pumped by {f}: multiply element '
                         f'{mul.dsp} DSP at {mul.clock_mhz:g} MHz, design {m.dsp} DSP, '

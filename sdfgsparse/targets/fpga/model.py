@@ -115,7 +115,8 @@ import sympy
 from sdfgsparse import errors
 from sdfgsparse.targets.fpga.model_costs import (BOARDS, MAXI_BURST, MAXI_LATENCY, MAXI_OUTSTANDING, OP_COSTS,
                                                  SRL_MAX_DEPTH, Board, OpCost, _bram18)
-from sdfgsparse.targets.fpga.model_walk import FifoModel, LoopModel, PEModel, _bank, _kernel_states, _Walker
+from sdfgsparse.targets.fpga.model_walk import (FifoModel, LoopModel, PEModel, _bank, _kernel_states, _simplify,
+                                                _Walker)
 
 __all__ = ['model_design', 'DesignModel', 'PEModel', 'LoopModel', 'FifoModel', 'PortModel', 'Board', 'BOARDS',
            'OpCost', 'OP_COSTS', 'MAXI_LATENCY', 'MAXI_OUTSTANDING', 'MAXI_BURST', 'SRL_MAX_DEPTH']
@@ -323,7 +324,7 @@ def model_design(sdfg: dace.SDFG, board: str = 'u280', clock_mhz: float = 300) -
     for _ in range(8):  # dynamic loops need their producers' pushes: iterate until they settle
         w = _Walker(sdfg, known)
         results = [w.state(st, clock_mhz) for st in kernels]
-        pushes = {k: sympy.simplify(v) for k, v in w.pushes.items()}
+        pushes = {k: _simplify(v) for k, v in w.pushes.items()}
         if pushes == known:
             break
         known = pushes
@@ -336,7 +337,7 @@ def model_design(sdfg: dace.SDFG, board: str = 'u280', clock_mhz: float = 300) -
     for name in sorted(set(w.reads) | set(w.writes)):
         desc = sdfg.arrays.get(name, w.globals[name])
         bits = desc.dtype.bytes * 8
-        rd, wr = sympy.simplify(w.reads.get(name, 0)), sympy.simplify(w.writes.get(name, 0))
+        rd, wr = _simplify(sympy.sympify(w.reads.get(name, 0))), _simplify(sympy.sympify(w.writes.get(name, 0)))
         lut = ff = bram = 0
         for used in (rd != 0, wr != 0):
             if used:

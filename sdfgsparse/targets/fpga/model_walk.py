@@ -12,6 +12,7 @@ re-exported there); :func:`~sdfgsparse.targets.fpga.model.model_design` runs it 
 assembles the :class:`~sdfgsparse.targets.fpga.model.DesignModel`.
 """
 import ast
+import functools
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
@@ -26,6 +27,11 @@ from dace.sdfg import nodes
 from sdfgsparse.targets.fpga.model_costs import (_BITS, _DEFAULT_PUMP, _FABRIC_MHZ, _LOCAL_LATENCY, _LOOP_FF,
                                                  _LOOP_LUT, _LUTRAM_BITS, _PE_FF, _PE_LUT, _RANK, MAXI_LATENCY,
                                                  MAXI_OUTSTANDING, OP_COSTS, SRL_MAX_DEPTH, Board, _bram18)
+
+#: ``sympy.simplify``, remembered: the walk is repeated until the FIFO counts settle, and
+#: the candidates of one program differ in a few constants, so most expressions recur
+#: (simplifying them was most of a model's time).
+_simplify = functools.lru_cache(maxsize=8192)(sympy.simplify)
 
 
 @dataclass
@@ -377,7 +383,7 @@ class _Walker:
         bs, es = {s.name for s in sympy.sympify(b).free_symbols}, {s.name for s in sympy.sympify(e_).free_symbols}
         if len(feeds) == 2 and len({m.data for m in feeds.values()}) == 1 and bs & set(feeds) and es & set(feeds):
             lo, hi = feeds[next(iter(bs & set(feeds)))], feeds[next(iter(es & set(feeds)))]
-            diff = sympy.simplify(sympy.sympify(hi.subset.min_element()[0]) - sympy.sympify(lo.subset.min_element()[0]))
+            diff = _simplify(sympy.sympify(hi.subset.min_element()[0]) - sympy.sympify(lo.subset.min_element()[0]))
             if diff == 1:
                 param = me.map.params[0]
                 for x in state.scope_subgraph(me).nodes():
@@ -711,7 +717,7 @@ class _Walker:
                        schedule='FPGA_Multi_Pumped' if pumped else 'FPGA_Device', pumping=f,
                        clock_mhz=clock_mhz * f, loops=loops, trips=sympy.Add(*[lp.trips for lp in piped]),
                        ii=int(max([lp.ii for lp in piped], default=1)), ops=ops, dsp=int(dsp), lut=int(lut),
-                       ff=int(ff), bram18=int(self.acc.bram18), uram=0, cycles=sympy.simplify(cycles / f),
+                       ff=int(ff), bram18=int(self.acc.bram18), uram=0, cycles=_simplify(cycles / f),
                        depth=math.ceil(max([lp.depth for lp in piped], default=0) / f))
 
     def state(self, state, clock_mhz):
@@ -732,7 +738,7 @@ class _Walker:
                     fifos.append(FifoModel(n.data, depth, bits, 'SRL', bits * math.ceil(depth / 32) + 16, bits + 16, 0))
                 else:
                     fifos.append(FifoModel(n.data, depth, bits, 'BRAM', 30, 40, _bram18(depth, bits)))
-        cycles = sympy.Max(*[p.cycles for p in pes]) + sum(p.depth for p in pes) if pes else sympy.Integer(0)
+        cycles = sympy.Max(*[p.cycles for p in pes], evaluate=False) + sum(p.depth for p in pes) if pes else sympy.Integer(0)
         return pes, fifos, cycles
 
 

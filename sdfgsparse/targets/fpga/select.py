@@ -1,20 +1,27 @@
 """The streaming design an FPGA program gets: vector width ``W``, accumulators ``P`` and
 multi-pumping factor ``F``, chosen with the resource and performance model
-(:mod:`.model`) of the design as it is generated.
+(:mod:`.model`) of the design as it is built.
 
-Each candidate is the streaming SpMM (or SDDMM, when the program's widest operation is
-one) of the program's value and index types, lowered with that design
-(:func:`.lower.to_fpga`) and modelled (cached per process: the SDFG does not depend on the
-sizes), then evaluated at the sizes of that operation (the caller's example matrices, or
-:data:`DEFAULT_SIZES`). The choice:
+Each candidate is modelled on what will be built with it: the program itself, lowered
+with that design (:func:`.lower.to_fpga`, as :class:`~sdfgsparse.runtime.call.CompiledProgram`
+lowers it: every streamed product, its fused epilogue in the ``write`` element, the
+kernels of the other operations, every ``m_axi`` port). Without a program (the benchmark's
+pumping figures, the tests of the rule) it is a probe holding the streaming SpMM (or
+SDDMM) of the value and index types alone. The models are symbolic, so they are cached per
+process by the program's content (:func:`sdfgsparse._dace_compat.content_hash`: the
+recorded examples do not count), design, board and clock, then evaluated at the sizes of
+the program's widest SpMM or SDDMM (the examples', else :data:`DEFAULT_SIZES`). The
+choice:
 
-1. the shortest modelled time on the board, among candidates that fit its DSPs, LUTs and
-   BRAM, with a pumped clock (``F`` times the kernel clock) at most :data:`FABRIC_MHZ`;
+1. the shortest modelled time on the board, among candidates that fit its DSPs, LUTs,
+   flip-flops, BRAM and URAM, with a pumped clock (``F`` times the kernel clock) at most
+   :data:`FABRIC_MHZ`;
 2. within 2 % of that time, the fewest DSPs (this is where pumping wins: the multiply
    element's DSPs fall by ``F`` at equal throughput), then the fewest LUTs.
 
-The report lists every candidate with its modelled time, bottleneck element and DSPs, and
-says which rule decided.
+The report lists every candidate with its modelled time, bottleneck element and resources
+(the whole program's: the chosen row is the total of ``fpga_report()``), and says which
+rule decided.
 """
 import copy
 import dataclasses
@@ -24,10 +31,16 @@ import threading
 from typing import Dict, List, Optional, Tuple
 
 import dace
+import sympy
 
+from sdfgsparse import errors
+from sdfgsparse._dace_compat import content_hash
+from sdfgsparse.targets.fpga.lower import to_fpga
+from sdfgsparse.targets.fpga.model import DesignModel, model_design
 from sdfgsparse.targets.fpga.streaming import Design
 
-__all__ = ['choose_design', 'Choice', 'DEFAULT_SIZES', 'FABRIC_MHZ', 'candidates']
+__all__ = ['choose_design', 'Choice', 'DEFAULT_SIZES', 'FABRIC_MHZ', 'candidates', 'program_sizes', 'design_model',
+           'model_values']
 
 #: Sizes of the modelled SpMM when the caller gives no example matrices.
 DEFAULT_SIZES = {'rows': 100000, 'cols': 100000, 'nnz': 1000000, 'k': 16}
@@ -35,12 +48,20 @@ DEFAULT_SIZES = {'rows': 100000, 'cols': 100000, 'nnz': 1000000, 'k': 16}
 FABRIC_MHZ = 650
 _TIE = 0.02
 _LOCK = threading.Lock()
+#: Resources a candidate must fit (the keys of ``DesignModel.evaluate()['utilisation']``).
+RESOURCES = ('dsp', 'lut', 'ff', 'bram18', 'uram')
+_MODELS: Dict[tuple, DesignModel] = {}  # (program content, design, board, clock) -> model
+_MODELS_MAX = 512
+_LOWERED: Dict[tuple, dace.SDFG] = {}  # (program content, design) -> the lowered SDFG (another board or clock)
+_LOWERED_MAX = 32
 
 
 @dataclasses.dataclass
 class Choice:
     """The chosen design and how: ``rows`` has one dict per candidate (``design``,
-    ``seconds``, ``cycles``, ``bottleneck``, ``dsp``, ``lut``, ``fits``, ``why_not``)."""
+    ``seconds``, ``cycles``, ``bottleneck``, the resources of :data:`RESOURCES`, ``fits``,
+    ``why_not``), each the model of the whole program as built with that design
+    (``models``: design -> :class:`~.model.DesignModel`), evaluated at ``symbols``."""
     design: Design
     sizes: Dict[str, int]
     board: str
@@ -48,19 +69,43 @@ class Choice:
     rule: str
     rows: List[dict]
     op: str = 'spmm'
+    #: the program the candidates were modelled on (its name; None: the probe of ``op`` alone)
+    program: Optional[str] = None
+    #: symbol values of the models the rows were evaluated at
+    symbols: Dict[str, int] = dataclasses.field(default_factory=dict)
+    #: program symbols no example or size gave, and the value assumed for them
+    assumed: Dict[str, int] = dataclasses.field(default_factory=dict)
+    models: Dict[Design, DesignModel] = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def row(self) -> dict:
+        """The chosen candidate's row."""
+        return next(r for r in self.rows if r['design'] == self.design)
+
+    def values(self, model: DesignModel) -> Dict[str, int]:
+        """The values of ``model``'s symbols the rows were evaluated at (for the model of
+        the lowered program, so that its report reads the chosen row's figures)."""
+        return model_values(model, self.sizes, self.symbols)
 
     def report(self) -> str:
         op = {'spmm': 'SpMM', 'sddmm': 'SDDMM'}[self.op]
+        where = f' in {self.program} (the whole program modelled per candidate)' if self.program else ''
+        assumed = (' (assumed ' + ', '.join(f'{k}={v}' for k, v in sorted(self.assumed.items())) + ')'
+                   if self.assumed else '')
         lines = [f'FPGA design for an {op} of {self.sizes["rows"]} x {self.sizes["cols"]}, '
-                 f'{self.sizes["nnz"]} entries, K = {self.sizes["k"]} on {self.board} at {self.clock_mhz:g} MHz:',
-                 f'  {"W":>3} {"P":>3} {"F":>2} {"modelled":>11} {"DSP":>5} {"LUT":>8}  bottleneck / why not']
+                 f'{self.sizes["nnz"]} entries, K = {self.sizes["k"]}{where} on {self.board} at '
+                 f'{self.clock_mhz:g} MHz{assumed}:',
+                 f'  {"W":>3} {"P":>3} {"F":>2} {"modelled":>11} {"DSP":>5} {"LUT":>8} {"FF":>8} {"BRAM18":>6}  '
+                 'bottleneck / why not']
         for r in sorted(self.rows, key=lambda r: (r['why_not'] != '', r['seconds'])):
             d = r['design']
             mark = '*' if d == self.design else ' '
             lines.append(f'{mark} {d.vector_width:>3} {d.accumulators:>3} {d.pumping:>2} {r["seconds"] * 1e3:>9.3f}ms '
-                         f'{r["dsp"]:>5} {r["lut"]:>8}  {r["why_not"] or r["bottleneck"]}')
+                         f'{r["dsp"]:>5} {r["lut"]:>8} {r["ff"]:>8} {r["bram18"]:>6}  {r["why_not"] or r["bottleneck"]}')
+        c = self.row
         lines.append(f'  chosen W={self.design.vector_width}, P={self.design.accumulators}, '
-                     f'pumping {self.design.pumping}: {self.rule}')
+                     f'pumping {self.design.pumping} (DSP {c["dsp"]}, LUT {c["lut"]}, FF {c["ff"]}, BRAM18 '
+                     f'{c["bram18"]}): {self.rule}')
         return '\n'.join(lines)
 
 
@@ -99,50 +144,101 @@ def _probe(vt: str, it: str, op: str = 'spmm') -> dace.SDFG:
     return (fpga_design_probe_sddmm if op == 'sddmm' else fpga_design_probe).to_sdfg()
 
 
-@functools.lru_cache(maxsize=256)
-def _model(vt: str, it: str, design: Design, board: str, clock_mhz: float, op: str = 'spmm'):
-    from sdfgsparse.targets.fpga.lower import to_fpga
-    from sdfgsparse.targets.fpga.model import model_design
-    with _LOCK:  # (the cache does not keep two threads from modelling the same candidate)
-        sdfg = copy.deepcopy(_probe(vt, it, op))
-        return model_design(to_fpga(sdfg, design), board=board, clock_mhz=clock_mhz)
+def design_model(program: dace.SDFG, design: Design, board: str = 'u280', clock_mhz: float = 300,
+                 key: Optional[str] = None) -> DesignModel:
+    """The model of ``program`` lowered with ``design`` (a copy: ``program`` is not
+    changed), as :func:`.lower.to_fpga` builds it; cached per process by the program's
+    content (or ``key``), the design, board and clock."""
+    content = key or content_hash(program)
+    key = (content, design, board, float(clock_mhz))
+    with _LOCK:  # (one lowering at a time; two threads asking for one candidate model it once)
+        model = _MODELS.get(key)
+        if model is None:
+            lowered = _LOWERED.get((content, design))
+            if lowered is None:
+                lowered = _remember(_LOWERED, (content, design), to_fpga(copy.deepcopy(program), design), _LOWERED_MAX)
+            model = _remember(_MODELS, key, model_design(lowered, board=board, clock_mhz=clock_mhz), _MODELS_MAX)
+        return model
+
+
+def _remember(cache: dict, key, value, limit: int):
+    if len(cache) >= limit:
+        cache.pop(next(iter(cache)))  # (the oldest)
+    cache[key] = value
+    return value
+
+
+def _model(vt: str, it: str, design: Design, board: str, clock_mhz: float, op: str = 'spmm') -> DesignModel:
+    """The model of the probe of ``op`` alone (:func:`_probe`) with ``design``."""
+    return design_model(_probe(vt, it, op), design, board, clock_mhz, key=f'probe:{vt}:{it}:{op}')
+
+
+def _is_count(name: str) -> bool:
+    """A symbol the lowering makes that counts stored entries (the streaming kernels'
+    ``<kernel>_nnz``) or the trips of a loop it could not sum (``<map>_trips``)."""
+    return name.endswith(('_nnz', '_trips'))
+
+
+def model_values(model: DesignModel, sizes: Dict[str, int], symbols: Dict[str, int]) -> Dict[str, int]:
+    """Values of ``model``'s symbols: ``symbols`` (program symbol -> value) where they give
+    one, else the entries ``sizes['nnz']`` for the counts the lowering makes (and, in a
+    probe, any other), else ``sizes['k']``."""
+    return {s: symbols[s] if s in symbols else sizes['nnz'] if _is_count(s) else sizes['k'] for s in model.symbols}
 
 
 def _evaluate(model, sizes: Dict[str, int]) -> dict:
     """The model of a program whose sizes are the symbols M, N and K (the probes and the
     bench programs; any other symbol counts entries) at ``sizes``."""
-    values = {}
-    for s in model.symbols:
-        name = str(s)
-        values[name] = {'M': sizes['rows'], 'N': sizes['cols'], 'K': sizes['k']}.get(name, sizes['nnz'])
+    symbols = {'M': sizes['rows'], 'N': sizes['cols'], 'K': sizes['k']}
+    values = {s: symbols.get(s, sizes['nnz']) for s in model.symbols}
     return model.evaluate(**values)
 
 
 def choose_design(vt: str = 'float32', it: str = 'int32', sizes: Optional[Dict[str, int]] = None,
-                  board: str = 'u280', clock_mhz: float = 300, op: str = 'spmm') -> Choice:
-    """The design of an SpMM (``op='sddmm'``: an SDDMM) with values ``vt`` and indices
-    ``it`` at ``sizes`` (``rows``, ``cols``, ``nnz``, ``k``; :data:`DEFAULT_SIZES` for
-    those missing) on ``board``; see the module for the rule."""
+                  board: str = 'u280', clock_mhz: float = 300, op: str = 'spmm', program: Optional[dace.SDFG] = None,
+                  symbols: Optional[Dict[str, int]] = None, names: Optional[Dict[str, str]] = None) -> Choice:
+    """The design of ``program`` (an SDFG as it will be lowered, unchanged here; None: the
+    probe holding an SpMM, ``op='sddmm'`` an SDDMM, of values ``vt`` and indices ``it``)
+    whose widest SpMM or SDDMM has ``sizes`` (``rows``, ``cols``, ``nnz``, ``k``;
+    :data:`DEFAULT_SIZES` for those missing) on ``board``; see the module for the rule.
+
+    :param symbols: values of the program's symbols (the recorded examples'); those of
+                    ``rows``, ``cols`` and ``k`` come from ``sizes`` through ``names``
+                    (size -> the program's symbol of it) where not given.
+    :param names: see ``symbols`` (the last item of :func:`program_sizes`).
+    """
     if op not in ('spmm', 'sddmm'):
-        raise ValueError(f'choose_design: op must be spmm or sddmm, got {op!r}')
+        raise errors.ArgumentError(f'choose_design: op must be spmm or sddmm, got {op!r}')
     sizes = {**DEFAULT_SIZES, **{k: int(v) for k, v in (sizes or {}).items() if v is not None}}
-    rows = []
+    if program is None:
+        names, key, label = {'rows': 'M', 'cols': 'N', 'k': 'K'}, f'probe:{vt}:{it}:{op}', None
+        program = _probe(vt, it, op)
+    else:
+        key, label = content_hash(program), program.name
+    given = {str(k): int(v) for k, v in (symbols or {}).items()}
+    values = {**{n: sizes[k] for k, n in (names or {}).items()}, **given}
+    own = {str(s) for s in program.free_symbols} | set(map(str, program.symbols))
+    rows, models, used, assumed = [], {}, {}, {}
     for design in candidates(sizes['k']):
-        m = _model(vt, it, design, board, float(clock_mhz), op)
-        e = _evaluate(m, sizes)
+        m = models[design] = design_model(program, design, board, float(clock_mhz), key=key)
+        v = model_values(m, sizes, values)
+        used.update(v)
+        assumed.update({s: x for s, x in v.items() if s in own and s not in values})
+        e = m.evaluate(**v)
         why = ''
-        over = [f'{r} {u:.0%}' for r, u in e['utilisation'].items() if u > 1]
+        over = [f'{r} {e["utilisation"][r]:.0%}' for r in RESOURCES if e['utilisation'][r] > 1]
         if over:
             why = 'does not fit: ' + ', '.join(over)
         elif design.pumping * clock_mhz > FABRIC_MHZ:
             why = f'pumped clock {design.pumping * clock_mhz:g} MHz above {FABRIC_MHZ} MHz'
         rows.append(dict(design=design, seconds=e['seconds'], cycles=e['cycles'], bottleneck=e['bottleneck'],
-                         dsp=int(e['dsp']), lut=int(e['lut']), why_not=why))
+                         **{r: int(e[r]) for r in RESOURCES}, why_not=why))
+    extra = dict(program=label, symbols=used, assumed=assumed, models=models)
     fit = [r for r in rows if not r['why_not']]
     if not fit:
-        best = min(rows, key=lambda r: r['dsp'])
+        best = min(rows, key=lambda r: (r['dsp'], r['lut'], r['seconds']))
         return Choice(best['design'], sizes, board, clock_mhz, 'no candidate fits the board: the fewest DSPs',
-                      rows, op)
+                      rows, op, **extra)
     fastest = min(fit, key=lambda r: r['seconds'])
     near = [r for r in fit if r['seconds'] <= fastest['seconds'] * (1 + _TIE)]
     best = min(near, key=lambda r: (r['dsp'], r['lut'], r['seconds']))
@@ -154,41 +250,50 @@ def choose_design(vt: str = 'float32', it: str = 'int32', sizes: Optional[Dict[s
         if best['design'].pumping > 1:
             f = best['design'].pumping
             rule += f': the multiply element pumped by {f} at {f * clock_mhz:g} MHz'
-    return Choice(best['design'], sizes, board, clock_mhz, rule, rows, op)
+    return Choice(best['design'], sizes, board, clock_mhz, rule, rows, op, **extra)
 
 
-def program_sizes(sdfg: dace.SDFG, matrices=None) -> Tuple[Optional[str], Optional[str], Dict[str, int], str,
-                                                            Dict[str, str]]:
+def program_sizes(sdfg: dace.SDFG, symbols: Optional[Dict[str, int]] = None,
+                  stats: Optional[Dict[str, Dict[str, float]]] = None) -> Tuple[Optional[str], Optional[str],
+                                                                                Dict[str, int], str, Dict[str, str]]:
     """(value type, index type, sizes, ``'spmm'`` or ``'sddmm'``, size -> symbol) of the
-    SpMM or SDDMM of ``sdfg`` with the widest dense operand among the example ``matrices``
-    (name -> value). Its sizes come from its own operands where the examples give them
-    (``k`` from its dense operand, ``rows``/``cols``/``nnz`` from its sparse one); a size
-    is missing where they do not. The last item names the symbols of ``rows``, ``cols``
-    and ``k`` where they are symbols. (None, None, {}, '', {}) without either operation."""
+    SpMM or SDDMM of ``sdfg`` with the widest dense operand, read from example values:
+    ``symbols`` (program symbol -> value) and ``stats`` (sparse argument -> its structure
+    statistics, ``nnz`` at least), as :mod:`sdfgsparse.transformations.examples` records
+    them. Its sizes come from its own operands where the examples give them (``k`` from
+    its dense operand's shape, ``rows``/``cols`` from its sparse one's, ``nnz`` from that
+    argument's statistics); a size is missing where they do not. The last item names the
+    symbols of ``rows``, ``cols`` and ``k`` where they are symbols. (None, None, {}, '', {})
+    without either operation."""
     import numpy as np
     from sdfgsparse.ops.sddmm import SDDMM
     from sdfgsparse.ops.spmm import SpMM
-    matrices = matrices or {}
+    symbols = {str(k): int(v) for k, v in (symbols or {}).items()}
+    stats = stats or {}
+
+    def value(expr) -> Optional[int]:
+        x = sympy.sympify(expr)
+        x = x.subs({s: symbols[s.name] for s in x.free_symbols if s.name in symbols})
+        return int(x) if x.is_number else None  # (None: a symbol no example gives)
+
     found = []
     for node, state in sdfg.all_nodes_recursive():
         if isinstance(node, (SpMM, SDDMM)):
             conn, prefix = ('_B', 'A') if isinstance(node, SpMM) else ('_X', 'S')
-            b = next(e for e in state.in_edges(node) if e.dst_conn == conn).data.data.split('.')[0]
-            k = getattr(matrices.get(b), 'shape', (None, None))[-1]
-            if k is None:
-                shape_k = node.connected(state, conn).shape[-1]
-                k = int(shape_k) if dace.symbolic.issymbolic(shape_k) is False or isinstance(shape_k, int) else None
+            kexpr = node.connected(state, conn).shape[-1]
             a = next(e for e in state.in_edges(node) if e.dst_conn.startswith(f'_{prefix}_')).src
             a = next((e.src.data for e in state.in_edges(a) if isinstance(e.src, dace.nodes.AccessNode)), a.data)
-            found.append((k or 0, isinstance(node, SDDMM), node.operand_type(state, prefix),
-                          node.connected(state, conn).shape[-1], a))
+            found.append((value(kexpr) or 0, isinstance(node, SDDMM), node.operand_type(state, prefix), kexpr, a))
     if not found:
         return None, None, {}, '', {}
     k, sddmm, st, kexpr, a = max(found, key=lambda f: f[:2])
     sizes = {'k': k} if k else {}
-    value = matrices.get(a)
-    if value is not None and hasattr(value, 'nnz') and len(getattr(value, 'shape', ())) == 2:
-        sizes.update(rows=int(value.shape[0]), cols=int(value.shape[1]), nnz=int(value.nnz))
+    for key, expr in (('rows', st.rows), ('cols', st.cols)):
+        if value(expr) is not None:
+            sizes[key] = value(expr)
+    nnz = (stats.get(a) or {}).get('nnz')
+    if isinstance(nnz, (int, float)) and nnz >= 0:
+        sizes['nnz'] = int(nnz)
     names = {key: str(x) for key, x in (('rows', st.rows), ('cols', st.cols), ('k', kexpr))
              if dace.symbolic.issymbolic(x) and getattr(x, 'is_Symbol', False)}
     return (np.dtype(st.dtype.type).name, np.dtype(st.index_dtype.type).name, sizes, 'sddmm' if sddmm else 'spmm',
