@@ -8,6 +8,7 @@ from the recorded examples (``ss.record_examples``, saved and reloaded) as from
 six candidates each)."""
 import dataclasses
 import re
+import threading
 
 import dace
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
+from sdfgsparse._dace_compat import content_hash
 from sdfgsparse.targets.fpga import model, select
 
 pytestmark = [pytest.mark.filterwarnings('ignore::UserWarning'), pytest.mark.xdist_group('fpga')]
@@ -120,3 +122,25 @@ def test_recorded_examples_choose_as_the_matrices_do(tmp_path):
     assert 'at the example matrices' in opt.report()
     f = _figures(opt.fpga_report())
     assert f['total'] == f['row'] and 'K=2' in opt.fpga_report() and 'M=60' in opt.fpga_report()
+
+
+def test_choosing_from_threads_reads_the_program_only():
+    """Four threads choose a design for one SDFG at once: one choice, the same figures, and
+    the SDFG unchanged (each candidate is lowered on a copy, once)."""
+    sdfg = choice_spmm.to_sdfg()
+    before = content_hash(sdfg)
+    sizes = {'rows': 60, 'cols': 40, 'nnz': 240, 'k': 2}
+    out = [None] * 4
+
+    def work(i):
+        out[i] = select.choose_design('float32', 'int32', sizes, program=sdfg, symbols={'M': 60, 'N': 40, 'K': 2})
+
+    threads = [threading.Thread(target=work, args=(i, )) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(c is not None for c in out)
+    assert {c.design for c in out} == {out[0].design} and {c.report() for c in out} == {out[0].report()}
+    assert all(c.models[d] is out[0].models[d] for c in out for d in c.models)  # (modelled once)
+    assert content_hash(sdfg) == before and out[0].program == sdfg.name and not out[0].assumed
