@@ -738,7 +738,9 @@ class _Walker:
                     fifos.append(FifoModel(n.data, depth, bits, 'SRL', bits * math.ceil(depth / 32) + 16, bits + 16, 0))
                 else:
                     fifos.append(FifoModel(n.data, depth, bits, 'BRAM', 30, 40, _bram18(depth, bits)))
-        cycles = sympy.Max(*[p.cycles for p in pes], evaluate=False) + sum(p.depth for p in pes) if pes else sympy.Integer(0)
+        # (unevaluated: sympy's pairwise comparison of the PEs' cycles took half a model's time)
+        cycles = (sympy.Max(*[p.cycles for p in pes], evaluate=False) + sum(p.depth for p in pes) if pes else
+                  sympy.Integer(0))
         return pes, fifos, cycles
 
 

@@ -101,7 +101,8 @@ class Choice:
             d = r['design']
             mark = '*' if d == self.design else ' '
             lines.append(f'{mark} {d.vector_width:>3} {d.accumulators:>3} {d.pumping:>2} {r["seconds"] * 1e3:>9.3f}ms '
-                         f'{r["dsp"]:>5} {r["lut"]:>8} {r["ff"]:>8} {r["bram18"]:>6}  {r["why_not"] or r["bottleneck"]}')
+                         f'{r["dsp"]:>5} {r["lut"]:>8} {r["ff"]:>8} {r["bram18"]:>6}  '
+                         f'{r["why_not"] or r["bottleneck"]}')
         c = self.row
         lines.append(f'  chosen W={self.design.vector_width}, P={self.design.accumulators}, '
                      f'pumping {self.design.pumping} (DSP {c["dsp"]}, LUT {c["lut"]}, FF {c["ff"]}, BRAM18 '
@@ -181,8 +182,8 @@ def _is_count(name: str) -> bool:
 
 def model_values(model: DesignModel, sizes: Dict[str, int], symbols: Dict[str, int]) -> Dict[str, int]:
     """Values of ``model``'s symbols: ``symbols`` (program symbol -> value) where they give
-    one, else the entries ``sizes['nnz']`` for the counts the lowering makes (and, in a
-    probe, any other), else ``sizes['k']``."""
+    one, else the entries ``sizes['nnz']`` for the counts the lowering makes, else
+    ``sizes['k']`` (a program symbol no example gives: :attr:`Choice.assumed` lists it)."""
     return {s: symbols[s] if s in symbols else sizes['nnz'] if _is_count(s) else sizes['k'] for s in model.symbols}
 
 
