@@ -14,13 +14,14 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.epilogue import substitute
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import map_value_slots
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.targets.cpu.entries import copy_index_members, kernel_for_node
 
-__all__ = ['MapValues', 'FUNCTIONS']
+__all__ = ['MapValues', 'FUNCTIONS', 'value_expression']
 
 #: name -> (Python expression of ``v``, keeps zeros: f(0) == 0)
 FUNCTIONS = {
@@ -38,6 +39,16 @@ FUNCTIONS = {
 }
 
 ALPHA = '_alpha'
+
+
+def value_expression(function: str, value_dtype: dace.typeclass, out_dtype: dace.typeclass) -> str:
+    """The tasklet expression of ``function`` (:data:`FUNCTIONS`) of ``v``. An integer ``v``
+    whose result is a float (``ss.sqrt`` of int32 values is float64, as in NumPy) is
+    converted first: C's ``sqrt`` of an ``int`` is the integer square root's overload."""
+    expr, _ = FUNCTIONS[function]
+    if value_dtype.as_numpy_dtype().kind in 'biu' and out_dtype.as_numpy_dtype().kind == 'f':
+        expr = substitute(expr, {'v': f'dace.{out_dtype.to_string()}(v)'})
+    return expr
 
 
 def alpha_spelling(alpha: str) -> Tuple[str, list]:
@@ -71,7 +82,8 @@ class ExpandMapValuesPure(ExpandTransformation):
     @staticmethod
     def expansion(node: 'MapValues', state, sdfg):
         k = Kernel(node, state, sdfg)
-        expr, _ = FUNCTIONS[node.function]
+        expr = value_expression(node.function, node.member_arrays(state, 'A')['vals'].dtype,
+                                node.member_arrays(state, 'out')['vals'].dtype)
         inputs = {}
         if node.function == 'scale':
             if node.alpha_is_data:
@@ -98,7 +110,7 @@ class ExpandMapValuesCPU(ExpandTransformation):
     def expansion(node: 'MapValues', state, sdfg):
         kb = kernel_for_node(node, state, sdfg)
         members = node.member_arrays(state, 'A')
-        expr, _ = FUNCTIONS[node.function]
+        expr = value_expression(node.function, members['vals'].dtype, node.member_arrays(state, 'out')['vals'].dtype)
         reads = [f'v << {member_conn("A", "vals")}[q]']
         if node.function == 'scale':
             if node.alpha_is_data:

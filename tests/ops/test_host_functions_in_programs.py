@@ -3,10 +3,12 @@ host values alike, with the same results, which are NumPy's / scipy's.
 
 The functions are enumerated from the module (every public function of ``sdfgsparse``):
 one missing from :data:`CASES` and not listed in :data:`NOT_ON_VALUES` fails
-:func:`test_every_function_is_covered`. One program per value dtype (float32, float64)
+:func:`test_every_function_is_covered`. One program per value dtype (float32, float64, int32)
 calls them all, on a matrix with NaN, +-inf, a negative value (``sqrt``: NaN), an explicit
-zero and an empty row. (``ss.tanh`` inside a program did not build: its kernel statement
-did not know ``math.tanh``.)
+zero and an empty row, and one for int32 values (float functions give float64, as in
+NumPy). (``ss.tanh`` inside a program did not build: its kernel statement did not know
+``math.tanh``; ``ss.sqrt`` of int32 values in a program took C's integer overload:
+``sqrt(2)`` was 1.)
 """
 import inspect
 
@@ -49,7 +51,9 @@ def _sddmm(A, X, Y):
 
 def _softmax(A, X, Y):
     C = A.tocoo()
-    return sp.coo_array((softmax_reference(C.row, C.data).astype(A.dtype), (C.row, C.col)), shape=A.shape)
+    with np.errstate(all='ignore'):
+        p = softmax_reference(C.row, C.data).astype(A.dtype if A.dtype.kind == 'f' else np.float64)
+    return sp.coo_array((p, (C.row, C.col)), shape=A.shape)
 
 
 #: name -> (host call, NumPy/scipy reference); the program below returns them in this order
@@ -98,6 +102,15 @@ def special(dtype):
     return sp.csr_array((data, indices, indptr), shape=(5, 4))
 
 
+def integers(dtype):
+    """Negative values (``sqrt``: NaN), an explicit zero, an empty row; float functions of
+    integer values are float64, as in NumPy."""
+    indptr = np.array([0, 2, 4, 4, 7, 9], dtype=np.int32)
+    indices = np.array([0, 2, 1, 3, 0, 1, 3, 2, 3], dtype=np.int32)
+    data = np.array([3, 1, -4, 2, 0, -1, 7, 5, 2], dtype=dtype)
+    return sp.csr_array((data, indices, indptr), shape=(5, 4))
+
+
 def public_functions():
     return sorted(n for n, v in vars(ss).items() if not n.startswith('_') and inspect.isfunction(v))
 
@@ -116,11 +129,11 @@ def _same(got, want, dtype, what):
     np.testing.assert_allclose(g, w, equal_nan=True, **tol(dtype), err_msg=what)
 
 
-@pytest.mark.parametrize('dtype', [np.float32, np.float64])
+@pytest.mark.parametrize('dtype', [np.float32, np.float64, np.int32])
 def test_in_program_equals_host_equals_numpy(dtype, rng):
-    A = special(dtype)
-    X = rng.standard_normal((5, 3)).astype(dtype)
-    Y = rng.standard_normal((3, 4)).astype(dtype)
+    A = special(dtype) if np.dtype(dtype).kind == 'f' else integers(dtype)
+    X = (rng.standard_normal((5, 3)) * 3).astype(dtype)
+    Y = (rng.standard_normal((3, 4)) * 3).astype(dtype)
     results = program(dtype)(A, X, Y)
     assert len(results) == len(CASES)
     for (name, (host, ref)), got in zip(CASES.items(), results):
@@ -129,8 +142,9 @@ def test_in_program_equals_host_equals_numpy(dtype, rng):
         want = ref(A, X, Y)
         _same(on_host, want, dtype, f'ss.{name} on the host vs NumPy/scipy')
         _same(got, want, dtype, f'ss.{name} in a program vs NumPy/scipy')
-        assert dense(got).dtype == dense(on_host).dtype == np.dtype(dtype), f'ss.{name}: dtype'
+        assert dense(got).dtype == dense(on_host).dtype == dense(want).dtype, f'ss.{name}: dtype'
         if name != 'convert':  # pattern kept: NaN where the host has NaN, in stored order
             gv = got.data if sp.issparse(got) else got.arrays['vals']
             np.testing.assert_array_equal(np.isnan(gv), np.isnan(on_host.data), err_msg=f'ss.{name}: NaN slots')
-    assert np.isnan(dense(results[0])[0, 0]), 'ss.relu(nan) is nan (NumPy, torch)'
+    if np.dtype(dtype).kind == 'f':
+        assert np.isnan(dense(results[0])[0, 0]), 'ss.relu(nan) is nan (NumPy, torch)'
