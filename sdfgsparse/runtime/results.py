@@ -82,14 +82,7 @@ def struct_to_python(obj):
         a['crd1'] = a['crd1'][:n]
         a['vals'] = a['vals'][:n * R * C]
     m = SparseMatrix(fmt, a, obj._ss_shape)
-    if has_scipy_twin(fmt):
-        return to_scipy_twin(m)
-    if fmt.transpose_name is not None and has_scipy_twin(fmt.T):
-        # a returned transposed view of a scipy-twin format (``return A.T`` of a COO, DIA or
-        # BSR): the same arrays are the twin's storage of the transpose, so the result is
-        # scipy's own ``.T`` of it, as ``A.T`` is in scipy
-        return to_scipy_twin(SparseMatrix(fmt.T, a, obj._ss_shape[::-1])).T
-    return m
+    return to_scipy_twin(m) if has_scipy_twin(fmt) else m
 
 
 def scipy_to_torch(A):
