@@ -2,6 +2,8 @@
 import dace
 import pytest
 
+from sdfgsparse.runtime import plan as plan_mod
+
 
 @pytest.fixture
 def build(tmp_path, monkeypatch):
@@ -11,3 +13,18 @@ def build(tmp_path, monkeypatch):
     folder = tmp_path / 'build'
     with dace.config.set_temporary('default_build_folder', value=str(folder)):
         yield folder
+
+
+@pytest.fixture
+def plan_calls(monkeypatch):
+    """Counts the calls a plan finished and those it handed to the full path."""
+    count = {'done': 0, 'missed': 0}
+    run = plan_mod.CallPlan.run
+
+    def counting(self, args):
+        res = run(self, args)
+        count['missed' if res is plan_mod.MISS else 'done'] += 1
+        return res
+
+    monkeypatch.setattr(plan_mod.CallPlan, 'run', counting)
+    return count

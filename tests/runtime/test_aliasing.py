@@ -12,7 +12,6 @@ import scipy.sparse as sp
 
 import sdfgsparse as ss
 from sdfgsparse import errors
-from sdfgsparse.runtime import plan as plan_mod
 from sdfgsparse.runtime.aliasing import access_of, memory_of, overlap
 
 N = dace.symbol('N')
@@ -38,21 +37,6 @@ def alias_two_statements(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], y: d
 def alias_in_a_loop(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], y: dace.float64[N]):
     for _ in range(2):
         y[:] = A @ x
-
-
-@pytest.fixture
-def plan_calls(monkeypatch):
-    """Counts the calls a plan finished and those it handed to the full path."""
-    count = {'done': 0, 'missed': 0}
-    run = plan_mod.CallPlan.run
-
-    def counting(self, args):
-        res = run(self, args)
-        count['missed' if res is plan_mod.MISS else 'done'] += 1
-        return res
-
-    monkeypatch.setattr(plan_mod.CallPlan, 'run', counting)
-    return count
 
 
 def _matrix(rng, n, density=0.3):

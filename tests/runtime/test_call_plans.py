@@ -50,21 +50,6 @@ def plan_axpy(A: ss.CSR[dace.float64, M, N], x: dace.float64[N], y: dace.float64
     return alpha * (A @ x) + y
 
 
-@pytest.fixture
-def plan_calls(monkeypatch):
-    """Counts the calls a plan finished (not handed back to the full path)."""
-    count = {'done': 0, 'missed': 0}
-    run = plan_mod.CallPlan.run
-
-    def counting(self, args):
-        res = run(self, args)
-        count['missed' if res is plan_mod.MISS else 'done'] += 1
-        return res
-
-    monkeypatch.setattr(plan_mod.CallPlan, 'run', counting)
-    return count
-
-
 def _random(rng, m, n, density, dtype=np.float64):
     return sp.random_array((m, n), density=density, format='csr', rng=rng, dtype=dtype)
 

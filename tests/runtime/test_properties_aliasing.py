@@ -7,29 +7,15 @@ side computed from the values before the call, then assigned into ``y``'s elemen
 no other element of the buffer changes. Every call is made twice, so the first runs the
 full path and the second the warm plan. Examples are derandomised; no database is kept.
 """
-import dace
 import numpy as np
 import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sdfgsparse as ss
-
-N = dace.symbol('N')
+from test_aliasing import alias_spmv_acc, alias_spmv_out  # (tests/runtime is on the path)
 
 SETTINGS = dict(derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck),
                 max_examples=60)
-
-
-# (the programs of test_aliasing.py, source for source: the build cache serves both)
-@dace.program
-def alias_spmv_out(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], y: dace.float64[N]):
-    y[:] = A @ x
-
-
-@dace.program
-def alias_spmv_acc(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], y: dace.float64[N]):
-    y[:] += A @ x
 
 
 @st.composite

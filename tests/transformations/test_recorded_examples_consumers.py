@@ -15,16 +15,9 @@ import sdfgsparse as ss
 from sdfgsparse.cli import main
 from sdfgsparse.transformations import SparseIOLowerBound
 from sdfgsparse.transformations.examples import recorded_sizes
+from test_format_guard import _band, power  # (tests/transformations is on the path)
 
 M, N, K, D, F = (dace.symbol(s) for s in 'MNKDF')
-
-
-@dace.program
-def power(A: ss.CSR[dace.float64, N, N], y: dace.float64[N]):
-    for i in range(40):
-        y = A @ y
-        y = y / np.sqrt(np.sum(y * y))
-    return y
 
 
 @dace.program
@@ -45,10 +38,6 @@ def difference_t(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x
 @dace.program
 def attention(S: ss.CSR[dace.float64, M, N], Q: dace.float64[M, D], Kt: dace.float64[N, D], V: dace.float64[N, F]):
     return ss.softmax(S * (Q @ Kt.T)) @ V
-
-
-def _band(n, offsets=range(-3, 4)):
-    return sp.csr_array(sp.diags([np.full(n - abs(o), 1.0 + 0.1 * o) for o in offsets], list(offsets)))
 
 
 def _annotated(prog, examples, tmp_path, **kw):
