@@ -174,17 +174,9 @@ def copy_back(copies: Dict[str, Any], out: Dict[str, Any], written) -> None:
 
 
 def written_arguments(sdfg: dace.SDFG) -> frozenset:
-    """Names of the SDFG's arguments that it writes (computed once per SDFG object)."""
-    found = sdfg.__dict__.get('_ss_written')
-    if found is None:
-        args = set(sdfg.arg_names)
-        names = set()
-        for state in sdfg.all_states():
-            for node in state.data_nodes():
-                if node.data in args and state.in_degree(node) > 0:
-                    names.add(node.data)
-        found = sdfg.__dict__['_ss_written'] = frozenset(names)
-    return found
+    """Names of the SDFG's arguments that it writes (from its :class:`ArgumentAccess`,
+    computed once per SDFG object)."""
+    return access_of(sdfg).written & frozenset(sdfg.arg_names)
 
 
 def _dense_shape_symbols(descs: Dict[str, dace.data.Data], values: Dict[str, Any], symbols: Dict[str, int]) -> None:
