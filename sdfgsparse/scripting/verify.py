@@ -21,9 +21,17 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import dace
 import numpy as np
+import scipy.sparse as sp
+from dace.codegen.exceptions import CompilationError
 
 from sdfgsparse import errors
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+from sdfgsparse.runtime.call import CompiledProgram, written_arguments
+from sdfgsparse.runtime.capacity import PREFIX
+from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.convert import convert
+from sdfgsparse.targets.cuda.lower import is_lowered
+from sdfgsparse.transformations.examples import bind_sizes
 
 __all__ = ['VerificationError', 'ResultChangedError', 'random_arguments', 'verify_transformation', 'outputs']
 
@@ -54,7 +62,6 @@ def _evaluate(expr, symbols: Dict[str, int]) -> int:
 
 
 def _symbols(sdfg: dace.SDFG, rng: np.random.Generator) -> Dict[str, int]:
-    from sdfgsparse.runtime.capacity import PREFIX
     names = sorted(set(map(str, sdfg.free_symbols)) | {str(s) for n in _arg_names(sdfg)
                                                          for s in _desc_symbols(sdfg.arrays[n])})
     return {s: int(rng.integers(2, 10)) for s in names if not s.startswith(PREFIX)}
@@ -85,8 +92,6 @@ def _dense(rng, shape, dtype: np.dtype, smallest: int):
 def random_arguments(sdfg: dace.SDFG, seed: int = 0) -> Tuple[Dict[str, Any], Dict[str, int]]:
     """``({argument: value}, {symbol: value})``: small random inputs of the declared shapes,
     formats and dtypes (module docstring), reproducible from ``seed``."""
-    import scipy.sparse as sp
-    from sdfgsparse.runtime.convert import convert
     rng = np.random.default_rng(seed)
     symbols = _symbols(sdfg, rng)
     smallest = min(symbols.values(), default=4)
@@ -115,10 +120,6 @@ def random_arguments(sdfg: dace.SDFG, seed: int = 0) -> Tuple[Dict[str, Any], Di
 def outputs(sdfg: dace.SDFG, values: Dict[str, Any], symbols: Dict[str, int]) -> Dict[str, np.ndarray]:
     """Compile ``sdfg`` and call it on copies of ``values``: ``{output: dense array}`` for
     each returned value (``result``, ``result_0`` ...) and each argument it writes."""
-    from dace.codegen.exceptions import CompilationError
-    from sdfgsparse.runtime.call import CompiledProgram, written_arguments
-    from sdfgsparse.transformations.examples import bind_sizes
-    from sdfgsparse.runtime.convert import convert
     args = copy.deepcopy(values)
     for name, value in args.items():  # in this SDFG's formats (a format selection changes them), as a call converts
         if name in sdfg.arrays and is_sparse_desc(sdfg.arrays[name]):
@@ -173,8 +174,6 @@ def _marked_returns(sdfg: dace.SDFG, sizes: Dict[str, int]) -> Dict[str, np.ndar
 
 
 def _as_dense(value) -> np.ndarray:
-    import scipy.sparse as sp
-    from sdfgsparse.runtime.container import SparseMatrix
     if isinstance(value, SparseMatrix):
         value = value.to_scipy()
     if sp.issparse(value):
@@ -222,7 +221,6 @@ def verify_transformation(before: dace.SDFG, after: dace.SDFG, what: str, trials
     on ``trials`` sets of random inputs; :class:`VerificationError` at the first output
     that differs, or when they cannot be run. Returns the number of outputs compared
     (in each trial)."""
-    from sdfgsparse.targets.cuda.lower import is_lowered
     if is_lowered(before) or is_lowered(after):
         raise VerificationError(f'{what}: the SDFG is lowered for the GPU; its result cannot be checked here')
     compared = 0
