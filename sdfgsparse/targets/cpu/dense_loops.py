@@ -25,7 +25,8 @@ __all__ = [
 
 
 #: Global code of the kernels that use the tasklets here (added by
-#: :class:`~sdfgsparse.targets.cpu.kernel.KernelBuilder`): they read whole input arrays
+#: :class:`~sdfgsparse.targets.cpu.kernel.KernelBuilder`): ``SS_VECTOR_BYTES``, the width
+#: of the target's vector registers (:func:`_vector_types`); and they read whole input arrays
 #: through ``ss_in(_tx)`` (and SpMM writes its row through ``ss_out(_ty)``). DaCe passes an
 #: array of one element by value (its memlet has volume 1), so ``A @ x`` with an
 #: unannotated ``x`` of length 1 did not compile; these give a pointer either way (to the
@@ -33,6 +34,16 @@ __all__ = [
 INPUT_POINTER = """
 #ifndef SDFGSPARSE_SS_IN
 #define SDFGSPARSE_SS_IN
+// bytes of the widest vector register of the compile target (-march): the register-blocked
+// kernels size their GCC/Clang vectors by it (a 64-byte vector where registers hold 32 keeps
+// its halves on the stack: 5-8x slower SpMM on an AVX2 build, docs/performance.md)
+#if defined(__AVX512F__)
+#define SS_VECTOR_BYTES 64
+#elif defined(__AVX__)
+#define SS_VECTOR_BYTES 32
+#else
+#define SS_VECTOR_BYTES 16
+#endif
 template <typename T> static inline T* ss_in(T* p) { return p; }
 template <typename T> static inline const T* ss_in(const T& v) { return &v; }
 template <typename T> static inline T* ss_out(T* p) { return p; }
@@ -183,12 +194,14 @@ _tp = (long long)(uintptr_t)yt_out;
 
 
 def _vector_types(prefix: str, ctype: str) -> str:
-    """C++ declarations of ``<prefix>_V`` (the value type), ``<prefix>_vec`` (a 64-byte
-    GCC/Clang vector of it, aligned like one value so any address can be read) and
-    ``<prefix>_L`` (values per vector), for the register-blocked row tasklets."""
+    """C++ declarations of ``<prefix>_V`` (the value type), ``<prefix>_vec`` (a GCC/Clang
+    vector of it as wide as the target's registers, ``SS_VECTOR_BYTES`` of
+    :data:`INPUT_POINTER`: 64 bytes with AVX-512, 32 with AVX, 16 otherwise; aligned like
+    one value so any address can be read) and ``<prefix>_L`` (values per vector), for the
+    register-blocked row tasklets."""
     return (f'typedef {ctype} {prefix}_V;\n'
-            f'typedef {prefix}_V {prefix}_vec __attribute__((vector_size(64), aligned(sizeof({prefix}_V))));\n'
-            f'const long {prefix}_L = 64 / sizeof({prefix}_V);')
+            f'typedef {prefix}_V {prefix}_vec __attribute__((vector_size(SS_VECTOR_BYTES), aligned(sizeof({prefix}_V))));\n'
+            f'const long {prefix}_L = SS_VECTOR_BYTES / sizeof({prefix}_V);')
 
 
 #: Vectors of ``y`` held in registers by one panel of :func:`spmm_row`.
@@ -201,14 +214,14 @@ def spmm_row(y: str, i: str, b: str, crd: str, vals: str, lo: str, hi: str, k: s
     over the stored entries ``p`` in ``[lo, hi)`` of a row-major operand, as one tasklet.
 
     Register blocking of the dense columns: the row is computed a panel of
-    ``SPMM_PANEL`` 64-byte vectors at a time (then two, one, and a tail of fewer columns
+    ``SPMM_PANEL`` vectors at a time (then two, one, and a tail of fewer columns
     than a vector, in one pass over the entries, not one scalar pass per column;
     panels of at most two vectors keep two sets of accumulators, for even and odd entries),
     the panel's accumulators held in registers over all of the row's entries, and ``y`` is
     written once — no zero fill, no load and store of ``y`` per entry as in
     :func:`axpy_row`. The accumulators are GCC/Clang vector-extension variables
-    (``vector_size(64)``: the compiler maps them to the machine's registers, splitting
-    them where vectors are narrower); arrays in ``omp simd`` loops were spilled to the
+    (as wide as the target's registers, :func:`_vector_types`; a vector wider than the
+    registers is split by GCC, which then keeps the accumulators on the stack); arrays in ``omp simd`` loops were spilled to the
     stack by GCC 12, which made the same blocking slower than the per-entry form. Faster
     than zero fill plus :func:`axpy_row` on every matrix measured (docs/performance.md)."""
     code = f'''
@@ -325,9 +338,10 @@ def spmv_row_chunks(y: str, i: str, x: str, crd: str, vals: str, lo: str, hi: st
     read the next entries of the arrays (the following rows', whose columns are valid
     indices of ``x``); a chunk that would pass ``end`` (the end of the last row, not the
     arrays' capacity) is left to the scalar loop. ``itemsize``: bytes per value (the
-    mask lanes are integers of that size). ``width`` 1: one entry per step, no vectors."""
-    if width <= 1:  # one entry per step
-        code = f'''
+    mask lanes are integers of that size). ``width`` 1: one entry per step, no vectors;
+    the same where the target's vector registers (``SS_VECTOR_BYTES``) are narrower than
+    a chunk (SSE: the chunks then cost 2-3x the scalar loop, docs/performance.md)."""
+    one = f'''
 typedef {ctype} r_V;
 const long long r_lo = _tlo, r_hi = _thi;
 (void)_tend;
@@ -338,12 +352,20 @@ r_V r_acc = 0;
 for (long long r_p = r_lo; r_p < r_hi; ++r_p) r_acc += r_v[r_p] * r_x[r_c[r_p]];
 _ty = r_acc;
 '''
-        return _row_tasklet(y, i, x, crd, vals, lo, hi, end, code)
+    if width <= 1:  # one entry per step
+        return _row_tasklet(y, i, x, crd, vals, lo, hi, end, one)
     mask = {8: 'long long', 4: 'int'}[itemsize]  # the value dtypes have 4 or 8 bytes
     lanes = ', '.join(f'r_x[r_c[r_p + {k}]]' for k in range(width))
     zeros = ', '.join('0' for _ in range(width))
     iota = ', '.join(str(k) for k in range(width))
+    # the chunk's values are read through the vector type (aligned like one value): a
+    # memcpy into a vector variable went through the stack where GCC splits unaligned
+    # 32-byte loads (its generic tuning, -march=x86-64-v3), a store-forwarding stall per chunk
     code = f'''
+#ifndef SS_VECTOR_BYTES
+#error "sdfgsparse: SS_VECTOR_BYTES (dense_loops.INPUT_POINTER) is not defined"
+#endif
+#if SS_VECTOR_BYTES >= {width * itemsize}
 typedef {ctype} r_V;
 typedef r_V r_vec __attribute__((vector_size({width * itemsize}), aligned(sizeof(r_V))));
 typedef {mask} r_msk __attribute__((vector_size({width * itemsize})));
@@ -355,8 +377,7 @@ const r_msk r_iota = {{{iota}}};
 r_vec r_a = {{{zeros}}};
 long long r_p = r_lo;
 for (; r_p < r_hi && r_p + {width} <= r_end; r_p += {width}) {{
-    r_vec r_w;
-    __builtin_memcpy(&r_w, r_v + r_p, sizeof(r_vec));
+    const r_vec r_w = *(const r_vec*)(r_v + r_p);
     const r_vec r_g = {{{lanes}}};
     r_a += (r_iota < ({mask})(r_hi - r_p)) ? r_w * r_g : (r_vec){{{zeros}}};
 }}
@@ -364,6 +385,10 @@ r_V r_acc = 0;
 for (int r_k = 0; r_k < {width}; ++r_k) r_acc += r_a[r_k];
 for (; r_p < r_hi; ++r_p) r_acc += r_v[r_p] * r_x[r_c[r_p]];
 _ty = r_acc;
+#else
+// registers narrower than a chunk (SSE): one entry per step is faster
+{one}
+#endif
 '''
     return _row_tasklet(y, i, x, crd, vals, lo, hi, end, code)
 
@@ -426,7 +451,7 @@ def sddmm_row(out: str, out_crd: str, i: str, x: str, y: str, crd: str, vals: st
     entries ``p`` in ``[lo, hi)``, ``out[p] = vals[p] * dot(x[i, 0:k], y[crd[p], 0:k])`` and
     ``out_crd[p] = crd[p]`` (the result shares the operand's pattern).
 
-    The dot products of ``SDDMM_GROUP`` entries are computed together over 64-byte vectors
+    The dot products of ``SDDMM_GROUP`` entries are computed together over register-wide vectors
     (GCC/Clang vector extensions, see :func:`spmm_row`): each piece of the ``x`` row is
     loaded once per group and feeds one independent accumulator per entry; the tail
     columns (``k`` not a multiple of the vector) are added in scalar. ``y_pointer`` as in
@@ -499,7 +524,7 @@ def gemm_row_block(c: str, a: str, b: str, ib: str, m: str, k: str, n: str, lda:
     ``ld*`` elements between rows).
 
     Register blocking: the block's rows are computed a column panel at a time, the panel's
-    accumulators (``GEMM_ROWS`` rows x four 64-byte vectors) held in registers over the
+    accumulators (``GEMM_ROWS`` rows x four register-wide vectors) held in registers over the
     whole ``k`` loop, so every loaded row piece of ``b`` feeds ``GEMM_ROWS`` FMAs and ``c``
     is written once (the row-wise axpy form loads and stores ``c`` for every ``k``). Narrower
     panels (one vector) take the remaining columns, the last partial vector is masked;
@@ -507,7 +532,7 @@ def gemm_row_block(c: str, a: str, b: str, ib: str, m: str, k: str, n: str, lda:
     """
     code = f'''
 typedef {ctype} _T;
-const long _V = 64 / sizeof(_T);
+const long _V = SS_VECTOR_BYTES / sizeof(_T);
 const long _M = {m}, _K = {k}, _N = {n}, _lda = {lda}, _ldb = {ldb}, _ldc = {ldc};
 const _T* __restrict__ _pa = ss_in(_ta);
 const _T* __restrict__ _pb = ss_in(_tb);
