@@ -176,7 +176,7 @@ def check_target(arch: str) -> None:
     lacking = sorted(flag for macro, flag in ISA_FLAGS.items() if macro in names and flag not in have)
     if lacking:
         raise DeviceError(f'-march={arch}: this CPU ({cpu_model()}) cannot run code built for it: it lacks '
-                          f'{", ".join(lacking)}; choose a lower target (x86-64-v3, x86-64-v2) or native')
+                          f'{", ".join(lacking)}; choose a target it can run (native always is)')
 
 
 def set_target(arch: str) -> Optional[str]:
