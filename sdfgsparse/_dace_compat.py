@@ -467,7 +467,8 @@ def canonical_edge_order(sdfg) -> None:
 def content_hash(sdfg) -> str:
     """Patch 8's folder key: the SDFG's JSON without its random GUIDs (names, symbols,
     instrumentation and debug information kept), plus DaCe's compiler, library and
-    instrumentation settings."""
+    instrumentation settings as the build reads them (``DACE_compiler_cpu_args`` and the
+    other ``DACE_*`` variables included: two flag sets gave one folder and a stale build)."""
     import hashlib
     import json
 
@@ -478,10 +479,15 @@ def content_hash(sdfg) -> str:
             return [strip(v) for v in o]
         return o
 
+    def effective(path, value):  # Config.get of a section ignores DACE_<section>_<key> variables; of a key not
+        if isinstance(value, dict):
+            return {k: effective(path + (k, ), v) for k, v in value.items()}
+        return dace.Config.get(*path)
+
     config = {}
     for key in _CONFIG_KEYS:
         try:
-            config[key] = dace.Config.get(key)
+            config[key] = effective((key, ), dace.Config.get(key))
         except KeyError:
             pass
     text = json.dumps([strip(sdfg.to_json()), config], sort_keys=True, default=str)

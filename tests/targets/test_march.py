@@ -157,3 +157,22 @@ def test_describe_names_cpu_compiler_and_target():
     assert d['vector_bytes'] in (16, 32, 64)
     if 'Free Software Foundation' in (march._output(d['compiler'], '--version') or ''):  # GCC resolves native
         assert d['native'] not in ('', 'unknown', 'native') and d['compiler_version'] != 'unknown'
+
+
+def test_flags_from_the_environment_name_their_own_build_folder(monkeypatch):
+    """``sdfgsparse bench --march`` hands its flags to child processes through
+    ``DACE_compiler_cpu_args``; the build folder's name must see them (it read DaCe's
+    section dict, which ignores the variable: two targets shared a folder)."""
+    from sdfgsparse._dace_compat import content_hash
+
+    @dace.program
+    def march_env_probe(x: dace.float64[N]):
+        return x + 1
+
+    sdfg = march_env_probe.to_sdfg()
+    names = set()
+    for arch in ('x86-64-v2', 'x86-64-v3'):
+        monkeypatch.setenv('DACE_compiler_cpu_args', f'-O3 -march={arch}')
+        assert dace.Config.get('compiler', 'cpu', 'args') == f'-O3 -march={arch}'
+        names.add(content_hash(sdfg))
+    assert len(names) == 2
