@@ -25,7 +25,7 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m sdfgsparse demo
-	$(PY) -m sdfgsparse bench --quick
+	$(PY) -m sdfgsparse bench --quick --check
 
 # the differential suite again with every sparse node expanded as its portable 'pure' SDFG
 PURE_SUITE = tests/ops/test_ops_zoo.py tests/ops/test_sparse_sparse_zoo.py tests/ops/test_softmax.py \

@@ -3,7 +3,7 @@
     sdfgsparse bench [--matrices DIR] [--kernels spmv,spmm,...] [--threads N] [--repeat R]
                      [--peers scipy,torch,graphblas,pydata,mkl] [--json FILE] [--plot FILE.png]
                      [--quick] [--no-progress] [--stream-mib MIB] [--optimize]
-                     [--isolation same|separate]
+                     [--isolation same|separate] [--march ARCH] [--check] [--busy]
                      [--target cpu|fpga [--board u280] [--clock-mhz 300]]
 
 ``--optimize`` adds the system ``sdfgsparse-opt`` (each kernel's program through
@@ -15,6 +15,26 @@ gcn, attention, atb and cg.
 (:mod:`sdfgsparse.bench.isolation`); the default ``same`` times them all in one process,
 calls alternating (every system after every other equally often), as a user runs them
 side by side.
+
+``--march ARCH`` builds the generated code for ``-march=ARCH`` (e.g. ``x86-64-v3``) instead
+of ``native`` (:mod:`sdfgsparse.targets.cpu.march`): set before anything compiles, it reaches
+the re-executed child and every child process (``--isolation separate``, the warm-cache
+build, ``--busy``'s single-thread run) through ``--march`` and ``DACE_compiler_cpu_args``.
+A target the compiler refuses or this CPU cannot run is a bad option. The report's header
+names the CPU, the compiler, the target flags (``-march`` and what native resolves to,
+vector bytes) and the threads.
+
+``--check`` (:mod:`sdfgsparse.bench.check`): after the run, every sdfgsparse (and
+sdfgsparse-opt) result slower than scipy's (one thread) on some kernel and matrix is listed
+loudly and the exit status is 3; a pair without a timed scipy result is reported as
+unchecked.
+
+``--busy`` (:mod:`sdfgsparse.bench.busy`): the run (the quiet run) is followed by our
+single-thread run (a child process: ``--threads 1``, no peers) and by the same run again
+while a spinning process holds the last core (the busy run); both tables are printed, then a
+busy summary per kernel and matrix (our busy time against our own single-thread time, goal
+>= 0.9x, and against the fastest peer's busy time, goal >= 0.8x). ``--json`` then holds the
+quiet run with ``busy``, ``single_thread`` and ``busy_summary`` beside it.
 
 ``--target fpga`` runs :mod:`sdfgsparse.bench.fpga` instead: the designs ``ss.optimize``
 chooses for the FPGA, their model per matrix and a C-simulation check (no timing of peers).
@@ -31,16 +51,25 @@ products of scipy's composed kernels) runs on one thread: its threads busy-wait 
 while after each multi-threaded call and take a core from whatever runs next (figures in
 ``docs/performance.md``).
 
-Exit status: 0 when every sdfgsparse (and sdfgsparse-opt) result agreed with scipy, 1 when
-one did not (or failed), 2 for bad options. Wrong peer results are reported, not an error of the run.
+Exit status:
+
+* 0: every sdfgsparse (and sdfgsparse-opt) result agreed with scipy (and, with ``--check``,
+  none was slower than scipy's);
+* 1: one of ours disagreed with scipy or failed (in any run of ``--busy``); this wins over 3;
+* 2: bad options (a bad ``--march`` included), or unreadable matrices;
+* 3: ``--check``: one of ours was slower than scipy on some kernel and matrix.
+
+Wrong peer results are reported, not an error of the run.
 """
 import argparse
+import json
 import os
 import subprocess
 import sys
+import tempfile
 from typing import List, Optional, Sequence
 
-__all__ = ['add_parser', 'run', 'main', 'config_from_args', 'to_argv', 'thread_env']
+__all__ = ['add_parser', 'run', 'main', 'config_from_args', 'to_argv', 'thread_env', 'set_march']
 
 CHILD_ENV = 'SDFGSPARSE_BENCH_CHILD'
 STREAM_MIB, QUICK_STREAM_MIB = 512, 256
@@ -83,6 +112,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    'other equally often), as '
                    'a user runs them side by side; separate: each system in a process of its own (no other '
                    'library\'s threads or OpenMP runtime loaded)')
+    p.add_argument('--march', default=None, metavar='ARCH',
+                   help='build the generated code for -march=ARCH (e.g. x86-64-v3, x86-64-v4; default: DaCe\'s flags, '
+                   '-march=native); refused when the compiler or this CPU cannot')
+    p.add_argument('--check', action='store_true',
+                   help='after the run, fail (exit status 3) when any sdfgsparse result is slower than scipy\'s '
+                   '(single-threaded) on some kernel and matrix, listing them')
+    p.add_argument('--busy', action='store_true',
+                   help='run again while a spinning process holds the last core, and compare that busy run with our '
+                   'own single-thread time (goal >= 0.9x) and with the fastest peer (goal >= 0.8x)')
     p.add_argument('--only', default=None, help=argparse.SUPPRESS)  # one system: a child of --isolation separate
     p.add_argument('--suite', choices=('kernels', 'ml'), default='kernels',
                    help='kernels (default): sparse kernels against peer libraries; ml: sparse torch models '
@@ -141,6 +179,12 @@ def to_argv(args) -> List[str]:
         argv += ['--isolation', args.isolation]
     if getattr(args, 'only', None):
         argv += ['--only', args.only]
+    if getattr(args, 'march', None):
+        argv += ['--march', args.march]
+    if getattr(args, 'check', False):
+        argv.append('--check')
+    if getattr(args, 'busy', False):
+        argv.append('--busy')
     if getattr(args, 'suite', 'kernels') != 'kernels':
         argv += ['--suite', args.suite]
     if getattr(args, 'target', 'cpu') != 'cpu':
@@ -152,6 +196,18 @@ def thread_env(threads: int) -> dict:
     """The thread settings the benchmark process runs with (see the module docstring)."""
     n = str(threads)
     return {'OMP_NUM_THREADS': n, 'MKL_NUM_THREADS': n, 'OPENBLAS_NUM_THREADS': '1'}
+
+
+def set_march(arch: Optional[str]) -> None:
+    """Build generated code for ``-march=arch`` in this process and in every child it starts
+    (``DACE_compiler_cpu_args``); raises :class:`~sdfgsparse.errors.DeviceError` where the
+    compiler or this CPU cannot (see :func:`sdfgsparse.targets.cpu.march.set_target`)."""
+    import dace
+    from sdfgsparse.targets.cpu import march
+    if arch is None:
+        return
+    march.set_target(arch)
+    os.environ['DACE_compiler_cpu_args'] = dace.Config.get('compiler', 'cpu', 'args')
 
 
 def _reexec(args) -> int:
@@ -172,6 +228,12 @@ def run(args) -> int:
     except BenchError as exc:
         print(f'sdfgsparse bench: {exc}', file=sys.stderr)
         return 2
+    from sdfgsparse.errors import DeviceError
+    try:
+        set_march(getattr(args, 'march', None))
+    except DeviceError as exc:
+        print(f'sdfgsparse bench: --march: {exc}', file=sys.stderr)
+        return 2
     wanted = thread_env(args.threads)
     loaded = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS')  # read when OpenMP and NumPy loaded, before us
     if any(os.environ.get(k) != wanted[k] for k in loaded) and not os.environ.get(CHILD_ENV):
@@ -180,28 +242,84 @@ def run(args) -> int:
 
     if getattr(args, 'suite', 'kernels') == 'ml':
         return _run_ml(args, config)
+    from sdfgsparse.bench.busy import busy_summary, format_busy_summary, spinning
+    from sdfgsparse.bench.check import check_against_scipy
     from sdfgsparse.bench.plot import write_plot
     from sdfgsparse.bench.report import format_report
-    from sdfgsparse.bench.runner import run_benchmark
+    from sdfgsparse.bench.results import OURS
     log = lambda line: print(f'sdfgsparse bench: {line}', flush=True)  # noqa: E731
+    busy = getattr(args, 'busy', False)
+    runs = []  # (label, result)
+    extra = {}
     try:
-        if getattr(args, 'isolation', 'same') == 'separate' and not args.only:
-            from sdfgsparse.bench.isolation import run_separate
-            result = run_separate(args, config, log)
-        else:
-            result = run_benchmark(config, log=log)
+        result = _measure(args, config, log)
+        runs.append(('quiet run' if busy else '', result))
+        if busy:
+            log('our single-thread time on the quiet machine: a child process with --threads 1 and no peers')
+            single = _single_thread(args, log)
+            with spinning() as spinner:
+                log(f'busy run: the same run again while process {spinner.pid} spins on core {spinner.core}')
+                busy_result = _measure(args, config, log)
+            busy_result.machine['busy_core'] = spinner.core
+            runs.append(('busy run', busy_result))
+            rows = busy_summary(busy_result, single)
+            extra = {'busy': busy_result.to_dict(), 'single_thread': single.to_dict() if single else None,
+                     'busy_summary': [r.to_dict() for r in rows]}
     except BenchError as exc:  # a matrix whose header read but whose entries do not
         print(f'sdfgsparse bench: {exc}', file=sys.stderr)
         return 2
-    print(format_report(result), flush=True)
+    for label, res in runs:
+        if label:
+            print(f'\n==== {label}' + (f' (another process spinning on core {res.machine["busy_core"]})'
+                                        if 'busy_core' in res.machine else ''), flush=True)
+        print(format_report(res), flush=True)
+    if busy:
+        print('\n' + format_busy_summary(rows, core=busy_result.machine['busy_core']), flush=True)
     if args.json:
-        result.write_json(args.json)
+        result.write_json(args.json, extra=extra)
         print(f'sdfgsparse bench: results written to {args.json}')
     if args.plot:
         why = write_plot(result, args.plot)
         print(f'sdfgsparse bench: --plot: {why}' if why else f'sdfgsparse bench: plot written to {args.plot}')
-    ours = [r for r in result.results if r.system in ('sdfgsparse', 'sdfgsparse-opt')]
-    return 1 if any(not r.correct for r in ours) else 0
+    wrong = any(not r.correct for _, res in runs for r in res.results if r.system in OURS)
+    slow = False
+    if getattr(args, 'check', False):
+        for label, res in runs:
+            verdict = check_against_scipy(res, label=label)
+            print('\n' + verdict.format(), flush=True)
+            slow = slow or not verdict.ok
+    return 1 if wrong else 3 if slow else 0
+
+
+def _measure(args, config, log):
+    """One run of ``config``: in this process, or a process per system (``--isolation separate``)."""
+    from sdfgsparse.bench.isolation import run_separate
+    from sdfgsparse.bench.runner import run_benchmark
+    if getattr(args, 'isolation', 'same') == 'separate' and not args.only:
+        return run_separate(args, config, log)
+    return run_benchmark(config, log=log)
+
+
+def _single_thread(args, log):
+    """Our systems on one thread on the quiet machine, measured in a child process
+    (``--threads 1``, no peers, the same kernels, matrices, repeats and ``--march``); None
+    (logged) where the child failed."""
+    from sdfgsparse.bench.results import BenchResult
+    with tempfile.TemporaryDirectory(prefix='sdfgsparse-bench-') as tmp:
+        path = os.path.join(tmp, 'single.json')
+        child = argparse.Namespace(**{**vars(args), 'threads': 1, 'peers': '', 'isolation': 'same', 'only': None,
+                                      'json': path, 'plot': None, 'no_progress': True, 'busy': False,
+                                      'check': False, 'stream_mib': 1})
+        env = dict(os.environ)
+        env.update({CHILD_ENV: '1', **thread_env(1)})
+        proc = subprocess.run([sys.executable, '-m', 'sdfgsparse.bench.cli'] + to_argv(child), env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if not os.path.exists(path):
+            tail = ' | '.join(proc.stdout.strip().splitlines()[-3:])
+            log(f'single-thread run failed (exit status {proc.returncode}): {tail}')
+            return None
+        with open(path) as f:
+            return BenchResult.from_dict(json.load(f))
 
 
 def _run_ml(args, config) -> int:

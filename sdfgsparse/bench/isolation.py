@@ -32,8 +32,9 @@ def system_names(config) -> List[str]:
 
 def run_separate(args, config, log: Callable[[str], None], env: Optional[dict] = None) -> BenchResult:
     """Run ``sdfgsparse bench`` once per system of ``config`` (``args``: this run's parsed
-    options; each child gets them with ``--only`` its system, its own JSON file, no plot
-    and no progress bar) and merge the results. A child that fails is reported through
+    options; each child gets them, ``--march`` included, with ``--only`` its system, its own
+    JSON file, no plot, no progress bar, no ``--check`` and no ``--busy``: this process checks
+    and runs busy) and merge the results. A child that fails is reported through
     ``log`` and leaves its system out."""
     from sdfgsparse.bench.cli import to_argv
     parts = []
@@ -41,7 +42,7 @@ def run_separate(args, config, log: Callable[[str], None], env: Optional[dict] =
         with tempfile.TemporaryDirectory(prefix='sdfgsparse-bench-') as tmp:
             path = os.path.join(tmp, 'result.json')
             child = argparse.Namespace(**{**vars(args), 'isolation': 'same', 'only': name, 'json': path, 'plot': None,
-                                          'no_progress': True})
+                                          'no_progress': True, 'check': False, 'busy': False})
             words = to_argv(child)
             t0 = time.perf_counter()
             log(f'{name}: its own process')

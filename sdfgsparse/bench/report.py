@@ -1,5 +1,7 @@
-"""The readable report of a run: machine line, compile times, one table per kernel
-(matrices × systems), geometric means, skipped work and a noise warning.
+"""The readable report of a run: machine line, compile target line (CPU, compiler, the
+``-march`` of the generated code and what ``native`` resolves to here, vector bytes,
+threads), compile times, one table per kernel (matrices × systems), geometric means,
+skipped work and a noise warning.
 
 Per-kernel table: median milliseconds per system; ``WRONG`` (result disagreed with scipy,
 not timed), ``FAIL`` (raised), ``-`` (the peer has no such kernel). ``fastest peer`` is
@@ -202,6 +204,17 @@ def _isolation_lines(m) -> List[str]:
     return out
 
 
+def _target_line(m) -> Optional[str]:
+    """The compiler and the compile target of the generated code (``machine.target``)."""
+    t = m.get('target')
+    if not t:
+        return None
+    march = f'-march={t["march"]}' if t.get('march') else 'no -march (the compiler\'s default)'
+    return (f'target: {t.get("cpu", "?")}; compiler {t.get("compiler", "?")} ({t.get("compiler_version", "?")}); '
+            f'{march} (native here: {t.get("native", "?")}), {t.get("vector_bytes", "?")}-byte vectors; '
+            f'threads {m.get("threads")}')
+
+
 def format_report(result: BenchResult) -> str:
     """The whole report as text (see the module docstring)."""
     m = result.machine
@@ -211,6 +224,9 @@ def format_report(result: BenchResult) -> str:
         f'({m.get("stream_method", "?")}, {m.get("stream_array_MiB", 0):.0f} MiB arrays); '
         f'{m.get("repeat")} timed runs after {m.get("warmup")} warm-up, interleaved'
     ]
+    target = _target_line(m)
+    if target:
+        out.append(target)
     out += _isolation_lines(m)
     for name, why in sorted(m.get('peers_skipped', {}).items()):
         out.append(f'peer {name}: MISSING, {why}; the best-peer ratios leave it out')

@@ -21,6 +21,14 @@ are there only then). A wrong or failed result has ``correct: false``, its reaso
 timings (it was not timed); ``note`` says when sdfgsparse copied an argument. ``gbps`` is the compulsory bytes of the kernel
 (:mod:`sdfgsparse.bench.kernels`) divided by the median time, ``bw_fraction`` that over
 ``stream_triad_GBps``.
+
+``machine.target`` is the compile target of the generated code
+(:func:`sdfgsparse.targets.cpu.march.describe`: ``{"cpu", "compiler", "compiler_version",
+"march", "native", "vector_bytes", "flags"}``). With ``--busy`` the file holds the quiet run
+as above and beside it ``busy`` (the busy run, same schema, ``machine.busy_core``: the core
+the spinner held), ``single_thread`` (our single-thread quiet run, same schema; null where
+it failed) and ``busy_summary`` (``[{"kernel", "matrix", "system", "busy_s", "single_s",
+"peer", "peer_busy_s", "vs_single", "vs_peer"}]``, :mod:`sdfgsparse.bench.busy`).
 """
 import json
 from dataclasses import asdict, dataclass, field
@@ -91,9 +99,10 @@ class BenchResult:
             d['optimize'] = self.optimize
         return d
 
-    def write_json(self, path: str) -> None:
+    def write_json(self, path: str, extra: Optional[Dict[str, Any]] = None) -> None:
+        """Write :meth:`to_dict` (with the sections of ``extra`` beside it) to ``path``."""
         with open(path, 'w') as f:
-            json.dump(self.to_dict(), f, indent=1)
+            json.dump({**self.to_dict(), **(extra or {})}, f, indent=1)
             f.write('\n')
 
     @classmethod

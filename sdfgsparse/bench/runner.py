@@ -47,7 +47,7 @@ from sdfgsparse.bench.progress import Progress
 from sdfgsparse.bench.results import BenchResult, Result
 from sdfgsparse.bench.stream import DEFAULT_ELEMENTS, stream_triad
 from sdfgsparse.bench.timing import Stats, interleaved, measure_peak
-from sdfgsparse.targets.cpu import openmp
+from sdfgsparse.targets.cpu import march, openmp
 
 __all__ = ['BenchConfig', 'run_benchmark', 'machine_info']
 
@@ -119,7 +119,8 @@ def _llc_mib() -> Optional[float]:
 
 
 def machine_info(threads: int) -> Dict[str, Any]:
-    """Hardware, software versions and thread settings of this process."""
+    """Hardware, software versions, thread settings and the compile target of generated
+    code (``target``: :func:`sdfgsparse.targets.cpu.march.describe`) of this process."""
     import dace
     import scipy
     import sdfgsparse
@@ -137,6 +138,7 @@ def machine_info(threads: int) -> Dict[str, Any]:
         'mkl_num_threads_env': os.environ.get('MKL_NUM_THREADS'),
         'openblas_num_threads_env': os.environ.get('OPENBLAS_NUM_THREADS'),
         'platform': platform.platform(),
+        'target': march.describe(),
         'versions': {
             'python': platform.python_version(),
             'numpy': np.__version__,
