@@ -4,6 +4,7 @@ No timing is asserted."""
 import json
 import os
 
+import dace
 import numpy as np
 import pytest
 import scipy.io
@@ -17,6 +18,8 @@ from sdfgsparse.bench.programs import SdfgsparseSystem
 from sdfgsparse.bench.report import format_report
 from sdfgsparse.bench.results import RESULT_KEYS, SYSTEMS, BenchResult
 from sdfgsparse.bench.runner import BenchConfig, run_benchmark
+from sdfgsparse.errors import DeviceError
+from sdfgsparse.targets.cpu import march
 
 pytestmark = pytest.mark.xdist_group('bench')  # one worker: compiled programs are shared
 
@@ -88,13 +91,19 @@ def test_cli_end_to_end_json_schema_and_plot(mtx_dir, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert rc == 0, printed
     assert 'spmv' in printed and 'sdfgsparse' in printed and 'geomean' in printed
+    target = march.describe()
+    assert (f'target: {target["cpu"]}; compiler {target["compiler"]} ({target["compiler_version"]}); '
+            f'-march={target["march"]} (native here: {target["native"]}), {target["vector_bytes"]}-byte vectors; '
+            f'threads {os.environ["OMP_NUM_THREADS"]}') in printed
+    assert printed.index('target: ') < printed.index('spmv  (median ms')
 
     data = json.loads(out_json.read_text())
     assert set(data) >= {'machine', 'results', 'compile', 'skipped'}
     machine = data['machine']
     assert machine['threads'] == int(os.environ['OMP_NUM_THREADS'])
     assert machine['stream_triad_GBps'] > 0
-    assert {'cpu', 'cores', 'versions', 'peers_skipped', 'repeat'} <= set(machine)
+    assert {'cpu', 'cores', 'versions', 'peers_skipped', 'repeat', 'target'} <= set(machine)
+    assert machine['target'] == target
     assert [c['kernel'] for c in data['compile']] == ['spmv']
     assert data['compile'][0]['cold_s'] > 0 and data['compile'][0]['warm_cache_s'] > 0
     results = data['results']
@@ -176,13 +185,34 @@ def test_a_slow_system_gets_its_checking_call_as_only_run(mtx_dir):
     assert 'note: scipy spmv on rect: one run only' in format_report(res)
 
 
-def test_isolation_separate_runs_a_process_per_system_and_merges(mtx_dir, tmp_path, capsys):
+def _with_flags_restored(monkeypatch, fn, *args):
+    """``fn(*args)``, then this process's compiler flags as before (``--march`` sets them
+    and exports them to child processes through ``DACE_compiler_cpu_args``)."""
+    before = dace.Config.get('compiler', 'cpu', 'args')
+    monkeypatch.setenv('DACE_compiler_cpu_args', before)  # undone after the test
+    try:
+        return fn(*args)
+    finally:
+        dace.Config.set('compiler', 'cpu', 'args', value=before)
+
+
+def _lower_target():
+    """A -march this CPU runs other than native (x86-64-v2), or None (then the default)."""
+    try:
+        march.check_target('x86-64-v2')
+    except DeviceError:
+        return None
+    return 'x86-64-v2'
+
+
+def test_isolation_separate_runs_a_process_per_system_and_merges(mtx_dir, tmp_path, capsys, monkeypatch):
     out_json = tmp_path / 'sep.json'
-    rc = cli.main([
+    arch = _lower_target()
+    rc = _with_flags_restored(monkeypatch, cli.main, [
         'bench', '--matrices', str(mtx_dir), '--kernels', 'spmv', '--repeat', '2', '--threads',
         os.environ['OMP_NUM_THREADS'], '--json', str(out_json), '--no-progress', '--stream-mib', '1', '--peers',
         'scipy', '--isolation', 'separate'
-    ])
+    ] + (['--march', arch] if arch else []))
     printed = capsys.readouterr().out
     assert rc == 0, printed
     assert 'sdfgsparse: its own process' in printed and 'scipy: its own process' in printed
@@ -195,6 +225,8 @@ def test_isolation_separate_runs_a_process_per_system_and_merges(mtx_dir, tmp_pa
     got = {(r['matrix'], r['system']) for r in data['results']}
     assert got == {('rect', 'sdfgsparse'), ('rect', 'scipy'), ('square', 'sdfgsparse'), ('square', 'scipy')}
     assert all(r['correct'] and r['runs'] == 2 for r in data['results'])
+    if arch:  # the children built for the target (their machine record says so)
+        assert m['target']['march'] == arch and m['target']['vector_bytes'] == 16
 
 
 def test_isolation_same_is_the_default_and_reports_the_openmp_runtime(mtx_dir):
@@ -211,3 +243,15 @@ def test_only_must_name_a_system_of_the_run(mtx_dir, capsys):
                    '--no-progress', '--threads', os.environ['OMP_NUM_THREADS']])
     assert rc == 2
     assert "--only torch: not one of this run's systems (sdfgsparse, scipy)" in capsys.readouterr().err
+
+
+def test_march_is_checked_and_reaches_the_child_arguments(mtx_dir, capsys):
+    rc = cli.main(['bench', '--matrices', str(mtx_dir), '--kernels', 'spmv', '--peers', 'scipy', '--march',
+                   'no-such-cpu', '--no-progress', '--threads', os.environ['OMP_NUM_THREADS']])
+    assert rc == 2
+    assert '--march: -march=no-such-cpu: the compiler' in capsys.readouterr().err
+    parser = __import__('argparse').ArgumentParser(prog='sdfgsparse')
+    cli.add_parser(parser.add_subparsers(dest='command', required=True))
+    args = parser.parse_args(['bench', '--march', 'x86-64-v3', '--check', '--busy', '--peers', 'scipy'])
+    assert vars(parser.parse_args(cli.to_argv(args))) == vars(args)
+    assert {'--march', 'x86-64-v3', '--check', '--busy'} <= set(cli.to_argv(args))

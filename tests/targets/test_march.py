@@ -70,15 +70,17 @@ def data():
 
 
 @pytest.fixture(params=sorted(TARGETS))
-def target(request):
+def target(request, monkeypatch):
     """Build for ``request.param`` (skipped where this CPU cannot run it); DaCe's compiler
-    flags are restored afterwards."""
+    flags (and ``DACE_compiler_cpu_args``, where set) are restored afterwards."""
     arch = request.param
     try:
         march.check_target(arch)
     except DeviceError as exc:
         pytest.skip(str(exc))
     before = dace.Config.get('compiler', 'cpu', 'args')
+    if 'DACE_compiler_cpu_args' in os.environ:
+        monkeypatch.setenv('DACE_compiler_cpu_args', before)
     march.set_target(arch)
     try:
         yield arch
@@ -176,3 +178,15 @@ def test_flags_from_the_environment_name_their_own_build_folder(monkeypatch):
         assert dace.Config.get('compiler', 'cpu', 'args') == f'-O3 -march={arch}'
         names.add(content_hash(sdfg))
     assert len(names) == 2
+
+
+def test_set_target_also_changes_the_flags_of_the_environment(monkeypatch):
+    """Where ``DACE_compiler_cpu_args`` is set, DaCe reads it before its settings."""
+    monkeypatch.delenv('DACE_compiler_cpu_args', raising=False)
+    before = dace.Config.get('compiler', 'cpu', 'args')
+    monkeypatch.setenv('DACE_compiler_cpu_args', '-O3 -march=native -fPIC')
+    try:
+        assert march.set_target('x86-64-v2') == 'native'
+        assert os.environ['DACE_compiler_cpu_args'] == '-O3 -march=x86-64-v2 -fPIC' == dace.Config.get('compiler', 'cpu', 'args')
+    finally:
+        dace.Config.set('compiler', 'cpu', 'args', value=before)

@@ -73,6 +73,7 @@ ISA_FLAGS: Dict[str, str] = {
 }
 
 UNKNOWN = 'unknown'
+_ENV = 'DACE_compiler_cpu_args'
 _TIMEOUT_S = 30
 
 
@@ -181,7 +182,8 @@ def check_target(arch: str) -> None:
 
 def set_target(arch: str) -> Optional[str]:
     """Build generated CPU code for ``-march=arch`` in this process: the ``-march`` flag of
-    DaCe's ``compiler.cpu.args`` is replaced (or added). Checked first
+    DaCe's ``compiler.cpu.args`` is replaced (or added), and in ``DACE_compiler_cpu_args``
+    where that variable is set (DaCe reads it before its settings). Checked first
     (:func:`check_target`: a :class:`~sdfgsparse.errors.DeviceError` names the argument
     and what the compiler or the CPU lacks; the flags are then unchanged). Returns the
     previous value (:func:`current`). Programs compiled before keep their build."""
@@ -195,7 +197,10 @@ def set_target(arch: str) -> Optional[str]:
             words.append(flag)  # in the place of the first -march, the others dropped
     if flag not in words:
         words.append(flag)
-    dace.Config.set('compiler', 'cpu', 'args', value=' '.join(shlex.quote(w) for w in words))
+    value = ' '.join(shlex.quote(w) for w in words)
+    dace.Config.set('compiler', 'cpu', 'args', value=value)
+    if _ENV in os.environ:  # it overrides the setting in every Config.get: change it too
+        os.environ[_ENV] = value
     return before
 
 
