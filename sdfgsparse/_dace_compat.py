@@ -341,15 +341,16 @@ _FINGERPRINT = []
 
 
 def source_fingerprint() -> str:
-    """A short hash of every ``.py`` file of sdfgsparse, its transformations and its
-    frontends (installed as ``sdfgsparse.transformations`` / ``sdfgsparse.frontends``)."""
+    """A short hash of every ``.py`` file (and C++ header, which generated code includes)
+    of sdfgsparse, its transformations and its frontends (installed as
+    ``sdfgsparse.transformations`` / ``sdfgsparse.frontends``)."""
     if not _FINGERPRINT:
         import hashlib
         import pathlib
         pkg = pathlib.Path(__file__).resolve().parent
         h = hashlib.sha256()
         for root in (pkg, pkg.parent / 'transformations', pkg.parent / 'frontends'):
-            for f in sorted(root.rglob('*.py')) if root.is_dir() else ():
+            for f in sorted([*root.rglob('*.py'), *root.rglob('*.h')]) if root.is_dir() else ():
                 h.update(f.relative_to(root).as_posix().encode())
                 h.update(f.read_bytes())
         _FINGERPRINT.append(h.hexdigest()[:12])

@@ -97,7 +97,7 @@ class ExpandSDDMMCPU(ExpandTransformation):
             # a plain row walk: one tasklet per row, dot products of several entries at a
             # time (targets/cpu/dense_loops.sddmm_row); it also copies the row's indices
             _, inner, crd, _ = row
-            ent.emit_row_map(kb)
+            ent.emit_row_map(kb, scale=str(Kd))
             for l in pro:
                 kb.line(l, 1)
             for l in sddmm_row(member_conn('out', 'vals'), member_conn('out', 'crd1'), ent.i, X, rows_of_y, crd,

@@ -85,7 +85,7 @@ class ExpandSpMMCPU(ExpandTransformation):
         if row is not None:
             # one tasklet per row of Y, written whole (no zero fill; targets/cpu/dense_loops.spmm_row)
             _, inner, crd, _ = row
-            ent.emit_row_map(kb)
+            ent.emit_row_map(kb, scale=str(K))
             for l in spmm_row(Y, ent.i, B, crd, ent.vals, inner.bounds[0], inner.bounds[1], K,
                               pyexpr(bdesc.strides[0]), y.dtype.ctype) + row_done:
                 kb.line(l, 1)

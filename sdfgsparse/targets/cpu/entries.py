@@ -22,6 +22,7 @@ from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import COUNTED, SEGMENT, member
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.kernel import KernelBuilder
+from sdfgsparse.targets.cpu.team import TeamWork
 
 __all__ = ['Entries', 'kernel_for_node', 'zero_fill', 'copy_index_members', 'update', 'emit_accumulate']
 
@@ -136,13 +137,16 @@ class Entries:
         p_outer, p_inner = self.pieces
         return p_outer, p_inner, self.member_vars['crd1'], self.member_vars['pos1']
 
-    def emit_row_map(self, kb: KernelBuilder, indent: int = 0):
+    def emit_row_map(self, kb: KernelBuilder, indent: int = 0, scale: str = '1'):
         """Open the parallel map over the rows of a :meth:`row_walk` (its body goes at
-        ``indent + 1``: one whole-row tasklet per iteration)."""
+        ``indent + 1``: one whole-row tasklet per iteration). Rows are taken in dynamic
+        chunks, and the thread count is chosen per call (:mod:`sdfgsparse.targets.cpu.team`)
+        from the walk's entries times ``scale`` (the multiply-adds per entry)."""
         st = self.type
         kb.symbols_of(st.rows, st.cols, *st.sizes.values())
         outer = self.pieces[0]
         kb.balance(outer.var)
+        kb.team(outer.var, TeamWork(self.member_vars['pos1'], str(outer.bounds[1]), scale))
         kb.line(f'for {outer.var} in dace.map[{outer.bounds[0]}:{outer.bounds[1]}]:', indent)
 
     def emit(self,

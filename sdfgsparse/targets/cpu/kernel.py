@@ -23,6 +23,7 @@ import sympy
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.targets.cpu import storage_check
+from sdfgsparse.targets.cpu.team import TeamWork, add_teams
 
 __all__ = ['KernelBuilder', 'pyexpr', 'cpp_tasklet']
 
@@ -59,6 +60,7 @@ class KernelBuilder:
         self._tmp = itertools.count()
         self.sparse_operands: List[dace.data.Data] = []  # their compiled storage checks go along
         self.balanced: set = set()  # variables of row maps scheduled dynamically (:meth:`balance`)
+        self.teams: Dict[str, TeamWork] = {}  # variables of row maps whose thread count is chosen per call
 
     def param(self, name: str, desc: dace.data.Data) -> str:
         """Declare an argument (a non-transient copy of ``desc``); returns its name."""
@@ -78,6 +80,12 @@ class KernelBuilder:
         """Schedule the outermost parallel maps over ``var`` (rows whose costs differ: a
         power-law row length) dynamically, :data:`ROW_CHUNK` iterations at a time."""
         self.balanced.add(var)
+
+    def team(self, var: str, work: TeamWork) -> None:
+        """Choose the thread count of the outermost parallel maps over ``var`` per call from
+        their ``work`` (:mod:`sdfgsparse.targets.cpu.team`: one thread for little work, and
+        the faster of one thread and the team as measured on recent calls)."""
+        self.teams[var] = work
 
     def symbols_of(self, *exprs):
         for e in exprs:
@@ -136,6 +144,7 @@ class KernelBuilder:
             else:
                 sdfg = parsed
         _balance(sdfg, self.balanced)
+        add_teams(sdfg, self.teams)
         if 'ss_in(' in src or 'ss_out(' in src:  # C++ tasklets of targets/cpu/dense_loops.py
             from sdfgsparse.targets.cpu.dense_loops import INPUT_POINTER
             sdfg.append_global_code(INPUT_POINTER)

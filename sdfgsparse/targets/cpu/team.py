@@ -1,0 +1,93 @@
+"""The thread count of a kernel's parallel row loop, chosen per call.
+
+A parallel loop that :meth:`~sdfgsparse.targets.cpu.kernel.KernelBuilder.team` names gets
+a state before it that calls ``sdfgsparse::team_begin`` and a state after it that calls
+``sdfgsparse::team_end`` (``include/sdfgsparse_team.h``): a loop with little work runs on
+the calling thread alone (no team to wake and no barrier to wait at), and above that each
+loop measures its time per unit of work with the team and with one thread and runs with
+the faster, trying the other count now and then. So a call on a tiny matrix does not pay
+for a parallel region, and a kernel whose team waits for a thread that another process
+has descheduled falls back to one thread instead of running several times slower than it
+(figures: docs/performance.md). The work of a call is ``nnz * scale + rows`` (``nnz``: the
+row walk's last position, ``scale``: the dense columns each entry feeds).
+"""
+import os
+from dataclasses import dataclass
+from typing import Dict, Optional
+
+import dace
+from dace import nodes
+from dace.codegen.targets.cpp import sym2cpp
+
+__all__ = ['TeamWork', 'HEADER', 'add_teams']
+
+#: The C++ header with ``team_begin`` / ``team_end``.
+HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include', 'sdfgsparse_team.h')
+#: Transient of the kernel that carries one call's record from ``team_begin`` to ``team_end``.
+RECORD = '_ss_team'
+SLOTS = 6
+
+
+@dataclass(frozen=True)
+class TeamWork:
+    """The work of one call of a row loop: ``pos[rows] * scale + rows``.
+
+    :param pos: the name of the position array of the walk (its entry at ``rows`` is the
+                number of stored entries walked).
+    :param rows: expression (kernel source names) of the loop's row count.
+    :param scale: expression of the multiply-adds per stored entry (``'1'`` for SpMV,
+                  the dense column count for SpMM and SDDMM).
+    """
+    pos: str
+    rows: str
+    scale: str = '1'
+
+
+def add_teams(sdfg: dace.SDFG, works: Dict[str, TeamWork]) -> int:
+    """Wrap every outermost parallel map of ``sdfg`` over a variable of ``works`` in the
+    states calling ``team_begin`` and ``team_end``; returns how many were wrapped."""
+    wrapped = 0
+    for state in list(sdfg.all_states()):
+        for node in list(state.nodes()):
+            if not (isinstance(node, nodes.MapEntry) and state.entry_node(node) is None
+                    and len(node.map.params) == 1 and node.map.params[0] in works
+                    and node.map.schedule in (dace.ScheduleType.Default, dace.ScheduleType.CPU_Multicore)):
+                continue
+            if not _only_map(state, node):
+                continue
+            _wrap(sdfg, state, works[node.map.params[0]])
+            wrapped += 1
+    if wrapped:
+        sdfg.append_global_code(f'#include "{HEADER}"\n')
+    return wrapped
+
+
+def _only_map(state, entry) -> bool:
+    """Whether ``entry`` is the state's one top-level map (so the states around the state
+    are around the loop and nothing else runs in parallel beside it)."""
+    return sum(1 for n in state.nodes() if isinstance(n, nodes.MapEntry) and state.entry_node(n) is None) == 1
+
+
+def _record(sdfg: dace.SDFG) -> str:
+    if RECORD not in sdfg.arrays:
+        sdfg.add_array(RECORD, [SLOTS], dace.int64, transient=True, storage=dace.StorageType.Register)
+    return RECORD
+
+
+def _wrap(sdfg: dace.SDFG, state, work: TeamWork) -> None:
+    record = _record(sdfg)
+    cfg = state.parent_graph
+    rows = sym2cpp(dace.symbolic.pystr_to_symbolic(work.rows))
+    scale = sym2cpp(dace.symbolic.pystr_to_symbolic(work.scale))
+    before = cfg.add_state_before(state, label=f'{state.label}_team_begin')
+    begin = before.add_tasklet(
+        'team_begin', {'_tnnz'}, {'_trec'},
+        f'static sdfgsparse::TeamSite _site;\n'
+        f'sdfgsparse::team_begin(_site, (long long)_tnnz * (long long)({scale}) + (long long)({rows}), _trec);',
+        language=dace.Language.CPP, side_effects=True)
+    before.add_edge(before.add_read(work.pos), None, begin, '_tnnz', dace.Memlet(f'{work.pos}[{work.rows}]'))
+    before.add_edge(begin, '_trec', before.add_write(record), None, dace.Memlet(f'{record}[0:{SLOTS}]'))
+    after = cfg.add_state_after(state, label=f'{state.label}_team_end')
+    end = after.add_tasklet('team_end', {'_trec'}, set(), 'sdfgsparse::team_end(_trec);',
+                            language=dace.Language.CPP, side_effects=True)
+    after.add_edge(after.add_read(record), None, end, '_trec', dace.Memlet(f'{record}[0:{SLOTS}]'))
