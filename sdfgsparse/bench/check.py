@@ -58,8 +58,8 @@ class SpeedCheck:
         else:
             rule = '!' * 78
             rows = [('kernel', 'matrix', 'system', 'ours ms', 'scipy ms', 'ours/scipy')]
-            rows += [(s.kernel, s.matrix, s.system, f'{s.ours_s * 1e3:.4g}', f'{s.scipy_s * 1e3:.4g}', f'{s.ratio:.2f}x')
-                     for s in self.slower]
+            rows += [(s.kernel, s.matrix, s.system, f'{s.ours_s * 1e3:.4g}', f'{s.scipy_s * 1e3:.4g}',
+                      f'{s.ratio:.2f}x') for s in self.slower]
             widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
             lines = [rule, f'check{where}: FAIL: {len(self.slower)} sdfgsparse result(s) SLOWER THAN SCIPY '
                      f'(single-threaded); {self.passed} pair(s) at least as fast', rule]

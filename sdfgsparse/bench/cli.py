@@ -69,6 +69,15 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence
 
+import dace
+
+from sdfgsparse.bench.busy import busy_summary, format_busy_summary, spinning
+from sdfgsparse.bench.check import check_against_scipy
+from sdfgsparse.bench.isolation import run_separate
+from sdfgsparse.bench.results import OURS, BenchResult
+from sdfgsparse.errors import DeviceError
+from sdfgsparse.targets.cpu import march
+
 __all__ = ['add_parser', 'run', 'main', 'config_from_args', 'to_argv', 'thread_env', 'set_march']
 
 CHILD_ENV = 'SDFGSPARSE_BENCH_CHILD'
@@ -202,8 +211,6 @@ def set_march(arch: Optional[str]) -> None:
     """Build generated code for ``-march=arch`` in this process and in every child it starts
     (``DACE_compiler_cpu_args``); raises :class:`~sdfgsparse.errors.DeviceError` where the
     compiler or this CPU cannot (see :func:`sdfgsparse.targets.cpu.march.set_target`)."""
-    import dace
-    from sdfgsparse.targets.cpu import march
     if arch is None:
         return
     march.set_target(arch)
@@ -228,7 +235,6 @@ def run(args) -> int:
     except BenchError as exc:
         print(f'sdfgsparse bench: {exc}', file=sys.stderr)
         return 2
-    from sdfgsparse.errors import DeviceError
     try:
         set_march(getattr(args, 'march', None))
     except DeviceError as exc:
@@ -242,11 +248,8 @@ def run(args) -> int:
 
     if getattr(args, 'suite', 'kernels') == 'ml':
         return _run_ml(args, config)
-    from sdfgsparse.bench.busy import busy_summary, format_busy_summary, spinning
-    from sdfgsparse.bench.check import check_against_scipy
     from sdfgsparse.bench.plot import write_plot
     from sdfgsparse.bench.report import format_report
-    from sdfgsparse.bench.results import OURS
     log = lambda line: print(f'sdfgsparse bench: {line}', flush=True)  # noqa: E731
     busy = getattr(args, 'busy', False)
     runs = []  # (label, result)
@@ -293,7 +296,6 @@ def run(args) -> int:
 
 def _measure(args, config, log):
     """One run of ``config``: in this process, or a process per system (``--isolation separate``)."""
-    from sdfgsparse.bench.isolation import run_separate
     from sdfgsparse.bench.runner import run_benchmark
     if getattr(args, 'isolation', 'same') == 'separate' and not args.only:
         return run_separate(args, config, log)
@@ -304,7 +306,6 @@ def _single_thread(args, log):
     """Our systems on one thread on the quiet machine, measured in a child process
     (``--threads 1``, no peers, the same kernels, matrices, repeats and ``--march``); None
     (logged) where the child failed."""
-    from sdfgsparse.bench.results import BenchResult
     with tempfile.TemporaryDirectory(prefix='sdfgsparse-bench-') as tmp:
         path = os.path.join(tmp, 'single.json')
         child = argparse.Namespace(**{**vars(args), 'threads': 1, 'peers': '', 'isolation': 'same', 'only': None,

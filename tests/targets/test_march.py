@@ -187,6 +187,7 @@ def test_set_target_also_changes_the_flags_of_the_environment(monkeypatch):
     monkeypatch.setenv('DACE_compiler_cpu_args', '-O3 -march=native -fPIC')
     try:
         assert march.set_target('x86-64-v2') == 'native'
-        assert os.environ['DACE_compiler_cpu_args'] == '-O3 -march=x86-64-v2 -fPIC' == dace.Config.get('compiler', 'cpu', 'args')
+        flags = '-O3 -march=x86-64-v2 -fPIC'
+        assert os.environ['DACE_compiler_cpu_args'] == flags == dace.Config.get('compiler', 'cpu', 'args')
     finally:
         dace.Config.set('compiler', 'cpu', 'args', value=before)
