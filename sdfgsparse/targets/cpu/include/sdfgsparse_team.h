@@ -28,8 +28,8 @@ constexpr long long TEAM_SERIAL_WORK = 16384;
 // confirm the choice, up to TEAM_PROBE_MAX
 constexpr long long TEAM_PROBE_MIN = 16, TEAM_PROBE_MAX = 1024;
 
-// SDFGSPARSE_TEAM (read once): "adaptive" (the default: as above), "team" (always the
-// whole team, as a plain OpenMP loop) or "one" (always the calling thread alone)
+// SDFGSPARSE_TEAM (read once per library): "adaptive" (the default: as above), "team"
+// (always the whole team, a plain OpenMP loop) or "one" (always the calling thread alone)
 enum TeamPolicy { TEAM_ADAPTIVE, TEAM_ALWAYS, TEAM_ONE };
 static inline TeamPolicy team_policy() {
     static const TeamPolicy policy = [] {
@@ -41,6 +41,8 @@ static inline TeamPolicy team_policy() {
     return policy;
 }
 
+// what one loop site has measured (a static of the generated library, zero at load;
+// calls from several threads update it without locks: a lost update only delays a choice)
 struct TeamSite {
     std::atomic<double> per_work[2];  // average seconds per unit of work: [0] one thread, [1] the team
     std::atomic<long long> calls;
@@ -49,7 +51,7 @@ struct TeamSite {
     std::atomic<int> choice;  // 0: one thread, 1: the team
 };
 
-// the record one call keeps between team_begin and team_end (six int64 slots)
+// one call, from team_begin to team_end (kept in six int64 slots of the kernel)
 struct TeamCall {
     TeamSite* site;
     double t0;
@@ -59,17 +61,18 @@ struct TeamCall {
 };
 static_assert(sizeof(TeamCall) <= 6 * sizeof(std::int64_t), "TeamCall must fit its six slots");
 
-static inline void team_begin(TeamSite& site, long long work, std::int64_t* slots) {
+// the thread count of a call: `available` threads (the caller's OpenMP setting), `work` units
+static inline TeamCall team_choose(TeamSite& site, long long work, int available, bool nested, TeamPolicy policy) {
     TeamCall c;
     c.site = &site;
+    c.t0 = 0;
     c.work = work > 1 ? work : 1;
-    c.previous = omp_get_max_threads();
+    c.previous = available;
     c.which = 0;
     c.record = 0;
-    const TeamPolicy policy = team_policy();
     if (policy == TEAM_ALWAYS) {
         c.which = 1;
-    } else if (policy == TEAM_ADAPTIVE && c.previous > 1 && work >= TEAM_SERIAL_WORK && !omp_in_parallel()) {
+    } else if (policy == TEAM_ADAPTIVE && available > 1 && work >= TEAM_SERIAL_WORK && !nested) {
         const long long n = site.calls.fetch_add(1, std::memory_order_relaxed);
         const double one = site.per_work[0].load(std::memory_order_relaxed);
         const double team = site.per_work[1].load(std::memory_order_relaxed);
@@ -87,20 +90,15 @@ static inline void team_begin(TeamSite& site, long long work, std::int64_t* slot
             }
         }
     }
-    c.threads = c.which ? c.previous : 1;
-    if (c.threads != c.previous) omp_set_num_threads(c.threads);
-    c.t0 = omp_get_wtime();
-    std::memcpy(slots, &c, sizeof(c));
+    c.threads = c.which ? available : 1;
+    return c;
 }
 
-static inline void team_end(const std::int64_t* slots) {
-    TeamCall c;
-    std::memcpy(&c, slots, sizeof(c));
-    const double dt = omp_get_wtime() - c.t0;
-    if (c.threads != c.previous) omp_set_num_threads(c.previous);
+// what a call took (`seconds`) updates its site's averages and choice
+static inline void team_record(const TeamCall& c, double seconds) {
     if (!c.record) return;
     TeamSite& s = *c.site;
-    const double sample = dt / (double)c.work;
+    const double sample = seconds / (double)c.work;
     // a call with the chosen count moves its average a quarter of the way; a first
     // measure or a try of the other count replaces the other's (it may be long outdated)
     const double old = s.per_work[c.which].load(std::memory_order_relaxed);
@@ -122,6 +120,21 @@ static inline void team_end(const std::int64_t* slots) {
     s.choice.store(best, std::memory_order_relaxed);
     s.interval.store(iv, std::memory_order_relaxed);
     s.next_probe.store(n + iv, std::memory_order_relaxed);
+}
+
+static inline void team_begin(TeamSite& site, long long work, std::int64_t* slots) {
+    TeamCall c = team_choose(site, work, omp_get_max_threads(), omp_in_parallel(), team_policy());
+    if (c.threads != c.previous) omp_set_num_threads(c.threads);
+    c.t0 = omp_get_wtime();
+    std::memcpy(slots, &c, sizeof(c));
+}
+
+static inline void team_end(const std::int64_t* slots) {
+    TeamCall c;
+    std::memcpy(&c, slots, sizeof(c));
+    const double seconds = omp_get_wtime() - c.t0;
+    if (c.threads != c.previous) omp_set_num_threads(c.previous);
+    team_record(c, seconds);
 }
 
 }  // namespace sdfgsparse
