@@ -3,8 +3,7 @@
 The choice itself is checked on the header's own functions, driven with given timings
 (a small C++ program: no clock, no machine load in the outcome); the generated kernels
 are checked to agree with scipy under every policy, to restore the caller's OpenMP
-thread count, and to carry the begin and end states. The OpenMP runtime sdfgsparse loads
-itself waits passively unless the user chose a wait policy.
+thread count, and to carry the begin and end states.
 """
 import ctypes
 import json
@@ -36,7 +35,8 @@ int main() {
     struct Phase { int calls; double one, team; long long work; int available; bool nested; } phases[] = {
         {200, 2e-9, 1e-9, 1 << 20, 2, false},   // quiet: the team twice as fast
         {100, 2e-9, 5e-9, 1 << 20, 2, false},   // another process busy: the team slower than one thread
-        {300, 2e-9, 1e-9, 1 << 20, 2, false},   // quiet again
+        {600, 2e-9, -1, 1 << 20, 2, false},     // busy, the team now fast, now 25x slower (its thread descheduled)
+        {1500, 2e-9, 1e-9, 1 << 20, 2, false},  // quiet again
         {50, 2e-9, 1e-9, 1000, 2, false},        // little work
         {50, 2e-9, 1e-9, 1 << 20, 2, true},      // inside a parallel region
         {50, 2e-9, 1e-9, 1 << 20, 1, false},     // one thread available
@@ -48,7 +48,8 @@ int main() {
         first = false;
         for (int i = 0; i < p.calls; ++i) {
             TeamCall c = team_choose(site, p.work, p.available, p.nested, TEAM_ADAPTIVE);
-            team_record(c, (c.threads > 1 ? p.team : p.one) * (double)p.work);
+            const double team = p.team >= 0 ? p.team : (i % 3 == 0 ? 1e-9 : 5e-8);
+            team_record(c, (c.threads > 1 ? team : p.one) * (double)p.work);
             std::printf(i ? ",%d" : "%d", c.threads);
         }
         std::printf("]");
@@ -82,13 +83,15 @@ def test_the_team_when_it_is_faster(choices):
 
 
 def test_one_thread_while_the_team_is_slower_and_back(choices):
-    busy, quiet_again = choices[1], choices[2]
+    busy, erratic, quiet_again = choices[1], choices[2], choices[3]
     assert busy[:3].count(1) >= 1 and busy[3:].count(2) <= 8, busy  # falls back at once; tries stay rare
-    assert quiet_again.index(2) <= 16 and quiet_again[20:].count(1) <= 5, quiet_again
+    # a try that won by chance is undone at the next call, and the tries get rarer
+    assert erratic.count(2) <= 20 and erratic[300:].count(2) <= 4, erratic
+    assert quiet_again.index(2) <= 1024 and quiet_again[-100:].count(1) <= 2, quiet_again
 
 
 def test_little_work_nested_or_one_thread_available_run_alone(choices):
-    little, nested, alone, (always, never) = choices[3], choices[4], choices[5], choices[6]
+    little, nested, alone, (always, never) = choices[4], choices[5], choices[6], choices[7]
     assert set(little) == {1} and set(nested) == {1} and set(alone) == {1}
     assert (always, never) == (4, 1)
 
@@ -152,18 +155,3 @@ def test_every_policy_computes_the_same(policy):
     out = subprocess.run([sys.executable, '-c', SCRIPT.format(tests=tests)], env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0 and out.stdout.strip().endswith('ok'), out.stderr[-3000:]
-
-
-WAIT = 'import ctypes, os, sdfgsparse; print("OMP_WAIT_POLICY" in os.environ, flush=True); ' \
-       'ctypes.CDLL("libgomp.so.1").omp_display_env(0)'
-
-
-@pytest.mark.parametrize('given, expected', [(None, 'PASSIVE'), ('active', 'ACTIVE')])
-def test_the_runtime_sdfgsparse_loads_waits_passively_unless_told(given, expected):
-    env = {k: v for k, v in os.environ.items() if k not in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT')}
-    if given:
-        env['OMP_WAIT_POLICY'] = given
-    out = subprocess.run([sys.executable, '-c', WAIT], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert f"OMP_WAIT_POLICY = '{expected}'" in out.stderr
-    assert out.stdout.strip() == str(given is not None)  # set only while the runtime loaded

@@ -27,23 +27,9 @@ runtime is made global only when it defines every entry point at the version the
 library asks for; a missing one would make the library call two runtimes (a parallel
 region of one, the thread number of the other: silent wrong results).
 ``SDFGSPARSE_OPENMP=private`` turns all this off (our libraries then load the system
-runtime beside any other). Linux only; elsewhere :func:`bind` does nothing.
-:func:`describe` says what was done and which OpenMP runtimes the process maps.
-
-Waiting: when :func:`bind` loads the runtime itself and the environment sets neither
-``OMP_WAIT_POLICY`` nor ``GOMP_SPINCOUNT``, it sets ``OMP_WAIT_POLICY=passive`` first
-(:data:`DEFAULT_WAIT_POLICY`; GNU OpenMP reads it once, when it loads): idle threads
-sleep at once instead of spinning (GNU's default spins about 300,000 times after every
-parallel region). A spinning thread is a runnable thread: with another process busy on
-one of two cores, the team's spinning threads, the caller and that process share the
-cores in time slices of milliseconds, and every parallel region waited at its barrier for
-a descheduled thread (a 20,000-element loop: 0.4-8 ms per region with spinning, 19 us
-sleeping, 12 us on one thread; docs/performance.md). Loaded that way, the runtime serves
-the process: torch or GraphBLAS imported later sleep between regions too. A runtime loaded
-before sdfgsparse keeps the policy it started with (set ``OMP_WAIT_POLICY=passive`` before
-importing torch to get the same); ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` set by the user
-apply as set. The variable is set only while the runtime loads (child processes do not
-inherit it); :func:`describe` reports it as ``wait_policy_set``.
+runtime beside any other). Wait policies are the runtime's: ``OMP_WAIT_POLICY`` and
+``GOMP_SPINCOUNT`` apply as the user sets them. Linux only; elsewhere :func:`bind` does
+nothing. :func:`describe` says what was done and which OpenMP runtimes the process maps.
 """
 import ctypes
 import os
@@ -51,12 +37,10 @@ import sys
 import threading
 from typing import Dict, List, Optional
 
-__all__ = ['bind', 'describe', 'loaded_runtimes', 'ENTRY_POINTS', 'OPT_OUT_ENV', 'DEFAULT_WAIT_POLICY']
+__all__ = ['bind', 'describe', 'loaded_runtimes', 'ENTRY_POINTS', 'OPT_OUT_ENV']
 
 OPT_OUT_ENV = 'SDFGSPARSE_OPENMP'
 OUR_SONAME = 'libgomp.so.1'
-#: ``OMP_WAIT_POLICY`` of a runtime that :func:`bind` loads (see the module docstring).
-DEFAULT_WAIT_POLICY = 'passive'
 
 #: The OpenMP entry points (symbol, version) that generated libraries call: every one seen
 #: in the libraries the test suite builds (``tests/targets/test_openmp_runtime.py`` checks
@@ -176,19 +160,12 @@ def _bind(before: List[str]) -> Dict[str, object]:
         if error is None:
             return {'action': 'bound', 'why': 'a GNU OpenMP runtime was already loaded', 'runtime': path}
         refused[path] = error
-    wait = None
-    if 'OMP_WAIT_POLICY' not in os.environ and 'GOMP_SPINCOUNT' not in os.environ:
-        wait = os.environ['OMP_WAIT_POLICY'] = DEFAULT_WAIT_POLICY  # read by the runtime as it loads
-    try:
-        error = _make_global(OUR_SONAME, load=True)
-    finally:
-        if wait is not None:  # read by now: not passed on to child processes
-            del os.environ['OMP_WAIT_POLICY']
+    error = _make_global(OUR_SONAME, load=True)
     if error is not None:
         return {'action': 'none', 'why': f'could not load {OUR_SONAME}: {error}', 'runtime': None, 'refused': refused}
     loaded = [p for p in loaded_runtimes() if _gnu(p) and p not in before]
     return {'action': 'loaded', 'why': 'no usable OpenMP runtime was loaded', 'runtime': (loaded or [OUR_SONAME])[0],
-            'refused': refused, 'wait_policy_set': wait}
+            'refused': refused}
 
 
 def _foreign(paths: List[str]) -> List[str]:

@@ -23,7 +23,7 @@ namespace sdfgsparse {
 
 // below this many units of work (multiply-adds, about a nanosecond each) a loop runs
 // on one thread
-constexpr long long TEAM_SERIAL_WORK = 16384;
+constexpr long long TEAM_SERIAL_WORK = 4096;
 // calls between tries of the count not chosen: starts here, doubles while the tries
 // confirm the choice, up to TEAM_PROBE_MAX
 constexpr long long TEAM_PROBE_MIN = 16, TEAM_PROBE_MAX = 1024;
@@ -46,9 +46,10 @@ static inline TeamPolicy team_policy() {
 struct TeamSite {
     std::atomic<double> per_work[2];  // average seconds per unit of work: [0] one thread, [1] the team
     std::atomic<long long> calls;
-    std::atomic<long long> next_probe;
-    std::atomic<long long> interval;
-    std::atomic<int> choice;  // 0: one thread, 1: the team
+    std::atomic<long long> next_probe;  // the call that tries the other count
+    std::atomic<long long> interval;    // calls between tries
+    std::atomic<long long> since;       // the call that made the current choice
+    std::atomic<int> choice;            // 0: one thread, 1: the team
 };
 
 // one call, from team_begin to team_end (kept in six int64 slots of the kernel)
@@ -57,9 +58,12 @@ struct TeamCall {
     double t0;
     long long work;
     int previous, threads, which;
-    int record;  // 0: not measured, 1: the chosen count (averaged), 2: a first measure, 3: a try of the other
+    int record;  // 0: not measured, 1: the chosen count, 2: a first measure, 3: a try of the other
 };
 static_assert(sizeof(TeamCall) <= 6 * sizeof(std::int64_t), "TeamCall must fit its six slots");
+
+// a try replaces the choice only when it is this much faster (so noise does not flip it)
+constexpr double TEAM_MARGIN = 0.9;
 
 // the thread count of a call: `available` threads (the caller's OpenMP setting), `work` units
 static inline TeamCall team_choose(TeamSite& site, long long work, int available, bool nested, TeamPolicy policy) {
@@ -78,8 +82,8 @@ static inline TeamCall team_choose(TeamSite& site, long long work, int available
         const double team = site.per_work[1].load(std::memory_order_relaxed);
         if (n == 0) {
             c.which = 1;  // the first call runs cold (page faults, caches): not measured
-        } else if (team == 0.0 || one == 0.0) {
-            c.which = team == 0.0 ? 1 : 0;  // measure the team, then one thread
+        } else if (n <= 4 || team == 0.0 || one == 0.0) {
+            c.which = (int)(n & 1);  // measure the team and one thread twice each, alternating
             c.record = 2;
         } else {
             c.which = site.choice.load(std::memory_order_relaxed);
@@ -94,32 +98,50 @@ static inline TeamCall team_choose(TeamSite& site, long long work, int available
     return c;
 }
 
-// what a call took (`seconds`) updates its site's averages and choice
+static inline void team_choose_now(TeamSite& s, int choice, long long n, long long interval) {
+    if (interval < TEAM_PROBE_MIN) interval = TEAM_PROBE_MIN;
+    if (interval > TEAM_PROBE_MAX) interval = TEAM_PROBE_MAX;
+    if (choice != s.choice.load(std::memory_order_relaxed)) s.since.store(n, std::memory_order_relaxed);
+    s.choice.store(choice, std::memory_order_relaxed);
+    s.interval.store(interval, std::memory_order_relaxed);
+    s.next_probe.store(n + interval, std::memory_order_relaxed);
+}
+
+// what a call took (`seconds`) updates its site's averages and choice:
+// - a call with the chosen count moves its average a quarter of the way; when that makes
+//   the choice slower than the other count, the other is chosen, and tried again soon if the
+//   choice had held for a while (the machine changed), later if it had just been made (a try
+//   that won by chance: when another process holds a core, the team is now fast, now
+//   milliseconds slow);
+// - a try replaces the other count's average (it may be long outdated) and takes over when
+//   it is clearly faster; a try that confirms the choice makes the next try twice as late.
 static inline void team_record(const TeamCall& c, double seconds) {
     if (!c.record) return;
     TeamSite& s = *c.site;
     const double sample = seconds / (double)c.work;
-    // a call with the chosen count moves its average a quarter of the way; a first
-    // measure or a try of the other count replaces the other's (it may be long outdated)
     const double old = s.per_work[c.which].load(std::memory_order_relaxed);
-    s.per_work[c.which].store(c.record == 1 ? 0.75 * old + 0.25 * sample : sample, std::memory_order_relaxed);
-    const double one = s.per_work[0].load(std::memory_order_relaxed);
-    const double team = s.per_work[1].load(std::memory_order_relaxed);
-    if (one == 0.0 || team == 0.0) return;
-    const int best = team < one ? 1 : 0;
-    const int chosen = s.choice.load(std::memory_order_relaxed);
+    // the first measures keep the faster of the two of each count (one may have been
+    // disturbed: page faults of a new result, another thread)
+    const double now = c.record == 1 ? 0.75 * old + 0.25 * sample
+                     : c.record == 2 && old > 0.0 && old < sample ? old : sample;
+    s.per_work[c.which].store(now, std::memory_order_relaxed);
+    const double per[2] = {s.per_work[0].load(std::memory_order_relaxed), s.per_work[1].load(std::memory_order_relaxed)};
+    if (per[0] == 0.0 || per[1] == 0.0) return;
     const long long n = s.calls.load(std::memory_order_relaxed);
-    long long iv = s.interval.load(std::memory_order_relaxed);
-    if (c.record == 3 && best == chosen) {  // the try confirmed the choice: try less often
-        iv = iv < TEAM_PROBE_MIN ? TEAM_PROBE_MIN : (2 * iv > TEAM_PROBE_MAX ? TEAM_PROBE_MAX : 2 * iv);
-    } else if (c.record == 1 && best == chosen && s.next_probe.load(std::memory_order_relaxed) != 0) {
-        return;  // nothing changed
-    } else {  // a first choice, or a changed one: try the other count again soon
-        iv = TEAM_PROBE_MIN;
+    const int chosen = s.choice.load(std::memory_order_relaxed);
+    const long long iv = s.interval.load(std::memory_order_relaxed);
+    if (c.record == 2) {  // the first choice (again after each of the first measures)
+        team_choose_now(s, per[1] < per[0] ? 1 : 0, n, TEAM_PROBE_MIN);
+    } else if (c.record == 3) {
+        if (per[c.which] < TEAM_MARGIN * per[chosen]) {
+            team_choose_now(s, c.which, n, iv);
+        } else {
+            team_choose_now(s, chosen, n, 2 * iv);
+        }
+    } else if (per[chosen] > per[1 - chosen]) {  // the choice got slower than the other count
+        const bool held = n - s.since.load(std::memory_order_relaxed) > iv;
+        team_choose_now(s, 1 - chosen, n, held ? TEAM_PROBE_MIN : 2 * iv);
     }
-    s.choice.store(best, std::memory_order_relaxed);
-    s.interval.store(iv, std::memory_order_relaxed);
-    s.next_probe.store(n + iv, std::memory_order_relaxed);
 }
 
 static inline void team_begin(TeamSite& site, long long work, std::int64_t* slots) {
