@@ -37,7 +37,7 @@ int main() {
         {100, 2e-9, 5e-9, 1 << 20, 2, false},   // another process busy: the team slower than one thread
         {600, 2e-9, -1, 1 << 20, 2, false},     // busy, the team now fast, now 25x slower (its thread descheduled)
         {1500, 2e-9, 1e-9, 1 << 20, 2, false},  // quiet again
-        {50, 2e-9, 1e-9, 1000, 2, false},        // little work
+        {50, 2e-9, 1e-9, 30000, 2, false},       // little work
         {50, 2e-9, 1e-9, 1 << 20, 2, true},      // inside a parallel region
         {50, 2e-9, 1e-9, 1 << 20, 1, false},     // one thread available
     };

@@ -21,9 +21,10 @@
 
 namespace sdfgsparse {
 
-// below this many units of work (multiply-adds, about a nanosecond each) a loop runs
-// on one thread
-constexpr long long TEAM_SERIAL_WORK = 4096;
+// below this many units of work (multiply-adds, about a nanosecond each: 20-30 us) a loop
+// runs on one thread: a team gained 3 us of 19 on a quiet machine (SpMV, 10,000 entries)
+// and lost 10-60 us with another process, or another library's spinning threads, on a core
+constexpr long long TEAM_SERIAL_WORK = 32768;
 // calls between tries of the count not chosen: starts here, doubles while the tries
 // confirm the choice, up to TEAM_PROBE_MAX
 constexpr long long TEAM_PROBE_MIN = 16, TEAM_PROBE_MAX = 1024;
