@@ -15,6 +15,7 @@
 #define SDFGSPARSE_TEAM_H
 #include <omp.h>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -45,7 +46,11 @@ static inline TeamPolicy team_policy() {
 // what one loop site has measured (a static of the generated library, zero at load;
 // calls from several threads update it without locks: a lost update only delays a choice)
 struct TeamSite {
-    std::atomic<double> per_work[2];  // average seconds per unit of work: [0] one thread, [1] the team
+    // averages of log(seconds per unit of work), [0] one thread, [1] the team: a geometric
+    // mean, so that a few calls held up by another library's spinning threads do not
+    // outweigh the many that were not
+    std::atomic<double> per_work[2];
+    std::atomic<int> known;  // bit 0: [0] measured, bit 1: [1] measured
     std::atomic<long long> calls;
     std::atomic<long long> next_probe;  // the call that tries the other count
     std::atomic<long long> interval;    // calls between tries
@@ -63,8 +68,8 @@ struct TeamCall {
 };
 static_assert(sizeof(TeamCall) <= 6 * sizeof(std::int64_t), "TeamCall must fit its six slots");
 
-// a try replaces the choice only when it is this much faster (so noise does not flip it)
-constexpr double TEAM_MARGIN = 0.9;
+// a try replaces the choice only when it is 10% faster (so noise does not flip it): log(0.9)
+constexpr double TEAM_MARGIN = -0.10536051565782628;
 
 // the thread count of a call: `available` threads (the caller's OpenMP setting), `work` units
 static inline TeamCall team_choose(TeamSite& site, long long work, int available, bool nested, TeamPolicy policy) {
@@ -79,11 +84,9 @@ static inline TeamCall team_choose(TeamSite& site, long long work, int available
         c.which = 1;
     } else if (policy == TEAM_ADAPTIVE && available > 1 && work >= TEAM_SERIAL_WORK && !nested) {
         const long long n = site.calls.fetch_add(1, std::memory_order_relaxed);
-        const double one = site.per_work[0].load(std::memory_order_relaxed);
-        const double team = site.per_work[1].load(std::memory_order_relaxed);
         if (n == 0) {
             c.which = 1;  // the first call runs cold (page faults, caches): not measured
-        } else if (n <= 4 || team == 0.0 || one == 0.0) {
+        } else if (n <= 4 || site.known.load(std::memory_order_relaxed) != 3) {
             c.which = (int)(n & 1);  // measure the team and one thread twice each, alternating
             c.record = 2;
         } else {
@@ -119,22 +122,25 @@ static inline void team_choose_now(TeamSite& s, int choice, long long n, long lo
 static inline void team_record(const TeamCall& c, double seconds) {
     if (!c.record) return;
     TeamSite& s = *c.site;
-    const double sample = seconds / (double)c.work;
+    const double sample = std::log((seconds > 1e-9 ? seconds : 1e-9) / (double)c.work);
     const double old = s.per_work[c.which].load(std::memory_order_relaxed);
+    const int bit = 1 << c.which;
+    const bool had = (s.known.load(std::memory_order_relaxed) & bit) != 0;
     // the first measures keep the faster of the two of each count (one may have been
     // disturbed: page faults of a new result, another thread)
     const double now = c.record == 1 ? 0.75 * old + 0.25 * sample
-                     : c.record == 2 && old > 0.0 && old < sample ? old : sample;
+                     : c.record == 2 && had && old < sample ? old : sample;
     s.per_work[c.which].store(now, std::memory_order_relaxed);
+    s.known.fetch_or(bit, std::memory_order_relaxed);
+    if (s.known.load(std::memory_order_relaxed) != 3) return;
     const double per[2] = {s.per_work[0].load(std::memory_order_relaxed), s.per_work[1].load(std::memory_order_relaxed)};
-    if (per[0] == 0.0 || per[1] == 0.0) return;
     const long long n = s.calls.load(std::memory_order_relaxed);
     const int chosen = s.choice.load(std::memory_order_relaxed);
     const long long iv = s.interval.load(std::memory_order_relaxed);
     if (c.record == 2) {  // the first choice (again after each of the first measures)
         team_choose_now(s, per[1] < per[0] ? 1 : 0, n, TEAM_PROBE_MIN);
     } else if (c.record == 3) {
-        if (per[c.which] < TEAM_MARGIN * per[chosen]) {
+        if (per[c.which] < per[chosen] + TEAM_MARGIN) {
             team_choose_now(s, c.which, n, iv);
         } else {
             team_choose_now(s, chosen, n, 2 * iv);
