@@ -84,7 +84,8 @@ def test_the_team_when_it_is_faster(choices):
 
 def test_one_thread_while_the_team_is_slower_and_back(choices):
     busy, erratic, quiet_again = choices[1], choices[2], choices[3]
-    assert busy[:3].count(1) >= 1 and busy[3:].count(2) <= 8, busy  # falls back at once; tries stay rare
+    # falls back once most of the recent team calls were slow (5 of 8); tries stay rare
+    assert busy.index(1) <= 5 and busy[6:].count(2) <= 4, busy
     # a try that won by chance is undone at the next call, and the tries get rarer
     assert erratic.count(2) <= 20 and erratic[300:].count(2) <= 4, erratic
     assert quiet_again.index(2) <= 1024 and quiet_again[-100:].count(1) <= 2, quiet_again

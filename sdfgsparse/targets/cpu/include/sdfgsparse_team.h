@@ -4,7 +4,7 @@
 // A loop with little work runs on the calling thread alone: waking the OpenMP team and
 // meeting it at the closing barrier costs more than the loop (several microseconds, far
 // more when another process holds a core). Above that, each loop site measures the time
-// per unit of work with the whole team and with one thread (an average over recent calls)
+// per unit of work with the whole team and with one thread (the median of recent calls)
 // and runs with the faster; now and then a call tries the other count, so a site follows
 // the cores actually free: when another process takes a core, a team whose barrier waits
 // for a descheduled thread becomes slower than one thread and the site falls back to one
@@ -14,8 +14,8 @@
 #ifndef SDFGSPARSE_TEAM_H
 #define SDFGSPARSE_TEAM_H
 #include <omp.h>
+#include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -46,17 +46,21 @@ static inline TeamPolicy team_policy() {
 // what one loop site has measured (a static of the generated library, zero at load;
 // calls from several threads update it without locks: a lost update only delays a choice)
 struct TeamSite {
-    // averages of log(seconds per unit of work), [0] one thread, [1] the team: a geometric
-    // mean, so that a few calls held up by another library's spinning threads do not
-    // outweigh the many that were not
+    // the last TEAM_SAMPLES times per unit of work of each count, [0] one thread, [1] the
+    // team, and their lower median: the typical call, so that a few calls held up by another
+    // library's spinning threads do not outweigh the many that were not (as they did in an
+    // average), while a machine where most team calls wait (another busy process) moves it
+    std::atomic<double> samples[2][8];
+    std::atomic<int> filled[2], next[2];
     std::atomic<double> per_work[2];
-    std::atomic<int> known;  // bit 0: [0] measured, bit 1: [1] measured
+    std::atomic<int> known;             // bit 0: [0] measured, bit 1: [1] measured
     std::atomic<long long> calls;
     std::atomic<long long> next_probe;  // the call that tries the other count
     std::atomic<long long> interval;    // calls between tries
     std::atomic<long long> since;       // the call that made the current choice
     std::atomic<int> choice;            // 0: one thread, 1: the team
 };
+constexpr int TEAM_SAMPLES = 8;
 
 // one call, from team_begin to team_end (kept in six int64 slots of the kernel)
 struct TeamCall {
@@ -68,8 +72,8 @@ struct TeamCall {
 };
 static_assert(sizeof(TeamCall) <= 6 * sizeof(std::int64_t), "TeamCall must fit its six slots");
 
-// a try replaces the choice only when it is 10% faster (so noise does not flip it): log(0.9)
-constexpr double TEAM_MARGIN = -0.10536051565782628;
+// a try replaces the choice only when it is this much faster (so noise does not flip it)
+constexpr double TEAM_MARGIN = 0.9;
 
 // the thread count of a call: `available` threads (the caller's OpenMP setting), `work` units
 static inline TeamCall team_choose(TeamSite& site, long long work, int available, bool nested, TeamPolicy policy) {
@@ -111,27 +115,31 @@ static inline void team_choose_now(TeamSite& s, int choice, long long n, long lo
     s.next_probe.store(n + interval, std::memory_order_relaxed);
 }
 
-// what a call took (`seconds`) updates its site's averages and choice:
-// - a call with the chosen count moves its average a quarter of the way; when that makes
-//   the choice slower than the other count, the other is chosen, and tried again soon if the
+// what a call took (`seconds`) updates its site's samples and choice:
+// - a call with the chosen count joins its samples; when their median makes the choice
+//   slower than the other count, the other is chosen, and tried again soon if the
 //   choice had held for a while (the machine changed), later if it had just been made (a try
 //   that won by chance: when another process holds a core, the team is now fast, now
 //   milliseconds slow);
-// - a try replaces the other count's average (it may be long outdated) and takes over when
+// - a try replaces the other count's samples (they may be long outdated) and takes over when
 //   it is clearly faster; a try that confirms the choice makes the next try twice as late.
 static inline void team_record(const TeamCall& c, double seconds) {
     if (!c.record) return;
     TeamSite& s = *c.site;
-    const double sample = std::log((seconds > 1e-9 ? seconds : 1e-9) / (double)c.work);
-    const double old = s.per_work[c.which].load(std::memory_order_relaxed);
-    const int bit = 1 << c.which;
-    const bool had = (s.known.load(std::memory_order_relaxed) & bit) != 0;
-    // the first measures keep the faster of the two of each count (one may have been
-    // disturbed: page faults of a new result, another thread)
-    const double now = c.record == 1 ? 0.75 * old + 0.25 * sample
-                     : c.record == 2 && had && old < sample ? old : sample;
-    s.per_work[c.which].store(now, std::memory_order_relaxed);
-    s.known.fetch_or(bit, std::memory_order_relaxed);
+    const double sample = seconds / (double)c.work;
+    const int w = c.which;
+    if (c.record == 3) s.filled[w].store(0, std::memory_order_relaxed);  // a try: the old samples are outdated
+    const int slot = s.next[w].fetch_add(1, std::memory_order_relaxed) % TEAM_SAMPLES;
+    s.samples[w][slot].store(sample, std::memory_order_relaxed);
+    int filled = s.filled[w].load(std::memory_order_relaxed);
+    if (filled < TEAM_SAMPLES) s.filled[w].store(++filled, std::memory_order_relaxed);
+    // the lower median of the newest `filled` samples (two first measures: the faster)
+    double v[TEAM_SAMPLES];
+    for (int k = 0; k < filled; ++k)
+        v[k] = s.samples[w][((slot - k) % TEAM_SAMPLES + TEAM_SAMPLES) % TEAM_SAMPLES].load(std::memory_order_relaxed);
+    std::sort(v, v + filled);
+    s.per_work[w].store(v[(filled - 1) / 2], std::memory_order_relaxed);
+    s.known.fetch_or(1 << w, std::memory_order_relaxed);
     if (s.known.load(std::memory_order_relaxed) != 3) return;
     const double per[2] = {s.per_work[0].load(std::memory_order_relaxed), s.per_work[1].load(std::memory_order_relaxed)};
     const long long n = s.calls.load(std::memory_order_relaxed);
@@ -140,7 +148,7 @@ static inline void team_record(const TeamCall& c, double seconds) {
     if (c.record == 2) {  // the first choice (again after each of the first measures)
         team_choose_now(s, per[1] < per[0] ? 1 : 0, n, TEAM_PROBE_MIN);
     } else if (c.record == 3) {
-        if (per[c.which] < per[chosen] + TEAM_MARGIN) {
+        if (per[c.which] < TEAM_MARGIN * per[chosen]) {
             team_choose_now(s, c.which, n, iv);
         } else {
             team_choose_now(s, chosen, n, 2 * iv);
