@@ -4,7 +4,7 @@
 // A loop with little work runs on the calling thread alone: waking the OpenMP team and
 // meeting it at the closing barrier costs more than the loop (several microseconds, far
 // more when another process holds a core). Above that, each loop site measures the time
-// per unit of work with the whole team and with one thread (the median of recent calls)
+// per unit of work with the whole team and with one thread (the mean of recent calls)
 // and runs with the faster; now and then a call tries the other count, so a site follows
 // the cores actually free: when another process takes a core, a team whose barrier waits
 // for a descheduled thread becomes slower than one thread and the site falls back to one
@@ -14,7 +14,6 @@
 #ifndef SDFGSPARSE_TEAM_H
 #define SDFGSPARSE_TEAM_H
 #include <omp.h>
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -47,9 +46,8 @@ static inline TeamPolicy team_policy() {
 // calls from several threads update it without locks: a lost update only delays a choice)
 struct TeamSite {
     // the last TEAM_SAMPLES times per unit of work of each count, [0] one thread, [1] the
-    // team, and their lower median: the typical call, so that a few calls held up by another
-    // library's spinning threads do not outweigh the many that were not (as they did in an
-    // average), while a machine where most team calls wait (another busy process) moves it
+    // team, and their mean: what a call costs on average, a few calls held up by another
+    // library's spinning threads included
     std::atomic<double> samples[2][8];
     std::atomic<int> filled[2], next[2];
     std::atomic<double> per_work[2];
@@ -116,7 +114,7 @@ static inline void team_choose_now(TeamSite& s, int choice, long long n, long lo
 }
 
 // what a call took (`seconds`) updates its site's samples and choice:
-// - a call with the chosen count joins its samples; when their median makes the choice
+// - a call with the chosen count joins its samples; when their mean makes the choice
 //   slower than the other count, the other is chosen, and tried again soon if the
 //   choice had held for a while (the machine changed), later if it had just been made (a try
 //   that won by chance: when another process holds a core, the team is now fast, now
@@ -133,12 +131,16 @@ static inline void team_record(const TeamCall& c, double seconds) {
     s.samples[w][slot].store(sample, std::memory_order_relaxed);
     int filled = s.filled[w].load(std::memory_order_relaxed);
     if (filled < TEAM_SAMPLES) s.filled[w].store(++filled, std::memory_order_relaxed);
-    // the lower median of the newest `filled` samples (two first measures: the faster)
-    double v[TEAM_SAMPLES];
-    for (int k = 0; k < filled; ++k)
-        v[k] = s.samples[w][((slot - k) % TEAM_SAMPLES + TEAM_SAMPLES) % TEAM_SAMPLES].load(std::memory_order_relaxed);
-    std::sort(v, v + filled);
-    s.per_work[w].store(v[(filled - 1) / 2], std::memory_order_relaxed);
+    // the mean of the newest `filled` samples (two first measures: the faster, as one may
+    // have paid page faults of a new result)
+    double sum = 0, least = 0;
+    for (int k = 0; k < filled; ++k) {
+        const double v = s.samples[w][((slot - k) % TEAM_SAMPLES + TEAM_SAMPLES) % TEAM_SAMPLES].load(
+            std::memory_order_relaxed);
+        sum += v;
+        least = k == 0 || v < least ? v : least;
+    }
+    s.per_work[w].store(c.record == 2 ? least : sum / filled, std::memory_order_relaxed);
     s.known.fetch_or(1 << w, std::memory_order_relaxed);
     if (s.known.load(std::memory_order_relaxed) != 3) return;
     const double per[2] = {s.per_work[0].load(std::memory_order_relaxed), s.per_work[1].load(std::memory_order_relaxed)};
