@@ -4,12 +4,14 @@ A parallel loop that :meth:`~sdfgsparse.targets.cpu.kernel.KernelBuilder.team` n
 a state before it that calls ``sdfgsparse::team_begin`` and a state after it that calls
 ``sdfgsparse::team_end`` (``include/sdfgsparse_team.h``): a loop with little work runs on
 the calling thread alone (no team to wake and no barrier to wait at), and above that each
-loop measures its time per unit of work with the team and with one thread and runs with
-the faster, trying the other count now and then. So a call on a tiny matrix does not pay
-for a parallel region, and a kernel whose team waits for a thread that another process
-has descheduled falls back to one thread instead of running several times slower than it
-(figures: docs/performance.md). The work of a call is ``nnz * scale + rows`` (``nnz``: the
+loop compares the geometric means of its last 8 times per unit of work with the team and
+with one thread and runs with the faster, trying the other count now and then (ever more
+rarely while it loses). So a call on a tiny matrix does not pay for a parallel region, and
+a kernel whose team waits for a thread that another process has descheduled falls back to
+one thread instead of running several times slower than it (figures, and the statistics
+tried: docs/performance.md). The work of a call is ``nnz * scale + rows`` (``nnz``: the
 row walk's last position, ``scale``: the dense columns each entry feeds).
+``SDFGSPARSE_TEAM=team`` (always the whole team) or ``one`` fixes the choice for a process.
 """
 import os
 from dataclasses import dataclass

@@ -4,7 +4,7 @@
 // A loop with little work runs on the calling thread alone: waking the OpenMP team and
 // meeting it at the closing barrier costs more than the loop (several microseconds, far
 // more when another process holds a core). Above that, each loop site measures the time
-// per unit of work with the whole team and with one thread (the mean of recent calls)
+// per unit of work with the whole team and with one thread (the geometric mean of recent calls)
 // and runs with the faster; now and then a call tries the other count, so a site follows
 // the cores actually free: when another process takes a core, a team whose barrier waits
 // for a descheduled thread becomes slower than one thread and the site falls back to one
@@ -15,6 +15,7 @@
 #define SDFGSPARSE_TEAM_H
 #include <omp.h>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -45,9 +46,10 @@ static inline TeamPolicy team_policy() {
 // what one loop site has measured (a static of the generated library, zero at load;
 // calls from several threads update it without locks: a lost update only delays a choice)
 struct TeamSite {
-    // the last TEAM_SAMPLES times per unit of work of each count, [0] one thread, [1] the
-    // team, and their mean: what a call costs on average, a few calls held up by another
-    // library's spinning threads included
+    // the logarithms of the last TEAM_SAMPLES times per unit of work of each count, [0] one
+    // thread, [1] the team, and their mean (a geometric mean of the times): what a call
+    // typically costs, moved by the calls that another process or another library's
+    // spinning threads hold up when they are frequent, not by one now and then
     std::atomic<double> samples[2][8];
     std::atomic<int> filled[2], next[2];
     std::atomic<double> per_work[2];
@@ -70,8 +72,8 @@ struct TeamCall {
 };
 static_assert(sizeof(TeamCall) <= 6 * sizeof(std::int64_t), "TeamCall must fit its six slots");
 
-// a try replaces the choice only when it is this much faster (so noise does not flip it)
-constexpr double TEAM_MARGIN = 0.9;
+// a try replaces the choice only when it is 10% faster (so noise does not flip it): log(0.9)
+constexpr double TEAM_MARGIN = -0.10536051565782628;
 
 // the thread count of a call: `available` threads (the caller's OpenMP setting), `work` units
 static inline TeamCall team_choose(TeamSite& site, long long work, int available, bool nested, TeamPolicy policy) {
@@ -124,14 +126,14 @@ static inline void team_choose_now(TeamSite& s, int choice, long long n, long lo
 static inline void team_record(const TeamCall& c, double seconds) {
     if (!c.record) return;
     TeamSite& s = *c.site;
-    const double sample = seconds / (double)c.work;
+    const double sample = std::log((seconds > 1e-9 ? seconds : 1e-9) / (double)c.work);
     const int w = c.which;
     if (c.record == 3) s.filled[w].store(0, std::memory_order_relaxed);  // a try: the old samples are outdated
     const int slot = s.next[w].fetch_add(1, std::memory_order_relaxed) % TEAM_SAMPLES;
     s.samples[w][slot].store(sample, std::memory_order_relaxed);
     int filled = s.filled[w].load(std::memory_order_relaxed);
     if (filled < TEAM_SAMPLES) s.filled[w].store(++filled, std::memory_order_relaxed);
-    // the mean of the newest `filled` samples (two first measures: the faster, as one may
+    // the mean of the newest `filled` logarithms (two first measures: the faster, as one may
     // have paid page faults of a new result)
     double sum = 0, least = 0;
     for (int k = 0; k < filled; ++k) {
@@ -150,7 +152,7 @@ static inline void team_record(const TeamCall& c, double seconds) {
     if (c.record == 2) {  // the first choice (again after each of the first measures)
         team_choose_now(s, per[1] < per[0] ? 1 : 0, n, TEAM_PROBE_MIN);
     } else if (c.record == 3) {
-        if (per[c.which] < TEAM_MARGIN * per[chosen]) {
+        if (per[c.which] < per[chosen] + TEAM_MARGIN) {
             team_choose_now(s, c.which, n, iv);
         } else {
             team_choose_now(s, chosen, n, 2 * iv);
