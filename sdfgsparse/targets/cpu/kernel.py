@@ -23,7 +23,7 @@ import sympy
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.targets.cpu import storage_check
-from sdfgsparse.targets.cpu.team import TeamWork, add_teams
+from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
 
 __all__ = ['KernelBuilder', 'pyexpr', 'cpp_tasklet']
 
@@ -179,13 +179,9 @@ ROW_CHUNK = 256
 def _balance(sdfg: dace.SDFG, variables) -> None:
     if not variables:
         return
-    for state in sdfg.states():
-        for node in state.nodes():
-            if (isinstance(node, dace.nodes.MapEntry) and state.entry_node(node) is None
-                    and len(node.map.params) == 1 and node.map.params[0] in variables
-                    and node.map.schedule in (dace.ScheduleType.Default, dace.ScheduleType.CPU_Multicore)):
-                node.map.omp_schedule = dace.dtypes.OMPScheduleType.Dynamic
-                node.map.omp_chunk_size = ROW_CHUNK
+    for _, node in row_maps(sdfg, variables):
+        node.map.omp_schedule = dace.dtypes.OMPScheduleType.Dynamic
+        node.map.omp_chunk_size = ROW_CHUNK
 
 
 #: parsed kernels of this process, by :func:`_memo_key` (as SDFG JSON: every use gets its

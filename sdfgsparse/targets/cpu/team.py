@@ -15,13 +15,13 @@ row walk's last position, ``scale``: the dense columns each entry feeds).
 """
 import os
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, List, Tuple
 
 import dace
 from dace import nodes
 from dace.codegen.targets.cpp import sym2cpp
 
-__all__ = ['TeamWork', 'HEADER', 'add_teams']
+__all__ = ['TeamWork', 'HEADER', 'add_teams', 'row_maps']
 
 #: The C++ header with ``team_begin`` / ``team_end``.
 HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include', 'sdfgsparse_team.h')
@@ -45,18 +45,22 @@ class TeamWork:
     scale: str = '1'
 
 
+def row_maps(sdfg: dace.SDFG, variables) -> List[Tuple[object, nodes.MapEntry]]:
+    """``(state, map entry)`` of every outermost parallel (Default or CPU_Multicore) map of
+    ``sdfg`` over one variable of ``variables``: the row loops that
+    :meth:`~sdfgsparse.targets.cpu.kernel.KernelBuilder.balance` and ``team`` name."""
+    return [(state, node) for state in sdfg.all_states() for node in state.nodes()
+            if isinstance(node, nodes.MapEntry) and state.entry_node(node) is None and len(node.map.params) == 1
+            and node.map.params[0] in variables
+            and node.map.schedule in (dace.ScheduleType.Default, dace.ScheduleType.CPU_Multicore)]
+
+
 def add_teams(sdfg: dace.SDFG, works: Dict[str, TeamWork]) -> int:
     """Wrap every outermost parallel map of ``sdfg`` over a variable of ``works`` in the
     states calling ``team_begin`` and ``team_end``; returns how many were wrapped."""
     wrapped = 0
-    for state in list(sdfg.all_states()):
-        for node in list(state.nodes()):
-            if not (isinstance(node, nodes.MapEntry) and state.entry_node(node) is None
-                    and len(node.map.params) == 1 and node.map.params[0] in works
-                    and node.map.schedule in (dace.ScheduleType.Default, dace.ScheduleType.CPU_Multicore)):
-                continue
-            if not _only_map(state, node):
-                continue
+    for state, node in row_maps(sdfg, works) if works else ():
+        if _only_map(state, node):
             _wrap(sdfg, state, works[node.map.params[0]])
             wrapped += 1
     if wrapped:
