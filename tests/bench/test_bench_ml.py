@@ -20,7 +20,8 @@ def test_ml_suite_rows_are_checked_and_reported():
     lines = []
     results = run_ml([MatrixSource('g300', lambda: graph.tocsr(), 'generated'),
                       MatrixSource('rect', lambda: rect, 'generated')], repeat=2, log=lines.append,
-                     seqs=(160, 200), attention_layers=1, sparsities=(0.9, 0.99))
+                     seqs=(160, 200), attention_layers=1, sparsities=(0.9, 0.99),
+                     autoencoder=((96, 64, 32, 96), 16))
     mlp = [('mlp', f'{p}% sparse', mode) for p in (90, 99) for mode in ('inference', 'train step')]
     assert [(r.task, r.data, r.mode) for r in results] == [
         ('gcn', 'g300', 'inference'), ('gcn', 'g300', 'train step'), *mlp,  # rect: not a graph
