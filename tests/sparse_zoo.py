@@ -16,18 +16,20 @@ DATA = os.path.join(os.path.dirname(__file__), 'data')
 FORMATS = ['CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA']
 
 
-def signatures(all_formats: bool = False):
+def signatures(all_formats: bool = False, one_pair: bool = False):
     """``(format, value dtype, index dtype)`` test parameters: CSR in all four dtype pairs,
     every other format in all four when ``all_formats``, else in two pairs that still
     cover both value dtypes and both index widths ((float64, int32), scipy's default, and
-    (float32, int64)). Each parameter compiles one program of many kernels (20-70 s): the
-    pairs keep CI under its time limit."""
+    (float32, int64)); with ``one_pair``, in one of those two, alternating along
+    :data:`FORMATS` (so each pair still meets formats of every kind). Each parameter
+    compiles one program of many kernels (20-70 s): the pairs keep CI under its time limit."""
     import dace
     import pytest
     two = [(dace.float64, dace.int32), (dace.float32, dace.int64)]
     four = two + [(dace.float64, dace.int64), (dace.float32, dace.int32)]
-    for fmt in FORMATS:
-        for vt, it in (four if all_formats or fmt == 'CSR' else two):
+    for k, fmt in enumerate(FORMATS):
+        pairs = four if all_formats or fmt == 'CSR' else [two[k % 2]] if one_pair else two
+        for vt, it in pairs:
             yield pytest.param(fmt, vt, it, id=f'{fmt}-{vt.to_string()}-{it.to_string()}')
 
 
