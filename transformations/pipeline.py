@@ -126,6 +126,18 @@ class OptimizedProgram:
                     kwargs[name] = convert(kwargs[name], format_by_name(fmt))
         return self._compiled(*args, **kwargs)
 
+    @property
+    def lowered(self) -> dace.SDFG:
+        """The SDFG that is generated and built, for every target: with ``target='fpga'``
+        the FPGA lowering (kernel states, FPGA twins of the arguments; ``sdfg`` keeps the
+        program's signature, which the call binds), with ``'gpu'`` and ``'cpu'`` ``sdfg``
+        itself. It can be saved and opened in the editor."""
+        if self._compiled is None:
+            with self._lock:
+                if self._compiled is None:
+                    self._compiled = CompiledProgram(self.sdfg, self.target)
+        return self._compiled.lowered
+
     def build(self):
         """Generate and compile the code now (otherwise on the first call), without running
         anything; returns self. A GPU program builds without a GPU (nvcc suffices)."""
@@ -162,7 +174,7 @@ class OptimizedProgram:
                                                    f'{self.target!r}, not \'fpga\'')
         from sdfgsparse.targets.fpga.model import model_design
         choice = self.fpga_choice
-        model = model_design(self._compiled.lowered, board=self.fpga_board, clock_mhz=self.fpga_clock_mhz)
+        model = model_design(self.lowered, board=self.fpga_board, clock_mhz=self.fpga_clock_mhz)
         values = dict(symbols)
         if not values and choice is not None:  # (the values its rows were evaluated at: one total)
             values = choice.values(model)

@@ -162,7 +162,7 @@ def run_fpga(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, board: str = 'u
             + (f' ({choice.rule})' if choice else ''))
         if choice:
             designs[label] = choice.report()
-        model = model_design(opt._compiled.lowered, board=board, clock_mhz=clock_mhz)
+        model = model_design(opt.lowered, board=board, clock_mhz=clock_mhz)
         d = choice.design if choice else None
         design = f'W={d.vector_width} P={d.accumulators} F={d.pumping}' if d else 'W=1 P=1 F=1'
         for mname, A in loaded:

@@ -456,7 +456,10 @@ class CompiledProgram:
             from sdfgsparse.targets.cuda.lower import is_lowered, to_gpu
             if not is_lowered(sdfg):  # the caller's SDFG is theirs: lower a copy
                 sdfg = to_gpu(copy.deepcopy(sdfg))
-        self.lowered = None
+        #: the SDFG that is generated and built: for 'fpga' the FPGA lowering of a copy
+        #: (``sdfg`` keeps the program's signature), for 'gpu' the GPU lowering, for 'cpu'
+        #: the program itself
+        self.lowered = sdfg
         if target == 'fpga':  # lowered on a copy: self.sdfg keeps the program's signature
             from sdfgsparse.targets.fpga.lower import to_fpga
             self.lowered = to_fpga(copy.deepcopy(sdfg), design)

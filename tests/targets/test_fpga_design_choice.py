@@ -78,7 +78,7 @@ def test_choice_line_chosen_row_and_total_read_one_number(name):
     assert f['total_ms'] == pytest.approx(f['row_ms'], rel=2e-3, abs=1e-3)
     assert c.program == opt.sdfg.name and 'whole program modelled per candidate' in opt.fpga_report()
     if name == 'gcn':  # the fused bias + relu write stage is in every candidate's figures
-        low = model.model_design(opt._compiled.lowered)
+        low = model.model_design(opt.lowered)
         assert low.pe('write').dsp > 0 and c.row['dsp'] == low.dsp
 
 

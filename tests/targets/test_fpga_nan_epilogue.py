@@ -21,7 +21,7 @@ def fpga_nan_epilogues(A: ss.CSR[dace.float32, M, N, dace.int32], X: dace.float3
 
 def test_streamed_extrema_keep_nan():
     opt = ss.optimize(fpga_nan_epilogues, target='fpga')
-    low = opt.lowered if hasattr(opt, 'lowered') else opt._compiled.lowered
+    low = opt.lowered
     assert sorted(bool(design_of(st)['epilogue']) for st in low.states() if design_of(st)) == [True, True]
     rng = np.random.default_rng(5)
     A = sp.random_array((12, 9), density=0.3, format='csr', dtype=np.float32, rng=rng)

@@ -98,7 +98,7 @@ def test_optimize_chooses_and_reports_the_design():
     opt = ss.optimize(fpga_select_gcn, target='fpga', matrices={'A': A, 'X': X, 'b': b})
     c = opt.fpga_choice
     assert c.sizes == {'rows': 300, 'cols': 200, 'nnz': A.nnz, 'k': 4}
-    low = opt._compiled.lowered
+    low = opt.lowered
     (info, ) = [design_of(st) for st in low.states() if design_of(st)]
     assert info['design'] == c.design and info['epilogue']
     assert 'FPGA design' in opt.report() and f'W={c.design.vector_width}' in opt.report()
@@ -159,3 +159,32 @@ def test_bench_target_fpga(tmp_path):
                 ['--clock-mhz', '0']):
         with redirect_stdout(io.StringIO()):
             assert main(['bench', '--target', 'fpga', '--matrices', str(tmp_path)] + bad) == 2, bad
+
+
+def test_lowered_is_the_built_sdfg_for_every_target():
+    """``opt.lowered`` is public for every target: for 'fpga' the lowered copy (kernel
+    states with the design; ``opt.sdfg`` keeps the program's sparse signature), which
+    survives a JSON round trip; for 'cpu' and 'gpu' the optimised SDFG itself."""
+
+    @dace.program
+    def lowered_spmv(A: ss.CSR[dace.float32, M, N, dace.int32], x: dace.float32[N]):
+        return A @ x
+
+    rng = np.random.default_rng(5)
+    A = sp.random_array((60, 40), density=0.1, format='csr', dtype=np.float32, rng=rng)
+    x = rng.standard_normal(40).astype(np.float32)
+    fpga = ss.optimize(lowered_spmv, target='fpga', matrices={'A': A, 'x': x})
+    low = fpga.lowered
+    assert low is not fpga.sdfg and low is fpga.lowered
+    assert [design_of(st) for st in low.states() if design_of(st)], 'no FPGA kernel state'
+    assert not [st for st in fpga.sdfg.states() if design_of(st)]
+    assert any(d.storage == dace.StorageType.FPGA_Global for d in low.arrays.values())
+    again = dace.SDFG.from_json(low.to_json())
+    again.validate()
+    assert sorted(again.arrays) == sorted(low.arrays)
+    np.testing.assert_allclose(fpga(A, x), A @ x, rtol=1e-4, atol=1e-5)
+    for target in ('cpu', 'gpu'):
+        opt = ss.optimize(lowered_spmv, target=target, matrices={'A': A, 'x': x})
+        assert opt.lowered is opt.sdfg, target
+    gpu = ss.optimize(lowered_spmv, target='gpu', matrices={'A': A, 'x': x})
+    assert any(d.storage == dace.StorageType.GPU_Global for d in gpu.lowered.arrays.values())

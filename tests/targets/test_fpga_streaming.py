@@ -18,7 +18,7 @@ M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
 
 
 def designs(prog):
-    low = prog.lowered if hasattr(prog, 'lowered') else prog._compiled.lowered
+    low = prog.lowered
     return [design_of(st) for st in low.states() if design_of(st)]
 
 
