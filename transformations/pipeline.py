@@ -108,15 +108,20 @@ class OptimizedProgram:
     _compiled: Optional[CompiledProgram] = None
     _lock: Any = field(default_factory=threading.Lock, repr=False)
 
-    def __call__(self, *args, **kwargs):
+    def _program(self) -> CompiledProgram:
+        """The compiled program, made once (whichever thread asks first)."""
         if self._compiled is None:
             with self._lock:
                 if self._compiled is None:
                     self._compiled = CompiledProgram(self.sdfg, self.target)
+        return self._compiled
+
+    def __call__(self, *args, **kwargs):
+        program = self._program()
         if self.conversions:
             from sdfgsparse.runtime.convert import convert
             if len(args) > len(self.sdfg.arg_names):  # (the compiled program's own message)
-                return self._compiled(*args, **kwargs)
+                return program(*args, **kwargs)
             kwargs.update(zip(self.sdfg.arg_names, args))
             args = ()
             if self.guard is not None and self.guard.oversized(kwargs):  # before any conversion allocates
@@ -124,7 +129,7 @@ class OptimizedProgram:
             for name, fmt in self.conversions.items():
                 if name in kwargs:
                     kwargs[name] = convert(kwargs[name], format_by_name(fmt))
-        return self._compiled(*args, **kwargs)
+        return program(*args, **kwargs)
 
     @property
     def lowered(self) -> dace.SDFG:
@@ -132,18 +137,12 @@ class OptimizedProgram:
         the FPGA lowering (kernel states, FPGA twins of the arguments; ``sdfg`` keeps the
         program's signature, which the call binds), with ``'gpu'`` and ``'cpu'`` ``sdfg``
         itself. It can be saved and opened in the editor."""
-        if self._compiled is None:
-            with self._lock:
-                if self._compiled is None:
-                    self._compiled = CompiledProgram(self.sdfg, self.target)
-        return self._compiled.lowered
+        return self._program().lowered
 
     def build(self):
         """Generate and compile the code now (otherwise on the first call), without running
         anything; returns self. A GPU program builds without a GPU (nvcc suffices)."""
-        if self._compiled is None:
-            self._compiled = CompiledProgram(self.sdfg, self.target)
-        self._compiled.build()
+        self._program().build()
         return self
 
     compile = build  # the older name

@@ -8,8 +8,9 @@ Tasks (Scorch's evaluation, as far as built so far):
   matrix, :func:`normalized`), 64 features;
   inference, and one training step (forward, NLL loss, backward, Adam);
 * ``mlp``: Scorch's sparse autoencoder (784-1024-512-1024-784: four ``Linear`` layers,
-  each followed by a ReLU; batch 256, float32, :data:`AUTOENCODER`), pruned by magnitude with
-  :func:`ss.torch.sparsify` to 90 / 95 / 99 % sparsity: inference, and one Adam step of its reconstruction loss (the sparse models
+  each followed by a ReLU; batch 256, float32, :data:`AUTOENCODER`), pruned by magnitude
+  with :func:`ss.torch.sparsify` to 90 / 95 / 99 % sparsity: inference, and one Adam step
+  of its reconstruction loss (the sparse models
   through ``ss.torch.SparseOptimizer``; torch-dense masks its gradients to keep the
   pattern);
 * ``attention``: Longformer-style sparse attention (:func:`attention_class`, 4 layers,
