@@ -13,11 +13,11 @@ test: export OMP_NUM_THREADS = 1
 
 FUZZ_SECONDS ?= 300
 
-.PHONY: venv demo test fuzz clean
+.PHONY: venv demo test fuzz clean gpu-check
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,torch,vscode]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,torch,vscode,mkl]'
 	$(PY) -m sdfgsparse.targets.fpga.toolchain --fetch-ap-types
 	touch $(STAMP)
 
@@ -34,6 +34,10 @@ PURE_SUITE = tests/ops/test_ops_zoo.py tests/ops/test_sparse_sparse_zoo.py tests
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests
 	SDFGSPARSE_IMPLEMENTATION=pure $(PY) -m pytest -q -n 2 --dist loadgroup -p no:warnings $(PURE_SUITE)
+
+# the checks to run first on a machine with a GPU (they skip without one): the GPU tests
+gpu-check: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider tests/targets/test_gpu_build.py tests/targets/test_gpu_ops.py
 
 # coverage-guided fuzzing of the argument checks (atheris); not part of `make test`
 fuzz: $(STAMP)

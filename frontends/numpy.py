@@ -19,7 +19,8 @@ from dace.frontend.python.common import DaceSyntaxError
 from dace.frontend.python.newast import ProgramVisitor
 
 from sdfgsparse import errors
-from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+from sdfgsparse import formats as _formats
+from sdfgsparse.formats import CSC, CSR, SparseFormat, is_sparse_desc, sparse_type_of
 from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.dense_spmm import DenseSpMM
@@ -30,6 +31,13 @@ from sdfgsparse.ops.sparse_copy import SparseCopy
 from sdfgsparse.ops.shape_checks import require_equal
 from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.ops.spmv import SpMV
+from sdfgsparse.ops.map_values import ALPHA, MapValues
+from sdfgsparse.ops.softmax import SparseSoftmax, normalise_axis
+from sdfgsparse.ops.convert import Convert, TARGETS
+from sdfgsparse.ops.add import SparseAdd, result_format
+from sdfgsparse.ops.mul import SparseMul
+from sdfgsparse.ops.spgemm import SpGEMM
+from sdfgsparse.runtime.capacity import capacity_symbol
 
 __all__ = []
 
@@ -87,7 +95,6 @@ def _sparse_transpose(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str):
 
 # ---------------------------------------------------------------------- element-wise on values
 def _map_values(sdfg, state, a: str, function: str, alpha=None):
-    from sdfgsparse.ops.map_values import ALPHA, MapValues
     st = _stype(sdfg, a)
     node = MapValues(function=function)
     dense_in = {}
@@ -261,7 +268,6 @@ oprepo.replaces('sdfgsparse.ops.functions.sddmm')(_sddmm)
 
 
 def _softmax(pv, sdfg, state, S, axis=1):
-    from sdfgsparse.ops.softmax import SparseSoftmax, normalise_axis
     name = base.resolve_alias(S)[0] if isinstance(S, str) else None
     if name not in sdfg.arrays or not is_sparse_desc(sdfg.arrays[name]):
         raise errors.UnsupportedOperationError(f'ss.softmax(S): S must be a sparse matrix inside a program, got {S!r}')
@@ -292,7 +298,6 @@ def _sparse_nnz(pv, sdfg, state, a):
 
 # ---------------------------------------------------------------------- sparse with sparse
 def _csr_type(dtype, rows, cols, itype, cap):
-    from sdfgsparse.formats import CSR
     return CSR.type(dtype, rows, cols, itype, n1=cap)
 
 
@@ -305,8 +310,6 @@ def _index_type(*sts):
 
 
 def _convert(sdfg, state, a: str, target: str = 'CSR') -> str:
-    from sdfgsparse.formats import CSC
-    from sdfgsparse.ops.convert import TARGETS, Convert
     if target not in TARGETS:
         raise errors.UnsupportedOperationError(f'ss.convert inside a program supports {", ".join(TARGETS)}; '
                                                f'convert to {target} outside the program with ss.convert')
@@ -318,8 +321,6 @@ def _convert(sdfg, state, a: str, target: str = 'CSR') -> str:
 
 
 def _sparse_binary(sdfg, state, a, b, kind, sign=1):
-    from sdfgsparse.ops.add import SparseAdd, result_format
-    from sdfgsparse.ops.mul import SparseMul
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
     op = '*' if kind == 'mul' else '+' if sign > 0 else '-'
     for d, (x, y) in enumerate(zip(sta.shape, stb.shape)):
@@ -355,8 +356,6 @@ def _sparse_mul_sparse(pv, sdfg, state, a, b):
 
 @oprepo.replaces_operator('Structure', 'MatMult', otherclass='Structure')
 def _sparse_matmult_sparse(pv, sdfg, state, a, b):
-    from sdfgsparse.ops.spgemm import SpGEMM
-    from sdfgsparse.runtime.capacity import capacity_symbol
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
     _check_inner(sdfg, sta.shape, stb.shape, f'{_shown(a)} @ {_shown(b)}')
     (abase, ta), (bbase, tb) = base.resolve_alias(a), base.resolve_alias(b)
@@ -373,12 +372,10 @@ def _sparse_matmult_sparse(pv, sdfg, state, a, b):
 
 
 def _convert_call(pv, sdfg, state, a, fmt):
-    from sdfgsparse.formats import SparseFormat, is_sparse_desc, sparse_type_of as _st
     if isinstance(fmt, str):
-        import sdfgsparse
-        fmt = eval(fmt, {'ss': sdfgsparse, 'sdfgsparse': sdfgsparse})
+        fmt = eval(fmt, {'__builtins__': {}, 'ss': _formats, 'sdfgsparse': _formats})  # ss.CSR, ss.BSR.with_block(2, 2)
     if isinstance(fmt, dace.data.Structure) and is_sparse_desc(fmt):
-        fmt = _st(fmt).fmt
+        fmt = sparse_type_of(fmt).fmt
     if not isinstance(fmt, SparseFormat):
         raise errors.UnsupportedOperationError(f'ss.convert(A, fmt): fmt must be a format such as ss.CSR, got {fmt!r}')
     return _convert(sdfg, state, a, fmt.name)

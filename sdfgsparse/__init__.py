@@ -9,7 +9,13 @@
 """
 from sdfgsparse import _dace_compat
 
-_dace_compat.apply()
+_dace_compat.apply()  # DaCe 1.0.2 bug fixes
+
+from sdfgsparse import build as _build
+from sdfgsparse import notes as _notes
+
+_build.install()  # build folders named by content, built under a lock; CMake seeds
+_notes.install()  # SDFG.sparse_notes
 
 from sdfgsparse.targets.cpu import openmp as _openmp
 
@@ -20,14 +26,20 @@ from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, SparseFormat,
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, spones, sddmm, softmax
 from sdfgsparse.runtime.call import compile
-from sdfgsparse.runtime.convert import convert as _host_convert
+from sdfgsparse.runtime.host_convert import convert as _host_convert
 from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
+from sdfgsparse.runtime import hooks as _hooks
 import sdfgsparse.frontends.numpy  # registers the sparse operators with DaCe's frontend
-import sdfgsparse.ops.dense_matmul  # dense products of sparse programs: sdfgsparse's expansions
 from sdfgsparse import analysis
 from sdfgsparse import targets
+import sdfgsparse.targets.cpu  # registers the cpu implementations of the sparse nodes
+import sdfgsparse.targets.cuda  # noqa: F401 (installed below, once the runtime is loaded)
+import sdfgsparse.targets.mkl  # noqa: F401 (registers the mkl implementations where the [mkl] extra is)
 from sdfgsparse import ops
 from sdfgsparse import transformations  # registers the Sparse transformations (editors, history replay)
+
+_hooks.install()  # sparse arguments and results through DaCe's own call paths
+targets.cuda.install()  # CUDA 13 build fixes; the sparse-aware GPUTransformSDFG
 
 __version__ = '0.1.0'
 

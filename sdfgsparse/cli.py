@@ -73,7 +73,7 @@ def demo(args) -> int:
 
 
 def cache(args) -> int:
-    from sdfgsparse.runtime import buildcache
+    from sdfgsparse.build import cache as buildcache
     folder = os.path.abspath(args.folder) if args.folder else buildcache.default_folder()
     if args.older_than is not None and args.older_than < 0:
         print(f'sdfgsparse cache: --older-than must be at least 0 days, got {args.older_than}', file=sys.stderr)
@@ -164,7 +164,7 @@ def main(argv=None) -> int:
     p.add_argument('--python', default=None, help='interpreter for the backend (default: this one)')
     p.add_argument('--print', action='store_true', help='print the settings instead of writing them')
     p.set_defaults(func=vscode_setup)
-    from sdfgsparse.analysis import cli as analysis_cli
+    from sdfgsparse.scripting import analyze as analysis_cli
     analysis_cli.add_parser(sub)
     from sdfgsparse.scripting import commands as scripting_cli
     scripting_cli.add_parsers(sub)

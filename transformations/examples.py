@@ -3,8 +3,8 @@ structure statistics (SparseFormatSelection, SparseDenseTiling, the fusions' mod
 
 ``ss.optimize(prog, matrices={...})`` and ``sdfgsparse annotate FILE.sdfg --arg A=a.mtx``
 call :func:`record_examples`. What it keeps travels with the SDFG (saved files, copies,
-the VS Code extension's JSON) in its ``sparse_notes`` property (``sdfgsparse._dace_compat``,
-patch 21) under the key ``'examples'``::
+the VS Code extension's JSON) in its ``sparse_notes`` property (:mod:`sdfgsparse.notes`) under
+the key ``'examples'``::
 
     {'sizes':   {'N': 2708, 'K': 64, ...},          # symbol values the examples imply
      'stats':   {'A': {'nnz': 10556.0, ...}},        # analysis.format_cost.matrix_format_stats
@@ -24,7 +24,7 @@ from typing import Any, Dict, Mapping, Optional
 import dace
 
 from sdfgsparse import errors
-from sdfgsparse._dace_compat import NOTES
+from sdfgsparse.notes import NOTES
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 
 __all__ = ['record_examples', 'bind_sizes', 'given_format', 'recorded', 'recorded_sizes', 'recorded_stats', 'recorded_machine',

@@ -18,7 +18,7 @@ Order (each step is a transformation a user can also apply by hand; see
 5. :class:`SparseDenseTiling` -- tiles of the dense loop of SpMM, sized for the cache
    (needs the sizes: given by ``matrices`` or recorded, or constant in the program);
 6. dense 2-D ``MatMul`` nodes (``X @ W``) take the register-blocked SIMD expansion of
-   :mod:`sdfgsparse.ops.dense_matmul` instead of DaCe's default, ``Dot`` nodes
+   :mod:`sdfgsparse.targets.cpu.dense_products` instead of DaCe's default, ``Dot`` nodes
    (``np.dot`` of vectors) one SIMD reduction instead of atomic adds, and ``Reduce``
    nodes along an axis DaCe's ``'pure-seq'`` expansion (no atomics);
 7. DaCe's own clean-up (``simplify``).
@@ -45,7 +45,7 @@ from sdfgsparse.analysis.iterations import iteration_count
 from sdfgsparse.analysis.schedules import Machine
 from sdfgsparse.analysis.user_symbols import readable, user_symbol_names
 from sdfgsparse.formats import is_sparse_desc
-from sdfgsparse.ops.dense_matmul import select_dense_products
+from sdfgsparse.targets.cpu.dense_products import select_dense_products
 from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.runtime.call import CompiledProgram
 from sdfgsparse.transformations.sparse_dense_tiling import SparseDenseTiling
@@ -57,6 +57,12 @@ from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
 from sdfgsparse.transformations.examples import (record_examples, recorded_all_stats, recorded_machine, recorded_names,
                                                  recorded_sizes)
 from sdfgsparse.transformations.format_guard import FormatGuard
+from sdfgsparse.runtime.host_convert import convert
+from sdfgsparse.targets.fpga.model import BOARDS, model_design
+from sdfgsparse.targets.cuda.lower import expand_sparse_nodes, to_gpu
+from sdfgsparse.targets.fpga.select import choose_design, program_sizes
+from sdfgsparse.targets.fpga.lower import converted_arguments, flat_arguments
+from sdfgsparse.targets.fpga.streaming import design_of
 
 __all__ = ['optimize', 'OptimizedProgram', 'Step', 'TARGETS']
 
@@ -119,7 +125,6 @@ class OptimizedProgram:
     def __call__(self, *args, **kwargs):
         program = self._program()
         if self.conversions:
-            from sdfgsparse.runtime.convert import convert
             if len(args) > len(self.sdfg.arg_names):  # (the compiled program's own message)
                 return program(*args, **kwargs)
             kwargs.update(zip(self.sdfg.arg_names, args))
@@ -171,7 +176,6 @@ class OptimizedProgram:
         if self.target != 'fpga':
             raise errors.UnsupportedOperationError(f'fpga_report: {self.sdfg.name} was optimised for '
                                                    f'{self.target!r}, not \'fpga\'')
-        from sdfgsparse.targets.fpga.model import model_design
         choice = self.fpga_choice
         model = model_design(self.lowered, board=self.fpga_board, clock_mhz=self.fpga_clock_mhz)
         values = dict(symbols)
@@ -333,7 +337,6 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     if cache_size is not None and (not isinstance(cache_size, int) or cache_size <= 0):
         raise errors.ShapeError(f'ss.optimize: cache_size must be a positive number of bytes, got {cache_size!r}')
     if target == 'fpga':  # (before the pipeline changes an SDFG the caller passed)
-        from sdfgsparse.targets.fpga.model import BOARDS
         if fpga_board not in BOARDS:
             raise errors.ArgumentError(f'ss.optimize: fpga_board {fpga_board!r} is not known (known: '
                                        f'{", ".join(sorted(BOARDS))})')
@@ -412,11 +415,10 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     if target == 'cpu':
         step('dense nodes', lambda: select_dense_products(sdfg),
              lambda n: f'{n} dense nodes (X @ W register-blocked, dot products as one SIMD reduction, axis '
-             'reductions without atomics; ops/dense_matmul.py)' if n else 'no dense 2-D product, dot product '
+             'reductions without atomics; targets/cpu/dense_products.py)' if n else 'no dense 2-D product, dot product '
              'or axis reduction')
     step('simplify', lambda: len(sdfg.simplify() or {}), lambda n: 'DaCe simplification passes')
     if target == 'gpu':
-        from sdfgsparse.targets.cuda.lower import expand_sparse_nodes, to_gpu
 
         def lower():
             n = expand_sparse_nodes(sdfg)
@@ -428,7 +430,6 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     if target == 'fpga':  # lowered on a copy: the program keeps its signature (sparse arguments)
 
         def choose():
-            from sdfgsparse.targets.fpga.select import choose_design, program_sizes
             known = recorded_sizes(sdfg)  # (the examples given now or recorded earlier: one path)
             vt, it, sizes, op, names = program_sizes(sdfg, known, recorded_all_stats(sdfg, keys=('nnz', )))
             result.fpga_symbols = known
@@ -457,8 +458,6 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
             return sum(dace.sdfg.utils.is_fpga_kernel(low, st) for st in low.states())
 
         def fpga_detail(kernels):
-            from sdfgsparse.targets.fpga.lower import converted_arguments, flat_arguments
-            from sdfgsparse.targets.fpga.streaming import design_of
             low = result._compiled.lowered
             flat = ', '.join(f'{a} -> {", ".join(m.values())}' for a, m in flat_arguments(low).items())
             streams = [design_of(st) for st in low.states() if design_of(st)]

@@ -5,7 +5,7 @@ from typing import Any, Dict, Optional
 import dace
 from dace import properties
 
-from sdfgsparse._dace_compat import NOTES
+from sdfgsparse.notes import NOTES
 from sdfgsparse.analysis.io_pass import IOLowerBoundPass
 from sdfgsparse.analysis.lower_bound import IOBoundResult, io_lower_bound
 from sdfgsparse.analysis.user_symbols import readable

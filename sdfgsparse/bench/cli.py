@@ -67,10 +67,11 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import List, Optional, Sequence
+from typing import Optional, Sequence
 
 import dace
 
+from sdfgsparse.bench.argv import to_argv
 from sdfgsparse.bench.busy import busy_summary, format_busy_summary, spinning
 from sdfgsparse.bench.check import check_against_scipy
 from sdfgsparse.bench.isolation import run_separate
@@ -169,36 +170,6 @@ def config_from_args(args):
                          only=getattr(args, 'only', None))
     config.validate()
     return config
-
-
-def to_argv(args) -> List[str]:
-    """Command-line words that parse back to ``args`` (for the re-executed child)."""
-    argv = ['bench', '--threads', str(args.threads), '--repeat', str(args.repeat), '--peers', args.peers]
-    for opt in ('matrices', 'kernels', 'json', 'plot', 'stream_mib'):
-        value = getattr(args, opt)
-        if value is not None:
-            argv += [f'--{opt.replace("_", "-")}', str(value)]
-    if args.quick:
-        argv.append('--quick')
-    if args.no_progress:
-        argv.append('--no-progress')
-    if getattr(args, 'optimize', False):
-        argv.append('--optimize')
-    if getattr(args, 'isolation', 'same') != 'same':
-        argv += ['--isolation', args.isolation]
-    if getattr(args, 'only', None):
-        argv += ['--only', args.only]
-    if getattr(args, 'march', None):
-        argv += ['--march', args.march]
-    if getattr(args, 'check', False):
-        argv.append('--check')
-    if getattr(args, 'busy', False):
-        argv.append('--busy')
-    if getattr(args, 'suite', 'kernels') != 'kernels':
-        argv += ['--suite', args.suite]
-    if getattr(args, 'target', 'cpu') != 'cpu':
-        argv += ['--target', args.target, '--board', args.board, '--clock-mhz', str(args.clock_mhz)]
-    return argv
 
 
 def thread_env(threads: int) -> dict:

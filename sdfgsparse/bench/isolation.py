@@ -17,6 +17,7 @@ import tempfile
 import time
 from typing import Callable, List, Optional
 
+from sdfgsparse.bench.argv import to_argv
 from sdfgsparse.bench.results import BenchResult
 
 __all__ = ['ISOLATIONS', 'system_names', 'run_separate', 'merge']
@@ -36,7 +37,6 @@ def run_separate(args, config, log: Callable[[str], None], env: Optional[dict] =
     JSON file, no plot, no progress bar, no ``--check`` and no ``--busy``: this process checks
     and runs busy) and merge the results. A child that fails is reported through
     ``log`` and leaves its system out."""
-    from sdfgsparse.bench.cli import to_argv
     parts = []
     for name in system_names(config):
         with tempfile.TemporaryDirectory(prefix='sdfgsparse-bench-') as tmp:

@@ -10,7 +10,7 @@ Compile time (:func:`measure_compile`), per program:
   temporary folder — parsing, library-node expansion, code generation, CMake, g++ and
   loading, plus one run on a tiny matrix. (If this process already compiled the program,
   DaCe's in-memory cache answers and the figure is small; ``in_memory`` says so.)
-  ``cmake_seeded``: CMake's compiler detection came from a seed (``_dace_compat`` patch 9:
+  ``cmake_seeded``: CMake's compiler detection came from a seed (:mod:`sdfgsparse.build.cmake_seed`:
   any earlier build on this machine with the same toolchain and flags leaves one), as
   for every build after the first; false: this build paid it (a fixed cost of CMake's
   configure, see docs/performance.md).
@@ -44,7 +44,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sdfgsparse import _dace_compat
+from sdfgsparse.build import cmake_seed
 from sdfgsparse.bench.kernels import Kernel
 
 __all__ = ['PROGRAMS', 'SdfgsparseSystem', 'OptimizedSystem', 'OPT_SYSTEM', 'measure_compile', 'build_folder']
@@ -232,12 +232,12 @@ def measure_compile(kernels: List[Kernel], warm_cache: bool = True) -> List[Dict
         args = _arguments(kernel, _tiny(kernel))
         with building_in(build_folder()) as folder:
             try:
-                before, planted = _entries(folder), _dace_compat.SEEDS['planted']
+                before, planted = _entries(folder), cmake_seed.SEEDS['planted']
                 t0 = time.perf_counter()
                 prog(*args)
                 rec['cold_s'] = time.perf_counter() - t0
                 rec['in_memory'] = _entries(folder) == before
-                rec['cmake_seeded'] = _dace_compat.SEEDS['planted'] > planted
+                rec['cmake_seeded'] = cmake_seed.SEEDS['planted'] > planted
                 if warm_cache:
                     before = _libraries(folder)
                     rec['warm_cache_s'] = _call_in_new_process(kernel, folder)

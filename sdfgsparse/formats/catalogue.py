@@ -16,7 +16,7 @@ A new format is a new composition here; the lowering needs no change.
 """
 from dace.symbolic import int_floor
 
-from sdfgsparse.formats.format import SparseFormat, register_format
+from sdfgsparse.formats.format import SparseFormat, register_family, register_format
 from sdfgsparse.formats.levels import Compressed, Dense, Offset, Singleton
 
 __all__ = ['CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'CATALOGUE']
@@ -91,5 +91,6 @@ class _BSRFamily:
 
 
 BSR = _BSRFamily()
+register_family(r'BSR(\d+)x(\d+)', lambda m: BSR.with_block(int(m.group(1)), int(m.group(2))))
 
 CATALOGUE = {'CSR': CSR, 'CSC': CSC, 'COO': COO, 'DCSR': DCSR, 'BSR': BSR, 'ELL': ELL, 'DIA': DIA}

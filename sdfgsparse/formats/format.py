@@ -64,12 +64,23 @@ def register_format(fmt: 'SparseFormat') -> 'SparseFormat':
     return fmt
 
 
+#: Families of formats named by a pattern (``BSR4x4``): the name's regular expression and
+#: the function that makes the format from the match (registered by the catalogue).
+_FAMILIES: List[Tuple['re.Pattern', Callable]] = []
+
+
+def register_family(pattern: str, make: Callable) -> None:
+    """Formats whose names match ``pattern`` (a regular expression, whole name) are made by
+    ``make(match)`` when :func:`get_format` meets a name not registered yet."""
+    _FAMILIES.append((re.compile(pattern), make))
+
+
 def get_format(name: str) -> 'SparseFormat':
     if name not in _FORMATS:
-        m = re.fullmatch(r'BSR(\d+)x(\d+)', name)
-        if m:
-            from sdfgsparse.formats.catalogue import BSR
-            return BSR.with_block(int(m.group(1)), int(m.group(2)))
+        for pattern, make in _FAMILIES:
+            m = pattern.fullmatch(name)
+            if m:
+                return make(m)
         raise KeyError(f'unknown sparse format {name!r}')
     return _FORMATS[name]
 

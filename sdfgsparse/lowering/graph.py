@@ -38,7 +38,8 @@ from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import LevelLoop
 
-__all__ = ['Kernel', 'Operand', 'Scope', 'Local', 'read', 'array_reads', 'emit', 'local', 'reduce_local', 'fill', 'epilogue_pass', 'SUM',
+__all__ = ['Kernel', 'Operand', 'Scope', 'Local', 'read', 'array_reads', 'emit', 'local', 'reduce_local', 'fill', 'leaf',
+           'epilogue_pass', 'SUM',
            'MAX', 'MIN']
 
 SUM = 'lambda a, b: a + b'
@@ -427,6 +428,21 @@ def fill(k: Kernel, state, arr: str, value=0):
     idx = [f'__f{arr}{d}' for d in range(len(shape))]
     sc = k.scope(state, [(v, 0, s) for v, s in zip(idx, shape)], [dtypes.ScheduleType.Default] * len(shape))
     return emit(k, sc, [((arr, [sympy.Symbol(v) for v in idx]), value, None)], label=f'fill_{arr}')
+
+
+def leaf(k: Kernel, state, label: str, call: str, reads: Sequence[str], writes: Sequence[str]):
+    """In ``state``, one C++ tasklet that calls a leaf function of a target's header:
+    ``call`` is the C++ statement, in which ``ss_<array>`` names each array of ``reads``
+    (read whole) and ``writes`` (written whole). Arrays arrive as pointers, one-element
+    arrays (scalars of the kernel) as values: ``call`` takes their address through the
+    header's ``ss_in`` / ``ss_out``. Returns the tasklet."""
+    t = state.add_tasklet(label, {f'ss_{a}' for a in reads}, {f'ss_{a}' for a in writes}, call,
+                          language=dtypes.Language.CPP)
+    for a in reads:
+        state.add_edge(state.add_read(a), None, t, f'ss_{a}', dace.Memlet.from_array(a, k.sdfg.arrays[a]))
+    for a in writes:
+        state.add_edge(t, f'ss_{a}', state.add_write(a), None, dace.Memlet.from_array(a, k.sdfg.arrays[a]))
+    return t
 
 
 def epilogue_pass(k: Kernel, node, target: str, shape: Sequence):

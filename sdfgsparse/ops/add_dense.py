@@ -6,11 +6,9 @@ import sympy
 from dace import dtypes, properties
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.graph import SUM, Kernel, read
 from sdfgsparse.lowering.graph_values import entry_pass
-from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update
-from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.base import SparseLibraryNode
 
 __all__ = ['SparseAddDense']
 
@@ -39,35 +37,11 @@ class ExpandSparseAddDensePure(ExpandTransformation):
         return k.build()
 
 
-@dace.library.expansion
-class ExpandSparseAddDenseCPU(ExpandTransformation):
-    """``out = dense_sign * D``, then every stored entry adds ``sparse_sign * A[i, j]``
-    (parallel when A's outer level owns rows or columns, sequential otherwise)."""
-    environments = []
-
-    @staticmethod
-    def expansion(node: 'SparseAddDense', state, sdfg):
-        st = node.operand_type(state, 'A')
-        kb = kernel_for_node(node, state, sdfg)
-        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-        out = node.connected(state, OUT)
-        T = kb.dtype(out.dtype)
-        m, n = (pyexpr(s) for s in out.shape)
-        ds = '' if node.dense_sign > 0 else '-'
-        kb.line(f'for z0, z1 in dace.map[0:{m}, 0:{n}]:')
-        kb.line(f'    {OUT}[z0, z1] = {T}({ds}{D}[z0, z1])')
-        op = '+' if node.sparse_sign > 0 else '-'
-        od = st.fmt.outer_dim
-        strat = ent.strategy(od if od is not None else 0, node.schedule_hint)
-        ent.emit(kb, [update(f'{OUT}[{ent.i}, {ent.j}]', ent.val, op)], parallel=strat != 'sequential')
-        return kb.build()
-
-
 @dace.library.node
 class SparseAddDense(SparseLibraryNode):
     """``_out = dense_sign * _D + sparse_sign * A`` (dense M x N result)."""
-    implementations = {'pure': ExpandSparseAddDensePure, 'cpu': ExpandSparseAddDenseCPU}
-    default_implementation = 'cpu'
+    implementations = {'pure': ExpandSparseAddDensePure}
+    default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
 
     sparse_sign = properties.Property(dtype=int, default=1, desc='+1 or -1: sign of the sparse operand')

@@ -6,9 +6,16 @@ The node recovers the operand's :class:`SparseType` by following those edges bac
 the structure, so the *data* stays the source of truth for the format; the node itself
 only carries choices a transformation may change (``transpose_A``, ``schedule``).
 
+A node class defines its portable ``pure`` expansion; the targets register theirs onto
+it (:mod:`sdfgsparse.targets.registry`). :func:`use_implementation` (or the environment
+variable ``SDFGSPARSE_IMPLEMENTATION``, read once at import) makes every sparse node
+created while it is active take another implementation where the node has it.
+
 Sparse *results* are transient structures written member by member the same way
 (``node:_out_vals --> out_vals --views--> out``).
 """
+import contextlib
+import os
 from typing import Dict, List, Optional, Tuple
 
 import dace
@@ -22,7 +29,8 @@ from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
 __all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'member_memlet', 'resolve_alias',
            'transposed_alias', 'alias', 'add_sparse_input',
            'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node',
-           'retype_sparse', 'sparse_consumers', 'change_argument_format']
+           'retype_sparse', 'sparse_consumers', 'change_argument_format', 'use_implementation',
+           'implementation_override']
 
 #: Suffix of the name that stands for ``X.T`` in a program (a zero-copy transposed view).
 T_SUFFIX = '_ssT'
@@ -76,6 +84,30 @@ def alias(sdfg: dace.SDFG, name: str) -> str:
     return second
 
 
+_OVERRIDE = {'name': os.environ.get('SDFGSPARSE_IMPLEMENTATION') or None}
+
+
+def implementation_override() -> Optional[str]:
+    """The implementation new sparse nodes take where they have it (None: their default)."""
+    return _OVERRIDE['name']
+
+
+@contextlib.contextmanager
+def use_implementation(name: Optional[str]):
+    """Within the block, new sparse nodes take implementation ``name`` where they have it.
+
+    >>> import sdfgsparse as ss
+    >>> with ss.targets.use_implementation('pure'):
+    ...     pass  # programs parsed here expand every sparse node as a portable SDFG
+    """
+    old = _OVERRIDE['name']
+    _OVERRIDE['name'] = name
+    try:
+        yield
+    finally:
+        _OVERRIDE['name'] = old
+
+
 @properties.make_properties
 class SparseLibraryNode(nodes.LibraryNode):
     """Base class: a library node with sparse operands wired member by member."""
@@ -96,7 +128,6 @@ class SparseLibraryNode(nodes.LibraryNode):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        from sdfgsparse.targets import implementation_override
         forced = implementation_override()
         if forced is not None and forced in self.implementations and self.implementation is None:
             self.implementation = forced

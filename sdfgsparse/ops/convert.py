@@ -10,8 +10,6 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_compress import Rows, compress_lists, expand_entries
-from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
-from sdfgsparse.targets.cpu.entries import Entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['Convert', 'TARGETS']
@@ -46,29 +44,11 @@ class ExpandConvertPure(ExpandTransformation):
         return k.build()
 
 
-@dace.library.expansion
-class ExpandConvertCPU(ExpandTransformation):
-    """Expand the entries of A (any format), sort, compress (see :mod:`..targets/cpu/compress`);
-    the result's type (CSR or CSC) decides the compressed dimension."""
-    environments = []
-
-    @staticmethod
-    def expansion(node: 'Convert', state, sdfg):
-        st = node.operand_type(state, 'A')
-        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-
-        def expand(kb, vt):
-            ent.emit(kb, emit_append(ent.i, ent.j, ent.val), parallel=False)
-
-        # a CSC result (the type of ``out``) is compressed by columns in compress_kernel
-        return compress_kernel(node, state, sdfg, expand, st.rows, st.cols)
-
-
 @dace.library.node
 class Convert(SparseLibraryNode):
     """Members of ``A`` -> members of ``out`` in format ``target`` (CSR or CSC)."""
-    implementations = {'pure': ExpandConvertPure, 'cpu': ExpandConvertCPU}
-    default_implementation = 'cpu'
+    implementations = {'pure': ExpandConvertPure}
+    default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )
 

@@ -19,7 +19,6 @@ from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import map_value_slots
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
-from sdfgsparse.targets.cpu.entries import copy_index_members, kernel_for_node
 
 __all__ = ['MapValues', 'FUNCTIONS', 'value_expression']
 
@@ -98,47 +97,14 @@ class ExpandMapValuesPure(ExpandTransformation):
         return k.build()
 
 
-@dace.library.expansion
-class ExpandMapValuesCPU(ExpandTransformation):
-    """A parallel map over stored values, each a Python tasklet ``out[q] = f(A[q])`` with
-    the expression of :data:`FUNCTIONS` as written (tasklet code, as in ``pure``: a
-    statement of the kernel's program would not know ``math.tanh``); index arrays copied
-    by parallel maps."""
-    environments = []
-
-    @staticmethod
-    def expansion(node: 'MapValues', state, sdfg):
-        kb = kernel_for_node(node, state, sdfg)
-        members = node.member_arrays(state, 'A')
-        expr = value_expression(node.function, members['vals'].dtype, node.member_arrays(state, 'out')['vals'].dtype)
-        reads = [f'v << {member_conn("A", "vals")}[q]']
-        if node.function == 'scale':
-            if node.alpha_is_data:
-                reads.append(f'__alpha << {ALPHA}[0]')
-                expr = expr.replace('alpha', '__alpha')
-            else:
-                spelling, names = alpha_spelling(node.alpha)
-                for name in names:
-                    kb.symbol(name)
-                expr = expr.replace('alpha', spelling)
-        copy_index_members(kb, members, 'A', 'out')
-        kb.line(f'for q in dace.map[0:{pyexpr(members["vals"].shape[0])}]:')
-        kb.line('    with dace.tasklet:')
-        for r in reads:
-            kb.line(f'        {r}')
-        kb.line(f'        __o >> {member_conn("out", "vals")}[q]')
-        kb.line(f'        __o = {expr}')
-        return kb.build()
-
-
 @dace.library.node
 class MapValues(SparseLibraryNode):
     """``out = f(A)`` on stored values (``function`` in :data:`FUNCTIONS`), A's pattern kept.
 
     Inputs: members of A (``_A_*``) and, for ``scale`` by a data value, ``_alpha``;
     outputs: members of the result (``_out_*``)."""
-    implementations = {'pure': ExpandMapValuesPure, 'cpu': ExpandMapValuesCPU}
-    default_implementation = 'cpu'
+    implementations = {'pure': ExpandMapValuesPure}
+    default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )
 

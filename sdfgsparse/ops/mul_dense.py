@@ -9,7 +9,6 @@ from sdfgsparse.lowering.graph import Kernel, read
 from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
-from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 
 __all__ = ['SparseMulDense']
 
@@ -36,29 +35,11 @@ class ExpandSparseMulDensePure(ExpandTransformation):
         return k.build()
 
 
-@dace.library.expansion
-class ExpandSparseMulDenseCPU(ExpandTransformation):
-    """Each stored entry reads ``D[i, j]`` (locate into the dense operand); value slots are
-    distinct, so the outer level runs in parallel."""
-    environments = []
-
-    @staticmethod
-    def expansion(node: 'SparseMulDense', state, sdfg):
-        st = node.operand_type(state, 'A')
-        kb = kernel_for_node(node, state, sdfg)
-        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-        out_vals = member_conn('out', 'vals')
-        copy_index_members(kb, node.member_arrays(state, 'A'), 'A', 'out')
-        zero_fill(kb, out_vals, node.member_arrays(state, 'out')['vals'].shape)
-        ent.emit(kb, [f'{out_vals}[{ent.v}] = {ent.val} * {D}[{ent.i}, {ent.j}]'], parallel=True)
-        return kb.build()
-
-
 @dace.library.node
 class SparseMulDense(SparseLibraryNode):
     """Element-wise product of sparse A and dense ``_D`` -> members of ``out`` (A's pattern)."""
-    implementations = {'pure': ExpandSparseMulDensePure, 'cpu': ExpandSparseMulDenseCPU}
-    default_implementation = 'cpu'
+    implementations = {'pure': ExpandSparseMulDensePure}
+    default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
     SPARSE_OUTPUTS = ('out', )
 

@@ -7,8 +7,7 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse.lowering.graph import SUM, Kernel
 from sdfgsparse.lowering.graph_values import entry_pass
-from sdfgsparse.ops.base import SparseLibraryNode, member_conn
-from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
+from sdfgsparse.ops.base import SparseLibraryNode
 
 __all__ = ['SparseSum', 'sum_dtype']
 
@@ -47,38 +46,13 @@ class ExpandSparseSumPure(ExpandTransformation):
         return k.build()
 
 
-@dace.library.expansion
-class ExpandSparseSumCPU(ExpandTransformation):
-    """Row sums run like SpMV with x = 1; column sums like a transposed SpMV; the total
-    walks all entries sequentially with one accumulator."""
-    environments = []
-
-    @staticmethod
-    def expansion(node: 'SparseSum', state, sdfg):
-        st = node.operand_type(state, 'A')
-        kb = kernel_for_node(node, state, sdfg)
-        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-        out = node.connected(state, OUT)
-        T = kb.dtype(out.dtype)
-        term = '1' if node.count else ent.val
-        if node.axis < 0:
-            kb.line(f'acc = {T}(0)')
-            ent.emit(kb, [f'acc += {term}'], parallel=False)
-            kb.line(f'{OUT}[0] = acc')
-            return kb.build()
-        written = 1 - node.axis  # axis=1 sums along columns -> one value per row
-        emit_accumulate(kb, ent, OUT, ent.i if written == 0 else ent.j, term, written, node.schedule_hint, out.dtype,
-                        out.shape)
-        return kb.build()
-
-
 @dace.library.node
 class SparseSum(SparseLibraryNode):
     """Sum of A's stored values: ``axis=-1`` (all, output of length 1), ``0`` (per column)
     or ``1`` (per row). The output's dtype is the accumulator: :func:`sum_dtype` of A's
     (``int64`` for ``int32`` values, as NumPy and scipy), which every expansion adds in."""
-    implementations = {'pure': ExpandSparseSumPure, 'cpu': ExpandSparseSumCPU}
-    default_implementation = 'cpu'
+    implementations = {'pure': ExpandSparseSumPure}
+    default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
 
     axis = properties.Property(dtype=int, default=-1, desc='-1: total, 0: per column, 1: per row')

@@ -6,19 +6,22 @@ length) while it parses the program. With symbols on both sides (``A: ss.CSR[M, 
 times an array of fixed length) that cannot be decided then, and nothing looked again: a
 call with a vector of the wrong length ran the kernel, which read past its end (a wrong
 result, no error). :func:`require_equal` raises when the rule is already broken and
-otherwise records it on the SDFG; :func:`violation` tells, from the symbol values of a
-call, the first rule the call breaks. Compiled programs check before every call
-(``_dace_compat`` patch 13, and the warm call plans).
+otherwise records it in the SDFG's notes (:mod:`sdfgsparse.notes`: kept through a copy, a
+save and a load, so a build loaded from the cache by another process checks it too);
+:func:`violation` tells, from the symbol values of a call, the first rule the call breaks. Compiled programs check before every call
+(:mod:`sdfgsparse.runtime.hooks`, and the warm call plans).
 """
 from typing import Dict, List, Optional, Tuple
 
 import dace
 
-from sdfgsparse import errors
+from sdfgsparse import errors, notes
 
 __all__ = ['require_equal', 'rules', 'violation']
 
-_KEY = '_ss_shape_rules'
+#: The key of the rules in an SDFG's notes: ``[{'a': expr, 'b': expr, 'reason': what}, ...]``
+#: (the expressions as strings; ``reason`` is free text for the error).
+KEY = 'shape_rules'
 
 
 def require_equal(sdfg: dace.SDFG, a, b, what: str) -> None:
@@ -34,8 +37,8 @@ def require_equal(sdfg: dace.SDFG, a, b, what: str) -> None:
         return
     if dace.symbolic.simplify(diff) == 0:
         return
-    found = sdfg.__dict__.setdefault(_KEY, [])
-    rule = (str(a), str(b), what)
+    found = notes.of(sdfg).setdefault(KEY, [])
+    rule = {'a': str(a), 'b': str(b), 'reason': what}
     if rule not in found:
         found.append(rule)
 
@@ -44,7 +47,8 @@ def rules(sdfg: dace.SDFG) -> List[Tuple[str, str, str]]:
     """The rules recorded on ``sdfg`` and the SDFGs nested in it: (a, b, what)."""
     found = []
     for g in sdfg.all_sdfgs_recursive():
-        for rule in g.__dict__.get(_KEY, ()):
+        for rule in notes.of(g).get(KEY, ()):
+            rule = (rule['a'], rule['b'], rule['reason'])
             if rule not in found:
                 found.append(rule)
     return found

@@ -17,12 +17,14 @@ import dace
 import numpy as np
 
 from sdfgsparse import errors
+from sdfgsparse._dace_compat import lock_of
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 from sdfgsparse.runtime.aliasing import ArgumentAccess, access_of, check_after, separate
 from sdfgsparse.runtime.marshal import SparseArg, _torch_layout, is_sparse_value, marshal_sparse
 from sdfgsparse.runtime.plan import MISS, build_plan
+from sdfgsparse.runtime.results import to_torch
 
 __all__ = ['marshal_arguments', 'call_program', 'CompiledProgram', 'compile']
 
@@ -189,18 +191,6 @@ def _dense_shape_symbols(descs: Dict[str, dace.data.Data], values: Dict[str, Any
                     symbols.setdefault(str(expr), int(actual))
 
 
-def _to_torch(result):
-    import torch
-    if isinstance(result, np.ndarray):
-        return torch.from_numpy(result)
-    if isinstance(result, tuple):
-        return tuple(_to_torch(r) for r in result)
-    if hasattr(result, 'tocoo') and hasattr(result, 'format'):
-        from sdfgsparse.runtime.results import scipy_to_torch
-        return scipy_to_torch(result)
-    return result
-
-
 def _annotation_descs(prog) -> Dict[str, Optional[dace.data.Data]]:
     descs = {}
     for name, param in prog.signature.parameters.items():
@@ -330,7 +320,7 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs):
         copy_back(copies, out, written_arguments(csdfg.sdfg) if csdfg is not None else copies)
     if key is not None and key in fast:
         _add_plan(prog, fast[key][0], key, names, descs, values, out, sparse, torch_in)
-    return _to_torch(result) if torch_in else result
+    return to_torch(result) if torch_in else result
 
 
 def _run_plans(plans, argnames, args, kwargs):
@@ -415,16 +405,6 @@ def _remember(prog, fast, key, out, symbols, csdfg):
 _LOCKS_LOCK = threading.Lock()
 
 
-def lock_of(obj) -> threading.RLock:
-    """The lock of a program, an ``ss.compile`` program or a DaCe compiled program, made on
-    first use (see :func:`call_program` and ``_dace_compat`` patch 13)."""
-    lock = obj.__dict__.get('_ss_lock')
-    if lock is None:
-        with _LOCKS_LOCK:
-            lock = obj.__dict__.setdefault('_ss_lock', threading.RLock())
-    return lock
-
-
 class CompiledProgram:
     """An SDFG compiled once, callable with scipy / torch / NumPy arguments by name.
 
@@ -482,9 +462,9 @@ class CompiledProgram:
                         require_nvcc(sdfg.name)
                     else:
                         # dense products take sdfgsparse's expansions, as in @dace.program calls (see
-                        # ops.dense_matmul.sparse_program_defaults); on a copy: the caller's SDFG is theirs.
+                        # targets.cpu.dense_products.sparse_program_defaults); on a copy: the caller's SDFG is theirs.
                         # (Not for the GPU: those expansions are CPU tasklets.)
-                        from sdfgsparse.ops.dense_matmul import sparse_program_defaults
+                        from sdfgsparse.targets.cpu.dense_products import sparse_program_defaults
                         if sparse_program_defaults(sdfg, apply=False):
                             sdfg = copy.deepcopy(sdfg)
                             sparse_program_defaults(sdfg)
@@ -532,7 +512,7 @@ class CompiledProgram:
         from sdfgsparse.runtime.capacity import fill_capacities
         from sdfgsparse.runtime.results import allocate_return, struct_to_python
         from sdfgsparse.targets.fpga.csim import check_error
-        from sdfgsparse.runtime.convert import convert
+        from sdfgsparse.runtime.host_convert import convert
         from sdfgsparse.targets.fpga.lower import converted_arguments, flat_arguments
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
         out, symbols, sparse, copies = marshal_arguments(values, descs)
@@ -583,7 +563,7 @@ class CompiledProgram:
             whole = [struct_to_python(results[n]) if n in results else dense.pop(0) for n in names]
             result = whole[0] if len(whole) == 1 else tuple(whole)
         if any(_torch_layout(v) is not None for v in values.values()):
-            result = _to_torch(result)
+            result = to_torch(result)
         return result
 
     def _full_call(self, names, values):
@@ -628,7 +608,7 @@ class CompiledProgram:
                 plan = build_plan(compiled, names, descs, out, sparse, values, torch_in)
                 plans[raw] = (plan, ) if plan is not None else ()
         if torch_in:
-            result = _to_torch(result)
+            result = to_torch(result)
         return result
 
 

@@ -8,7 +8,9 @@ from typing import Dict, Tuple
 import numpy as np
 import scipy.sparse as sp
 
+from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat, get_format
+from sdfgsparse.runtime.convert import storage_to_coo
 
 __all__ = ['SparseMatrix']
 
@@ -31,7 +33,6 @@ class SparseMatrix:
     """
 
     def __init__(self, fmt, arrays: Dict[str, np.ndarray], shape: Tuple[int, int]):
-        from sdfgsparse import errors
         self.format: SparseFormat = get_format(fmt) if isinstance(fmt, str) else fmt
         if not isinstance(arrays, dict):
             raise errors.ArgumentError(f'SparseMatrix({self.format.name}): arrays must be a dict of member name -> '
@@ -80,7 +81,6 @@ class SparseMatrix:
 
     def to_coo_arrays(self):
         """(rows, cols, vals) of every stored entry inside the matrix, in storage order."""
-        from sdfgsparse.runtime.convert import storage_to_coo
         return storage_to_coo(self.format, self.arrays, self.shape)
 
     def to_scipy(self, format: str = None):

@@ -13,7 +13,7 @@ from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat
 from sdfgsparse.formats.levels import Compressed, Dense, Offset, Singleton
 
-__all__ = ['to_storage', 'storage_to_coo', 'scipy_members', 'convert', 'to_scipy_twin', 'has_scipy_twin']
+__all__ = ['to_storage', 'storage_to_coo', 'scipy_members', 'to_scipy_twin', 'has_scipy_twin']
 
 
 #: The scipy attribute holding each member of a CSR / CSC twin (the warm call's
@@ -104,8 +104,7 @@ def _csr_parts(A, index_dtype):
 
 def to_storage(A, fmt: SparseFormat, index_dtype=np.int32, block=None) -> Tuple[Dict[str, np.ndarray], tuple]:
     """Member arrays of ``A`` (scipy, dense or ``SparseMatrix``) stored as ``fmt`` (copies)."""
-    from sdfgsparse.runtime.container import SparseMatrix
-    if isinstance(A, SparseMatrix):
+    if hasattr(A, 'to_coo_arrays'):  # a SparseMatrix (runtime/container.py)
         r, c, v = A.to_coo_arrays()
         A = sp.coo_array((v, (r, c)), shape=A.shape)
     elif not sp.issparse(A):
@@ -152,38 +151,6 @@ def to_storage(A, fmt: SparseFormat, index_dtype=np.int32, block=None) -> Tuple[
         vals[row, slot] = v
         return {'crd2': crd.reshape(-1), 'vals': vals.reshape(-1)}, shape
     raise errors.FormatMismatchError(f'convert: no conversion into {name}')
-
-
-def convert(A, fmt, index_dtype=None):
-    """Convert a matrix into the catalogue format ``fmt`` (a copy).
-
-    Returns a scipy sparse array when the format has a scipy twin, else a
-    :class:`SparseMatrix`. ``fmt`` may be a format (``ss.ELL``), a BSR with a block shape
-    (``ss.BSR.with_block(4, 4)``) or an annotation (``ss.CSR[dace.float32, M, N]``, whose
-    value and index dtypes are then applied).
-    """
-    import dace
-    from sdfgsparse.formats import SparseFormat, is_sparse_desc, sparse_type_of
-    from sdfgsparse.formats.catalogue import _BSRFamily
-    from sdfgsparse.runtime.container import SparseMatrix
-    dtype = None
-    if isinstance(fmt, _BSRFamily):
-        fmt = fmt.with_block(2, 2)
-    elif isinstance(fmt, dace.data.Structure) and is_sparse_desc(fmt):
-        st = sparse_type_of(fmt)
-        fmt, dtype, index_dtype = st.fmt, st.dtype.type, index_dtype or st.index_dtype.type
-    elif not isinstance(fmt, SparseFormat):
-        raise TypeError(f'convert: fmt must be a catalogue format such as ss.CSR, got {fmt!r}')
-    from sdfgsparse.runtime.marshal import check_value, is_sparse_value
-    if is_sparse_value(A):
-        check_value('A', A)
-    elif isinstance(A, (str, bytes)) or A is None:
-        raise errors.ArgumentError(f'convert: A must be a sparse matrix or an array, got {type(A).__name__}')
-    arrays, shape = to_storage(A, fmt, index_dtype or np.int32)
-    if dtype is not None:
-        arrays['vals'] = arrays['vals'].astype(dtype, copy=False)
-    m = SparseMatrix(fmt, arrays, shape)
-    return to_scipy_twin(m) if has_scipy_twin(fmt) else m
 
 
 def has_scipy_twin(fmt: SparseFormat) -> bool:

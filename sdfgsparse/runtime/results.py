@@ -19,7 +19,7 @@ from sdfgsparse.runtime.marshal import struct_class
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.symexpr import compile_int
 
-__all__ = ['allocate_return', 'return_allocator', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return']
+__all__ = ['allocate_return', 'return_allocator', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return', 'to_torch']
 
 
 def is_sparse_return(obj) -> bool:
@@ -100,3 +100,17 @@ def scipy_to_torch(A):
     A = A.tocoo()
     idx = torch.from_numpy(np.vstack([A.row, A.col]).astype(np.int64))
     return torch.sparse_coo_tensor(idx, torch.from_numpy(A.data), size=A.shape)
+
+
+def to_torch(result):
+    """A program's result for a caller who passed torch tensors: NumPy arrays as tensors
+    sharing their memory, scipy sparse arrays as torch sparse tensors, tuples element by
+    element; anything else as it is."""
+    import torch  # optional: only callers with torch arguments get here
+    if isinstance(result, np.ndarray):
+        return torch.from_numpy(result)
+    if isinstance(result, tuple):
+        return tuple(to_torch(r) for r in result)
+    if hasattr(result, 'tocoo') and hasattr(result, 'format'):
+        return scipy_to_torch(result)
+    return result

@@ -38,6 +38,8 @@ from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.convert import SCIPY_COMPRESSED
 from sdfgsparse.runtime.marshal import TORCH_COMPRESSED, _torch_attr
 from sdfgsparse.runtime.pointers import data_pointer
+from sdfgsparse.runtime.results import to_torch
+from sdfgsparse.runtime.slots import MISS, DenseReturn, DenseSlot, ScalarSlot
 
 __all__ = ['specialise']
 
@@ -222,9 +224,8 @@ def _scalar(w: _Writer, k: int, slot, spans: Optional[dict]) -> str:
 def specialise(plan) -> Optional[Callable]:
     """``run(args)`` for ``plan`` (a :class:`~sdfgsparse.runtime.plan.CallPlan`), or None
     when the plan has a part only the generic walk does (see the module)."""
-    from sdfgsparse.runtime.plan import MISS, _DenseReturn, _DenseSlot, _ScalarSlot
     if plan.capacities or not all(_plain_compressed(s) for s in plan.sparse_slots) or \
-            not all(isinstance(r, _DenseReturn) for _, r in plan.returns):
+            not all(isinstance(r, DenseReturn) for _, r in plan.returns):
         return None
     w = _Writer()
     w.env.update(MISS=MISS, VALIDATE=marshal.VALIDATE, dp=data_pointer, addressof=ctypes.addressof,
@@ -239,8 +240,8 @@ def specialise(plan) -> Optional[Callable]:
     for k, slot in enumerate(plan.sparse_slots):
         ptrs[slot.index] = _sparse(w, k, slot, defined, spans)
     for k, slot in enumerate(plan.dense_slots, start=len(plan.sparse_slots)):
-        assert isinstance(slot, (_ScalarSlot, _DenseSlot))
-        ptrs[slot.index] = (_scalar if isinstance(slot, _ScalarSlot) else _dense)(w, k, slot, spans)
+        assert isinstance(slot, (ScalarSlot, DenseSlot))
+        ptrs[slot.index] = (_scalar if isinstance(slot, ScalarSlot) else _dense)(w, k, slot, spans)
     if spans is not None:  # a written argument sharing memory with another: the full path copies it
         crossings = [f'({s0} < {e1} and {s1} < {e0})' for i in plan.written for s0, e0 in spans.get(i, ())
                      for o, ranges in spans.items() if o != i for s1, e1 in ranges]
@@ -271,8 +272,7 @@ def specialise(plan) -> Optional[Callable]:
         results = [f'ret{j}' for j in plan.result_order]
         res = results[0] if len(results) == 1 else f'({", ".join(results)})'
         if plan.torch_out:
-            from sdfgsparse.runtime.call import _to_torch
-            w.env['to_torch'] = _to_torch
+            w.env['to_torch'] = to_torch
             res = f'to_torch({res})'
         w.put(f'return {res}')
     source = 'def run(args):\n' + '\n'.join(w.lines) + '\n'

@@ -332,8 +332,10 @@ def optimize(args) -> int:
     print(result.report())
     for name, fmt in result.conversions.items():
         print(f'note: {name} is now taken as {fmt} (`sdfgsparse run` converts .mtx files to it)')
-    files.save_sdfg(result.sdfg, out)
-    print(f'saved {out}')
+    # the SDFG that is built: for the FPGA its lowering (kernel states, FPGA twins of the
+    # arguments), which the editor shows as the design; the same SDFG otherwise
+    files.save_sdfg(result.lowered, out)
+    print(f'saved {out}' + (' (lowered for the FPGA)' if args.target == 'fpga' else ''))
     return 0
 
 
@@ -395,9 +397,14 @@ def run(args) -> int:
     from sdfgsparse.transformations.examples import bind_sizes
     sdfg = files.load_sdfg(args.sdfg)
     from sdfgsparse.targets.cuda.lower import is_lowered
+    from sdfgsparse.targets.fpga.lower import fpga_storage
     if is_lowered(sdfg):
         raise _Failed(f'{args.sdfg} is lowered for the GPU; `sdfgsparse run` runs CPU SDFGs (its arguments are host '
                       'files)', code=2, hint='optimize for --target cpu to run it here')
+    if fpga_storage(sdfg):
+        raise _Failed(f'{args.sdfg} is lowered for the FPGA (it holds FPGA memory); `sdfgsparse run` runs CPU SDFGs',
+                      code=2, hint='run the program through ss.optimize(prog, target="fpga") (C-simulated), or '
+                      'optimize for --target cpu to run it here')
     given = _assignments(args.arg, '--arg')
     symbols = _symbols(args.symbol)
     names = files.argument_names(sdfg)

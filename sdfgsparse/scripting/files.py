@@ -353,7 +353,7 @@ def _read_matrix_market(name: str, path: str, desc: dace.data.Data):
     if isinstance(desc, dace.data.Scalar):
         raise ScriptingError(f'{name}={path}: {name} takes a number, not a matrix', hint=f'--arg {name}=1.5')
     if is_sparse_desc(desc):
-        from sdfgsparse.runtime.convert import convert
+        from sdfgsparse.runtime.host_convert import convert
         A = sp.coo_array(value) if sp.issparse(value) else sp.coo_array(np.asarray(value))
         A.sum_duplicates()
         A.data = _checked_cast(name, path, A.data, np.dtype(sparse_type_of(desc).dtype.type), desc)

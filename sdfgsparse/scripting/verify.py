@@ -29,7 +29,7 @@ from sdfgsparse.formats import is_sparse_desc, sparse_type_of
 from sdfgsparse.runtime.call import CompiledProgram, written_arguments
 from sdfgsparse.runtime.capacity import PREFIX
 from sdfgsparse.runtime.container import SparseMatrix
-from sdfgsparse.runtime.convert import convert
+from sdfgsparse.runtime.host_convert import convert
 from sdfgsparse.targets.cuda.lower import is_lowered
 from sdfgsparse.transformations.examples import bind_sizes
 

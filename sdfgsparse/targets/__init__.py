@@ -11,37 +11,12 @@ implementation where the node has it, e.g. ``pure`` to run a whole program throu
 portable SDFGs. The choice is stored on the node (its ``implementation`` property), so
 it is part of the SDFG and of its build key.
 """
-import contextlib
-import os
-from typing import Optional
+import dace
 
 from sdfgsparse import errors
+from sdfgsparse.ops.base import SparseLibraryNode, implementation_override, use_implementation
 
 __all__ = ['use_implementation', 'implementation_override', 'expand_sparse_nodes', 'PORTABLE']
-
-_OVERRIDE = {'name': os.environ.get('SDFGSPARSE_IMPLEMENTATION') or None}
-
-
-def implementation_override() -> Optional[str]:
-    """The implementation new sparse nodes take where they have it (None: their default)."""
-    return _OVERRIDE['name']
-
-
-@contextlib.contextmanager
-def use_implementation(name: Optional[str]):
-    """Within the block, new sparse nodes take implementation ``name`` where they have it.
-
-    >>> import sdfgsparse as ss
-    >>> with ss.targets.use_implementation('pure'):
-    ...     pass  # programs parsed here expand every sparse node as a portable SDFG
-    """
-    old = _OVERRIDE['name']
-    _OVERRIDE['name'] = name
-    try:
-        yield
-    finally:
-        _OVERRIDE['name'] = old
-
 
 #: The implementation every sparse library node has for any target.
 PORTABLE = 'pure'
@@ -49,8 +24,6 @@ _MAX_ROUNDS = 32  # expansions nest a few levels; more means an expansion re-cre
 
 
 def _sparse_nodes(sdfg):
-    import dace
-    from sdfgsparse.ops.base import SparseLibraryNode
     return [(n, s) for n, s in sdfg.all_nodes_recursive()
             if isinstance(n, SparseLibraryNode) and isinstance(s, dace.SDFGState)]
 

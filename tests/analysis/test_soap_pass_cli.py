@@ -10,7 +10,7 @@ from dace.transformation import pass_pipeline as ppl
 
 from sdfgsparse.analysis import (S, InvalidCacheSizeError, IOBoundResult, IOLowerBoundPass, SymbolClashError,
                                  UnboundSymbolError, UnsupportedProgramError, io_lower_bound)
-from sdfgsparse.analysis import cli
+from sdfgsparse.scripting import analyze as cli
 from soap_kernels import K, M, N
 
 

@@ -13,7 +13,7 @@ from dace.libraries.blas import MatMul
 from dace.libraries.standard import Reduce
 
 import sdfgsparse as ss
-from sdfgsparse.ops.dense_matmul import (DOT_PARALLEL, IMPLEMENTATION, REDUCE_IMPLEMENTATION, dot_applicable,
+from sdfgsparse.targets.cpu.dense_products import (DOT_PARALLEL, IMPLEMENTATION, REDUCE_IMPLEMENTATION, dot_applicable,
                                          rows_applicable)
 
 M, K, N = (dace.symbol(s) for s in 'MKN')
@@ -159,7 +159,7 @@ def test_plain_sparse_program_takes_the_dot_reduction(rng):
 def test_dense_only_program_keeps_dace_choices(rng):
     a, b = rng.random((9, 5)), rng.random((5, 7))
     sdfg = mm64.to_sdfg(a, b)
-    from sdfgsparse.ops.dense_matmul import sparse_program_defaults
+    from sdfgsparse.targets.cpu.dense_products import sparse_program_defaults
     sparse_program_defaults(sdfg)
     assert _implementations(sdfg, MatMul) == [None]
     np.testing.assert_allclose(mm64(a, b), a @ b)
@@ -202,7 +202,7 @@ def test_products_of_array_slices_keep_dace_expansion(rng):
 
 
 def test_explicit_implementations_and_blas_defaults_are_kept(rng):
-    from sdfgsparse.ops.dense_matmul import select_dense_products
+    from sdfgsparse.targets.cpu.dense_products import select_dense_products
     A = sp.random(30, 30, density=0.1, format='csr', random_state=2, dtype=np.float32)
     X, W = rng.random((30, 4)).astype(np.float32), rng.random((4, 6)).astype(np.float32)
     sdfg = dace.program(gcn_plain.f).to_sdfg(A, X, W)
@@ -260,7 +260,7 @@ def test_transposes_take_the_tiled_expansion(rng):
     take DaCe's MapTiling-ed expansion (tiles in parallel, sequential inside); shapes that
     are not multiples of the tile, and a single row, against NumPy."""
     from dace.libraries.standard import Transpose
-    from sdfgsparse.ops.dense_matmul import TRANSPOSE_TILE
+    from sdfgsparse.targets.cpu.dense_products import TRANSPOSE_TILE
     opt = ss.optimize(sparse_linear)
     nodes = [n for n, _ in opt.sdfg.all_nodes_recursive() if isinstance(n, Transpose)]
     assert len(nodes) == 2 and all(n.implementation == IMPLEMENTATION for n in nodes)

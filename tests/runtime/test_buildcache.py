@@ -14,9 +14,9 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sdfgsparse import _dace_compat
+from sdfgsparse.build.lock import FileLock
 from sdfgsparse.cli import main
-from sdfgsparse.runtime import buildcache
+from sdfgsparse.build import cache as buildcache
 
 M, N = dace.symbol('M'), dace.symbol('N')
 STALE = '0' * 12  # a source fingerprint that is not this one
@@ -85,7 +85,7 @@ def test_scan_and_prune(build):
 def test_a_folder_in_use_is_left(build):
     _run(_program())
     current, stale = _with_stale_and_foreign(build)
-    held = _dace_compat._locked(stale + '.lock')
+    held = FileLock(stale + '.lock')
     assert held.acquire(blocking=False)
     try:
         in_use = []
@@ -100,9 +100,9 @@ def test_the_build_lock_survives_the_removal_of_its_file(tmp_path):
     """A waiter that gets the lock of a file its holder removed opens the path again, so
     it never holds a lock that a newcomer could take as well."""
     path = str(tmp_path / 'folder.lock')
-    first = _dace_compat._locked(path)
+    first = FileLock(path)
     assert first.acquire()
-    waiter = _dace_compat._locked(path)
+    waiter = FileLock(path)
     got = threading.Event()
     t = threading.Thread(target=lambda: (waiter.acquire(), got.set()))
     t.start()
@@ -113,7 +113,7 @@ def test_the_build_lock_survives_the_removal_of_its_file(tmp_path):
     t.join(10)
     assert got.is_set()
     assert os.fstat(waiter.file.fileno()).st_ino == os.stat(path).st_ino
-    newcomer = _dace_compat._locked(path)
+    newcomer = FileLock(path)
     assert not newcomer.acquire(blocking=False)  # the waiter holds the file now at the path
     waiter.release()
     assert newcomer.acquire(blocking=False)

@@ -1,4 +1,4 @@
-"""Faults injected into DaCe's build folder (runtime/buildcache.py, ``_dace_compat`` patch 8):
+"""Faults injected into DaCe's build folder (sdfgsparse/build/cache.py and build/folder.py):
 a library truncated to 0 bytes or to half, overwritten in the middle, deleted, or left by a
 build killed while linking or compiling is listed as broken and built again by the next
 process, which gets the right result; a library that does not load is built again once; a
@@ -25,9 +25,10 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sdfgsparse import _dace_compat
+from sdfgsparse.build import naming
+from sdfgsparse.build.lock import FileLock
 from sdfgsparse.cli import main
-from sdfgsparse.runtime import buildcache
+from sdfgsparse.build import cache as buildcache
 
 pytestmark = pytest.mark.xdist_group('cache_faults')  # one worker: the built program is shared
 
@@ -38,16 +39,17 @@ import dace
 import numpy as np
 import scipy.sparse as sp
 import sdfgsparse as ss
-from sdfgsparse import _dace_compat
+from sdfgsparse.build import naming
+from sdfgsparse.build.lock import FileLock
 
 folder, fingerprint, mode, calls = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-_dace_compat._FINGERPRINT[:] = [fingerprint]  # the test's, even while the tree is being edited
+naming._FINGERPRINT[:] = [fingerprint]  # the test's, even while the tree is being edited
 if mode == 'no-lock':  # the lock file cannot be created, as in a read-only folder
 
     def acquire(self, blocking=True):
         raise PermissionError(13, 'Permission denied', self.path)
 
-    _dace_compat._locked.acquire = acquire
+    FileLock.acquire = acquire
 if mode == 'no-codegen':  # a warm load must not generate code
     from dace.codegen import codegen
 
@@ -99,7 +101,7 @@ def child():
     script.write_text(_CHILD)
     os.chmod(script, 0o644)
     seeds = root / 'seeds'
-    fingerprint = _dace_compat.source_fingerprint()
+    fingerprint = naming.source_fingerprint()
 
     def run(folder, mode='', calls=1, user=None, cwd=None, env=None):
         return subprocess.run(_as_user(user) + [sys.executable, str(script), str(folder), fingerprint, mode or '-',
@@ -299,7 +301,7 @@ def test_a_read_only_folder_without_a_build_raises_a_clear_error(build, monkeypa
     def acquire(self, blocking=True):
         raise PermissionError(13, 'Permission denied', self.path)
 
-    monkeypatch.setattr(_dace_compat._locked, 'acquire', acquire)
+    monkeypatch.setattr(FileLock, 'acquire', acquire)
     with pytest.raises(buildcache.BuildCacheError, match=r'build/\w*faults_local_[0-9a-f]{32}_ss[0-9a-f]{12}: '
                        r'cannot build \w*faults_local there \(its lock file cannot be created: .*Permission denied'
                        r'.*\), and the folder holds no complete build of it \(lib\w*faults_local.so is missing\); '
@@ -402,7 +404,7 @@ def test_cache_lists_and_prunes_broken_builds(child, built, capsys):
     out = capsys.readouterr().out
     assert '1 build folders' in out and '1 broken (sdfgsparse cache --prune removes them)' in out
     assert re.search(f'this sdfgsparse +broken: lib{PROGRAM}.so is 0 bytes', out), out
-    held = _dace_compat._locked(path + '.lock')  # another process building it
+    held = FileLock(path + '.lock')  # another process building it
     assert held.acquire(blocking=False)
     try:
         assert _state(built).status == 'in use'

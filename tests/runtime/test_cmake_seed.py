@@ -1,5 +1,5 @@
-"""Patches 8 and 9 of ``sdfgsparse._dace_compat``: build folders named by the SDFG's
-content, and new build folders that start from a CMake seed.
+"""The build cache (:mod:`sdfgsparse.build.folder`, :mod:`sdfgsparse.build.cmake_seed`): build
+folders named by the SDFG's content, and new build folders that start from a CMake seed.
 
 Each test builds into its own DaCe build folder with its own seed folder, so the builds
 are real cold builds (code generation, CMake, g++)."""
@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sdfgsparse import _dace_compat
+from sdfgsparse.build import cmake_seed
 
 M, N = dace.symbol('M'), dace.symbol('N')
 
@@ -56,10 +56,10 @@ def _build_dirs(build):
 def test_second_program_starts_from_the_seed_of_the_first(folders):
     seeds, build = folders
     A, x = _matrix()
-    planted = _dace_compat.SEEDS['planted']
+    planted = cmake_seed.SEEDS['planted']
     np.testing.assert_allclose(_spmv_program()(A, x), A @ x)
     # the first build configured from scratch and left one seed, without its own path
-    assert _dace_compat.SEEDS['planted'] == planted
+    assert cmake_seed.SEEDS['planted'] == planted
     (seed, ) = list(seeds.iterdir())
     (first, ) = _build_dirs(build)
     assert not (first / '.ss-seeded').exists()
@@ -68,7 +68,7 @@ def test_second_program_starts_from_the_seed_of_the_first(folders):
     assert list((seed / 'CMakeFiles').iterdir())
 
     np.testing.assert_allclose(_scaled_program()(A, x), 2.0 * (A @ x))
-    assert _dace_compat.SEEDS['planted'] == planted + 1
+    assert cmake_seed.SEEDS['planted'] == planted + 1
     second = next(d for d in _build_dirs(build) if d != first)
     # started from the seed, and CMake detected nothing (CMake < 3.26 logs detection here)
     assert (second / '.ss-seeded').is_file()
@@ -90,9 +90,9 @@ def test_a_broken_seed_falls_back_to_a_full_configure_and_is_replaced(folders):
     assert broken != good
     (seed / 'CMakeCache.txt').write_text(broken)
 
-    planted = _dace_compat.SEEDS['planted']
+    planted = cmake_seed.SEEDS['planted']
     np.testing.assert_allclose(_scaled_program()(A, x), 2.0 * (A @ x))
-    assert _dace_compat.SEEDS['planted'] == planted + 1
+    assert cmake_seed.SEEDS['planted'] == planted + 1
     # DaCe's retry configured from scratch; that configuration is the seed now
     assert '/nonexistent/c++' not in (seed / 'CMakeCache.txt').read_text()
 
@@ -110,9 +110,9 @@ def test_the_key_ignores_the_program_but_not_the_flags():
            '-DDACE_PROGRAM_NAME=prog1 -DCMAKE_CXX_FLAGS="-O3 -march=native" -DCMAKE_BUILD_TYPE=Release')
     other = cmd.replace('prog1', 'other2')
     assert other != cmd
-    assert _dace_compat.cmake_seed_key(other) == _dace_compat.cmake_seed_key(cmd)
-    assert _dace_compat.cmake_seed_key(cmd.replace('-O3', '-O2')) != _dace_compat.cmake_seed_key(cmd)
-    assert _dace_compat.cmake_seed_key(cmd.replace('Release', 'Debug')) != _dace_compat.cmake_seed_key(cmd)
+    assert cmake_seed.cmake_seed_key(other) == cmake_seed.cmake_seed_key(cmd)
+    assert cmake_seed.cmake_seed_key(cmd.replace('-O3', '-O2')) != cmake_seed.cmake_seed_key(cmd)
+    assert cmake_seed.cmake_seed_key(cmd.replace('Release', 'Debug')) != cmake_seed.cmake_seed_key(cmd)
 
 
 _REUSED = """
@@ -148,11 +148,12 @@ def _libraries(build):
 
 
 def test_a_second_process_reuses_the_build_folder(folders, tmp_path):
-    """Patch 8: the folder is named by the SDFG's content, not by its random GUIDs, so a
+    """The folder is named by the SDFG's content, not by its random GUIDs, so a
     second process running the same programs finds their builds: no new folder, no library
     built again. The processes hash strings differently (``PYTHONHASHSEED``): ``A + A.T``
     had its edges (simplify) and its two structs (code generation) in a per-process order
-    before patches 8 and 10 fixed both orders. The last process makes other sparse types
+    before the content-named folders (sdfgsparse.build) and _dace_compat patch 10 fixed both
+    orders. The last process makes other sparse types
     before defining the programs: their size symbols are named by where they are made, not
     by how many types the process made before."""
     import subprocess

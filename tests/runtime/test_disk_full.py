@@ -20,7 +20,7 @@ from dace.codegen import compiler
 
 import sdfgsparse as ss
 from sdfgsparse import errors
-from sdfgsparse.runtime import buildcache
+from sdfgsparse.build import cache as buildcache
 from sdfgsparse.targets.cpu import kernel
 
 M, N = dace.symbol('M'), dace.symbol('N')

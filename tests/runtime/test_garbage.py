@@ -239,3 +239,47 @@ def test_unannotated_messages_name_the_argument(A):
         gb_any(A.astype(bool), np.ones(4))
     with pytest.raises(errors.FormatMismatchError, match=r"^A: scipy format 'lil' is not supported"):
         gb_any(A.tolil(), np.ones(4))
+
+
+_SECOND_PROCESS = '''
+import sys
+import dace, numpy as np, scipy.sparse as sp
+import sdfgsparse as ss
+from sdfgsparse import errors
+
+
+@dace.program
+def gb_warm(A, x):
+    return A @ x
+
+
+A = sp.random_array((6, 4), density=0.5, format='csr', rng=1)
+assert np.allclose(gb_warm(A, np.ones(4)), A @ np.ones(4))
+try:
+    gb_warm(A, np.ones(int(sys.argv[1])))
+except errors.ShapeError as e:
+    print('raised:', e)
+'''
+
+
+def test_shape_rules_survive_a_save_and_a_build_loaded_by_another_process(tmp_path):
+    """The rules a call checks live in the SDFG's notes: a saved and loaded SDFG keeps them,
+    and a second process, which loads the first one's build from the cache (the SDFG as the
+    build folder stored it), still refuses a vector of the wrong length instead of reading
+    past its end (it did before: the rules were kept on the SDFG object only)."""
+    import os
+    import subprocess
+    import sys
+    from sdfgsparse.ops import shape_checks
+    sdfg = gb_two_symbols.to_sdfg()
+    assert shape_checks.rules(sdfg)
+    path = tmp_path / 'gb_any.sdfg'
+    sdfg.save(str(path))
+    from sdfgsparse.scripting import files
+    assert shape_checks.rules(files.load_sdfg(str(path))) == shape_checks.rules(sdfg)  # through the safe loader
+    script = tmp_path / 'warm.py'
+    script.write_text(_SECOND_PROCESS)
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    outs = [subprocess.run([sys.executable, str(script), '3'], capture_output=True, text=True, env=env, check=True,
+                           cwd=os.getcwd()).stdout for _ in range(2)]  # built, then loaded from the cache
+    assert all('raised: A @ x: inner dimensions differ (A_cols = 4 vs 3)' in o for o in outs), outs

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 import sdfgsparse as ss
 from sdfgsparse.cli import main
 from sdfgsparse.scripting import files
+from sdfgsparse.targets.fpga.lower import fpga_storage
 
 N, K, M, T = (dace.symbol(s) for s in 'NKMT')
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'data')
@@ -205,6 +206,22 @@ def test_optimize_with_a_matrices_folder_runs_correctly(sdfgs, gcn_data, tmp_pat
     empty.mkdir()
     code, _, err = _run(['optimize', sdfgs['gcn'], '--matrices', empty, '-o', out_sdfg], capsys)
     assert code == 2 and 'no file is named after an argument of test_sdfg_cli_gcn (arguments: A, X, W, b)' in err
+
+
+def test_optimize_for_the_fpga_saves_the_lowered_design(sdfgs, cora_x, tmp_path, capsys):
+    """``optimize --target fpga`` saves what is built (``opt.lowered``: the design's kernel
+    states and FPGA memory), which the editor opens; ``run`` refuses it with a hint instead
+    of failing in the C++ compiler."""
+    out_sdfg = tmp_path / 'spmv_fpga.sdfg'
+    code, out, err = _run(['optimize', sdfgs['spmv'], '--target', 'fpga', '-o', out_sdfg], capsys)
+    assert code == 0, err
+    assert 'lowered for the FPGA' in out
+    saved = dace.SDFG.from_file(str(out_sdfg))
+    assert fpga_storage(saved), 'the saved SDFG holds no FPGA memory: it is the program, not its lowering'
+    assert fpga_storage(dace.SDFG.from_file(sdfgs['spmv'])) == []
+    folder, _ = cora_x
+    code, _, err = _run(['run', out_sdfg, '--arg', f'A={CORA}', '--arg', f'x={folder / "x.npy"}'], capsys)
+    assert code == 2 and 'lowered for the FPGA' in err and 'target="fpga"' in err
 
 
 def test_annotate_records_sizes_and_statistics(sdfgs, gcn_data, tmp_path, capsys):

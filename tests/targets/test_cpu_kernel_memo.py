@@ -91,7 +91,7 @@ def test_next_process_reads_the_parsed_kernel(tmp_path):
     import subprocess
     import sys
 
-    from sdfgsparse.runtime import buildcache
+    from sdfgsparse.build import cache as buildcache
     script = tmp_path / 'child.py'
     script.write_text(_CHILD)
     cache = tmp_path / 'cache'
@@ -119,7 +119,7 @@ def test_unreadable_kernel_file_is_parsed_again(monkeypatch, tmp_path):
     path.write_text('{"not": "an SDFG"')  # cut short
     monkeypatch.setattr(kernel, '_MEMO', type(kernel._MEMO)())
     b = _scale(dace.float64, n=13)
-    from sdfgsparse._dace_compat import content_hash
+    from sdfgsparse.build.naming import content_hash
     assert calls == ['scale', 'scale'] and content_hash(a) == content_hash(b)  # (new node GUIDs)
     monkeypatch.setattr(kernel, '_MEMO', type(kernel._MEMO)())
     _scale(dace.float64, n=13)

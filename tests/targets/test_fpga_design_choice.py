@@ -16,7 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sdfgsparse._dace_compat import content_hash
+from sdfgsparse.build.naming import content_hash
 from sdfgsparse.targets.fpga import model, select
 
 pytestmark = [pytest.mark.filterwarnings('ignore::UserWarning'), pytest.mark.xdist_group('fpga')]

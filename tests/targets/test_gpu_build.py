@@ -1,4 +1,4 @@
-"""The GPU target's build plumbing: CUDA 13 compatibility (``_dace_compat`` patch 14,
+"""The GPU target's build plumbing: CUDA 13 compatibility (:mod:`sdfgsparse.targets.cuda.compat`,
 ``sdfgsparse/targets/cuda/compat.py``), ``ss.compile(..., target='gpu')`` /
 ``ss.optimize(..., target='gpu')`` with ``.build()``, and the call-time checks (no device,
 host arguments).

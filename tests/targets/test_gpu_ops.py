@@ -124,7 +124,7 @@ def test_gpu_program_is_a_gpu_program(prog):
 
 
 def test_dace_gpu_transformation_copies_sparse_arguments_member_by_member():
-    """``SDFG.apply_gpu_transformations()`` (``_dace_compat`` patch 16): the sparse
+    """``SDFG.apply_gpu_transformations()`` (:func:`sdfgsparse.targets.cuda.lower.install`): the sparse
     arguments get device twins (host structs of device arrays), read ones are copied in
     member by member, the written sparse result is copied out, nothing else."""
     sdfg = gpu_sdfg(dace_gpu_ops)

@@ -165,7 +165,7 @@ def test_flags_from_the_environment_name_their_own_build_folder(monkeypatch):
     """``sdfgsparse bench --march`` hands its flags to child processes through
     ``DACE_compiler_cpu_args``; the build folder's name must see them (it read DaCe's
     section dict, which ignores the variable: two targets shared a folder)."""
-    from sdfgsparse._dace_compat import content_hash
+    from sdfgsparse.build.naming import content_hash
 
     @dace.program
     def march_env_probe(x: dace.float64[N]):

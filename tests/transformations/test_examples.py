@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sdfgsparse import _dace_compat
+from sdfgsparse.build import naming
 from sdfgsparse.transformations import SparseDenseTiling, SparseFormatSelection
 from sdfgsparse.transformations.examples import recorded, recorded_sizes, recorded_stats
 
@@ -52,9 +52,9 @@ def test_transformations_read_the_record(rng):
 
 def test_notes_do_not_change_the_build_folder():
     sdfg = atb.to_sdfg()
-    before = _dace_compat.content_hash(sdfg)
+    before = naming.content_hash(sdfg)
     ss.record_examples(sdfg, {'A': sp.eye(30, format='csr')})
-    assert _dace_compat.content_hash(sdfg) == before
+    assert naming.content_hash(sdfg) == before
 
 
 def test_record_errors():

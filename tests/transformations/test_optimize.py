@@ -120,7 +120,7 @@ def test_tiling_needs_sizes_and_uses_them(rng):
 
 
 def test_dot_products_take_the_reduction_expansion(rng):
-    from sdfgsparse.ops.dense_matmul import IMPLEMENTATION
+    from sdfgsparse.targets.cpu.dense_products import IMPLEMENTATION
     opt = ss.optimize(cg_step)
     assert _steps(opt)['dense nodes'] == 2
     dots = [n for n, _ in opt.sdfg.all_nodes_recursive() if type(n).__name__ == 'Dot']

@@ -1,5 +1,10 @@
 """The ``cpu`` implementations of the sparse library nodes: today's tuned CPU kernels.
 
+Importing this package registers them onto the node classes of :mod:`sdfgsparse.ops`
+(:mod:`.expansions`, one module per node file; ``cpu`` becomes each node's default) and
+registers sdfgsparse's expansions of DaCe's dense ``MatMul``, ``Dot`` and ``Transpose``
+(:mod:`.dense_products`).
+
 An expansion writes its loop nest as short NumPy-style Python that DaCe's frontend parses
 (:mod:`.kernel`, :mod:`.entries`), with the hot row loops as C++ tasklets (GCC vector
 extensions, OpenMP pragmas, per-thread workspaces): :mod:`.dense_loops` (SpMV, SpMM,
@@ -9,3 +14,6 @@ checks compiled into every kernel (:mod:`.storage_check`) and inside row walks
 (:mod:`.kernel_checks`). Each is tested against the portable ``pure`` SDFG of the same
 node (:mod:`sdfgsparse.lowering.graph`).
 """
+from sdfgsparse.targets.cpu import dense_products, expansions
+
+__all__ = ['dense_products', 'expansions']

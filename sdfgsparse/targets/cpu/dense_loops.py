@@ -18,38 +18,10 @@ from typing import List
 from sdfgsparse.targets.cpu.kernel import cpp_tasklet
 
 __all__ = [
-    'INPUT_POINTER', 'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows',
+    'axpy_row', 'axpy_tile', 'dot_rows', 'transposed_rows', 'spmm_row', 'contiguous_rows',
     'gemm_row_block', 'GEMM_ROWS', 'SPMM_PANEL', 'sddmm_row', 'SDDMM_GROUP', 'spmv_row', 'spmv_row_chunks',
     'regular_rows', 'REGULAR_SAMPLE', 'REGULAR_MAX_MEAN'
 ]
-
-
-#: Global code of the kernels that use the tasklets here (added by
-#: :class:`~sdfgsparse.targets.cpu.kernel.KernelBuilder`): ``SS_VECTOR_BYTES``, the width
-#: of the target's vector registers (:func:`_vector_types`); and they read whole input arrays
-#: through ``ss_in(_tx)`` (and SpMM writes its row through ``ss_out(_ty)``). DaCe passes an
-#: array of one element by value (its memlet has volume 1), so ``A @ x`` with an
-#: unannotated ``x`` of length 1 did not compile; these give a pointer either way (to the
-#: tasklet's copy of the one value).
-INPUT_POINTER = """
-#ifndef SDFGSPARSE_SS_IN
-#define SDFGSPARSE_SS_IN
-// bytes of the widest vector register of the compile target (-march): the register-blocked
-// kernels size their GCC/Clang vectors by it (a 64-byte vector where registers hold 32 keeps
-// its halves on the stack: 5-8x slower SpMM on an AVX2 build, docs/performance.md)
-#if defined(__AVX512F__)
-#define SS_VECTOR_BYTES 64
-#elif defined(__AVX__)
-#define SS_VECTOR_BYTES 32
-#else
-#define SS_VECTOR_BYTES 16
-#endif
-template <typename T> static inline T* ss_in(T* p) { return p; }
-template <typename T> static inline const T* ss_in(const T& v) { return &v; }
-template <typename T> static inline T* ss_out(T* p) { return p; }
-template <typename T> static inline T* ss_out(T& v) { return &v; }  // (written whole, then stored by DaCe)
-#endif
-"""
 
 
 def contiguous_rows(*descs) -> bool:
@@ -196,7 +168,7 @@ _tp = (long long)(uintptr_t)yt_out;
 def _vector_types(prefix: str, ctype: str) -> str:
     """C++ declarations of ``<prefix>_V`` (the value type), ``<prefix>_vec`` (a GCC/Clang
     vector of it as wide as the target's registers, ``SS_VECTOR_BYTES`` of
-    :data:`INPUT_POINTER`: 64 bytes with AVX-512, 32 with AVX, 16 otherwise; aligned like
+    :file:`include/sdfgsparse_cpu.h`: 64 bytes with AVX-512, 32 with AVX, 16 otherwise; aligned like
     one value so any address can be read) and ``<prefix>_L`` (values per vector), for the
     register-blocked row tasklets."""
     return (f'typedef {ctype} {prefix}_V;\n'
@@ -363,7 +335,7 @@ _ty = r_acc;
     # 32-byte loads (its generic tuning, -march=x86-64-v3), a store-forwarding stall per chunk
     code = f'''
 #ifndef SS_VECTOR_BYTES
-#error "sdfgsparse: SS_VECTOR_BYTES (dense_loops.INPUT_POINTER) is not defined"
+#error "sdfgsparse: SS_VECTOR_BYTES (include/sdfgsparse_cpu.h) is not defined"
 #endif
 #if SS_VECTOR_BYTES >= {width * itemsize}
 typedef {ctype} r_V;

@@ -21,6 +21,8 @@ import numpy as np
 import sympy
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.build import cache as buildcache
+from sdfgsparse.build import naming
 from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.targets.cpu import storage_check
 from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
@@ -145,9 +147,6 @@ class KernelBuilder:
                 sdfg = parsed
         _balance(sdfg, self.balanced)
         add_teams(sdfg, self.teams)
-        if 'ss_in(' in src or 'ss_out(' in src:  # C++ tasklets of targets/cpu/dense_loops.py
-            from sdfgsparse.targets.cpu.dense_loops import INPUT_POINTER
-            sdfg.append_global_code(INPUT_POINTER)
         for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
             storage_check.add_to(sdfg, d)
         return sdfg
@@ -201,13 +200,11 @@ def _remember(key: str, text: str) -> None:
 
 def _disk_path(key: str) -> str:
     """Where another process finds a parsed kernel: beside DaCe's build folders
-    (:data:`sdfgsparse.runtime.buildcache.KERNELS`), named by sdfgsparse's source
+    (:data:`sdfgsparse.build.cache.KERNELS`), named by sdfgsparse's source
     fingerprint and the key (so another sdfgsparse never reads it; ``sdfgsparse cache
     --prune`` removes those of another)."""
-    from sdfgsparse import _dace_compat
-    from sdfgsparse.runtime import buildcache
     return os.path.join(buildcache.default_folder(), buildcache.KERNELS,
-                        f'{_dace_compat.source_fingerprint()}-{key}.json')
+                        f'{naming.source_fingerprint()}-{key}.json')
 
 
 def _disk_get(key: str) -> Optional[str]:

@@ -21,8 +21,9 @@ such kernel is expanded:
 
 * no data the caller passed in is written anywhere in the program (results go to fresh
   return arrays only, which the plan discards);
-* every reader of the sparse argument is a library node whose ``checks_in_kernel(state)``
-  says that its expansion will check the whole argument (SpMV on a row walk today); a
+* every reader of the sparse argument is a library node that takes an implementation
+  registered here (:func:`register_reader`) whose predicate says that the expansion will
+  check the whole argument (SpMV's ``cpu`` on a row walk today); a
   reader that is anything else (another operation, a nested SDFG, user code) keeps the
   check before the call for that argument.
 
@@ -34,7 +35,7 @@ checks is checked first, as before. Sizes and the ends of ``pos`` (first 0, last
 are still checked by the plan.
 """
 import ctypes
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import dace
 import numpy as np
@@ -43,7 +44,7 @@ from dace.sdfg import nodes
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
 
-__all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN_KERNEL_FROM']
+__all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN_KERNEL_FROM', 'register_reader']
 
 #: Bytes of an argument's indices from which its kernels check it (and the call does not
 #: check it first): above it, checking in the kernel saves the second read of the indices
@@ -56,6 +57,22 @@ IN_KERNEL_FROM = 64 << 20
 FAIL = '__ss_kernel_check_failed()'
 
 _DECISION = '_ss_kernel_checks'
+
+#: (node class, implementation) -> whether that expansion checks the node's whole sparse input
+_READERS: Dict[Tuple[type, str], Callable[[nodes.LibraryNode, dace.SDFGState], bool]] = {}
+
+
+def register_reader(node_cls: type, implementation: str, predicate: Callable) -> None:
+    """Declare that implementation ``implementation`` of ``node_cls`` checks its sparse
+    input in the kernel where ``predicate(node, state)`` holds."""
+    _READERS[(node_cls, implementation)] = predicate
+
+
+def _checks_in_kernel(node, state) -> bool:
+    if not isinstance(node, nodes.LibraryNode):
+        return False
+    predicate = _READERS.get((type(node), node.implementation or type(node).default_implementation))
+    return predicate is not None and bool(predicate(node, state))
 
 
 def _decide(sdfg: dace.SDFG) -> Dict[nodes.Node, str]:
@@ -82,8 +99,7 @@ def _decide(sdfg: dace.SDFG) -> Dict[nodes.Node, str]:
                         ok = False
                         continue
                     for ve in state.out_edges(view):
-                        check = getattr(ve.dst, 'checks_in_kernel', None)
-                        if check is not None and check(state):
+                        if _checks_in_kernel(ve.dst, state):
                             readers.append(ve.dst)
                         else:
                             ok = False

@@ -63,8 +63,6 @@ def add_teams(sdfg: dace.SDFG, works: Dict[str, TeamWork]) -> int:
         if _only_map(state, node):
             _wrap(sdfg, state, works[node.map.params[0]])
             wrapped += 1
-    if wrapped:
-        sdfg.append_global_code(f'#include "{HEADER}"\n')
     return wrapped
 
 

@@ -26,7 +26,7 @@ program only, not CMake's compiler-check projects) :data:`HEADER`, which under
 the headers does not work: DaCe includes them with quotes, which resolve beside
 ``dace.h`` first.
 
-Where it applies: ``_dace_compat`` patch 14 adds :func:`cmake_args` to the CMake options
+Where it applies: :func:`install` (run on ``import sdfgsparse``) adds :func:`cmake_args` to the CMake options
 of DaCe's CUDA code generator, which DaCe asks only for programs that contain CUDA code,
 so CPU builds (and their build-folder names and CMake seeds) are unchanged, and every GPU
 build of the process gets it, whether through ``ss.compile(target='gpu')`` or DaCe
@@ -37,7 +37,11 @@ import hashlib
 import os
 from typing import List
 
-__all__ = ['RULES', 'HEADER', 'NO_GPU_ARCH', 'DACE_DEFAULT_ARCH', 'cmake_args', 'default_arch']
+import dace
+from dace.codegen import common
+from dace.codegen.targets.cuda import CUDACodeGen
+
+__all__ = ['RULES', 'HEADER', 'NO_GPU_ARCH', 'DACE_DEFAULT_ARCH', 'cmake_args', 'default_arch', 'install']
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: The CMake file read by ``enable_language(CUDA)`` (fix 2, and the force-include of fix 3).
@@ -63,7 +67,7 @@ def _fingerprint() -> str:
 def cmake_args() -> List[str]:
     """CMake arguments of a CUDA build (fixes 2 and 3), quoted as DaCe quotes its own:
     the rules file, and a fingerprint of both files so that a changed file changes the
-    CMake command (a reconfigure; and another CMake seed, ``_dace_compat`` patch 9)."""
+    CMake command (a reconfigure; and another CMake seed, :mod:`sdfgsparse.build.cmake_seed`)."""
     return [f'-DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="{RULES}"', f'-DSDFGSPARSE_CUDA_COMPAT={_fingerprint()}']
 
 
@@ -71,8 +75,27 @@ def default_arch() -> bool:
     """Fix 1: set ``compiler.cuda.cuda_arch`` to :data:`NO_GPU_ARCH` unless the user chose
     it (its environment variable, or a value other than DaCe's default). Returns whether
     it changed the setting."""
-    import dace
     if _ARCH_ENV in os.environ or str(dace.Config.get('compiler', 'cuda', 'cuda_arch')).strip() != DACE_DEFAULT_ARCH:
         return False
     dace.Config.set('compiler', 'cuda', 'cuda_arch', value=NO_GPU_ARCH)
     return True
+
+
+def install() -> None:
+    """Fix 1 (:func:`default_arch`), then fixes 2 and 3 for every CUDA build of the process:
+    :func:`cmake_args` added to the CMake options of DaCe's CUDA code generator, which DaCe
+    asks only for programs that contain CUDA code; once."""
+    default_arch()
+    orig = CUDACodeGen.cmake_options
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def cmake_options():
+        options = orig()
+        if common.get_gpu_backend() == 'cuda':
+            options += cmake_args()
+        return options
+
+    cmake_options._sdfgsparse = True
+    cmake_options.__doc__ = orig.__doc__
+    CUDACodeGen.cmake_options = staticmethod(cmake_options)

@@ -24,6 +24,7 @@ from typing import Dict, List, Tuple
 
 import dace
 from dace import dtypes
+from dace.transformation.interstate import GPUTransformSDFG
 
 from sdfgsparse import errors
 
@@ -146,7 +147,7 @@ def _copy_members(state: dace.SDFGState, src: str, dst: str) -> None:
 
 def device_twins(sdfg: dace.SDFG) -> Dict[str, Tuple[str, bool, bool]]:
     """First half of DaCe's own ``apply_gpu_transformations()`` on a program whose sparse
-    arguments are in host memory (``_dace_compat`` patch 16): each such argument ``A``
+    arguments are in host memory (:func:`install`): each such argument ``A``
     gets a device twin ``gpu_A`` (a host struct of device arrays, as
     :func:`structures_of_device_arrays` makes) and every use of ``A`` in ``sdfg`` is
     redirected to the twin. Returns ``{argument: (twin, read, written)}`` for
@@ -296,3 +297,43 @@ def with_cpu_schedules(sdfg: dace.SDFG) -> dace.SDFG:
                                  dtypes.StorageType.CPU_Pinned):
                     d.storage = dtypes.StorageType.Default
     return cpu
+
+
+def install() -> None:
+    """Make DaCe's ``GPUTransformSDFG`` (what ``SDFG.apply_gpu_transformations()`` applies)
+    handle sparse data; once.
+
+    DaCe 1.0.2's transformation left the sparse library nodes to expand with their CPU
+    kernels (C++ loops run by the host over device memory) and copied each sparse argument
+    into a structure in device memory, whose member copies DaCe generates as code that does
+    not compile (``gpu_A[__idx].vals``). Before the transformation, the sparse nodes now take
+    their portable expansion and each host sparse argument gets a device twin (a host struct
+    of device arrays, :func:`device_twins`); after it, states copy the members in and (when
+    written) out (:func:`copy_twins`), and intermediate sparse results become host structs
+    of device arrays (:func:`structures_of_device_arrays`). Programs without sparse data are
+    untouched."""
+    orig = GPUTransformSDFG.apply
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def apply(self, graph, sdfg):
+        sparse = any(isinstance(d, dace.data.Structure) for g in sdfg.all_sdfgs_recursive() for d in g.arrays.values())
+        if not sparse:
+            return orig(self, graph, sdfg)
+        expand_sparse_nodes(sdfg)
+        twins = device_twins(sdfg)
+        device_storage_inward(sdfg)
+        simplify, self.simplify = self.simplify, False  # it would drop writes to twins not yet copied out
+        try:
+            result = orig(self, graph, sdfg)
+        finally:
+            self.simplify = simplify
+        copy_twins(sdfg, twins)
+        if simplify:
+            sdfg.simplify()
+        structures_of_device_arrays(sdfg)
+        return result
+
+    apply._sdfgsparse = True
+    apply.__doc__ = orig.__doc__
+    GPUTransformSDFG.apply = apply

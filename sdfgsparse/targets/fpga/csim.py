@@ -15,7 +15,7 @@ dataflow; it cannot show timing closure, achieved clocks, initiation intervals o
 resources (see the model of the FPGA issue for those).
 
 Builds are cached like DaCe's (the SDFG's content-named build folder, its lock, the
-build record and warm loads of :mod:`sdfgsparse.runtime.buildcache`).
+build record and warm loads of :mod:`sdfgsparse.build.cache`).
 """
 import copy
 import ctypes
@@ -30,6 +30,8 @@ from typing import List
 import dace
 
 from sdfgsparse import errors
+from sdfgsparse.build import cache as buildcache
+from sdfgsparse.build.lock import FileLock
 from sdfgsparse.targets.fpga import pumping, toolchain
 
 __all__ = ['compile_csim', 'check_error', 'SimulationNotice', 'CXXFLAGS']
@@ -113,12 +115,10 @@ def compile_csim(sdfg: dace.SDFG):
     ``CompiledSDFG``): built into its build folder, or loaded from a complete build."""
     from dace.codegen import compiler
 
-    from sdfgsparse import _dace_compat
-    from sdfgsparse.runtime import buildcache
     cxx, ap_types = toolchain.require_csim(sdfg.name)
     _notice(sdfg.name)
     folder = os.path.abspath(sdfg.build_folder)
-    lock = _dace_compat._locked(folder + '.lock')
+    lock = FileLock(folder + '.lock')
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     lock.acquire()
     try:

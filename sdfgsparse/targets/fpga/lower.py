@@ -40,7 +40,7 @@ from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.targets import expand_sparse_nodes
 from sdfgsparse.targets.fpga import streaming
 
-__all__ = ['to_fpga', 'flatten_sparse_arguments', 'flat_arguments', 'is_lowered', 'convert_arguments',
+__all__ = ['fpga_storage', 'to_fpga', 'flatten_sparse_arguments', 'flat_arguments', 'is_lowered', 'convert_arguments',
            'converted_arguments']
 
 _FLAT = '_ss_fpga_flat'
@@ -116,7 +116,21 @@ def flat_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, str]]:
 
 
 def is_lowered(sdfg: dace.SDFG) -> bool:
+    """Whether ``sdfg`` is the lowering made by :func:`to_fpga` in this process."""
     return hasattr(sdfg, _FLAT)
+
+
+#: Storage types that only an FPGA design has.
+_FPGA_STORAGE = (dace.StorageType.FPGA_Global, dace.StorageType.FPGA_Local, dace.StorageType.FPGA_Registers,
+                 dace.StorageType.FPGA_ShiftRegister)
+
+
+def fpga_storage(sdfg: dace.SDFG) -> list:
+    """Names of the data of ``sdfg`` (nested SDFGs included) in FPGA memory: a program
+    lowered for the FPGA, also after a save and a load (which :func:`is_lowered` does not
+    see)."""
+    return sorted({name for g in sdfg.all_sdfgs_recursive() for name, d in g.arrays.items()
+                   if d.storage in _FPGA_STORAGE})
 
 
 def _top_sparse_nodes(sdfg: dace.SDFG) -> list:

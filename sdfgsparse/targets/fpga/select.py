@@ -8,7 +8,7 @@ lowers it: every streamed product, its fused epilogue in the ``write`` element, 
 kernels of the other operations, every ``m_axi`` port). Without a program (the benchmark's
 pumping figures, the tests of the rule) it is a probe holding the streaming SpMM (or
 SDDMM) of the value and index types alone. The models are symbolic, so they are cached per
-process by the program's content (:func:`sdfgsparse._dace_compat.content_hash`: the
+process by the program's content (:func:`sdfgsparse.build.naming.content_hash`: the
 recorded examples do not count), design, board and clock, then evaluated at the sizes of
 the program's widest SpMM or SDDMM (the examples', else :data:`DEFAULT_SIZES`). The
 choice:
@@ -34,7 +34,11 @@ import dace
 import sympy
 
 from sdfgsparse import errors
-from sdfgsparse._dace_compat import content_hash
+from sdfgsparse.build.naming import content_hash
+from sdfgsparse.formats import CSR
+from sdfgsparse.ops.functions import sddmm
+from sdfgsparse.ops.sddmm import SDDMM
+from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.targets.fpga.lower import to_fpga
 from sdfgsparse.targets.fpga.model import DesignModel, model_design
 from sdfgsparse.targets.fpga.streaming import Design
@@ -129,10 +133,9 @@ def candidates(k: int) -> List[Design]:
 @functools.lru_cache(maxsize=None)
 def _probe(vt: str, it: str, op: str = 'spmm') -> dace.SDFG:
     """An SpMM (or SDDMM) program of the value and index types (parsed once per process)."""
-    import sdfgsparse as ss
     V, I = getattr(dace, vt), getattr(dace, it)
     M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
-    csr = ss.CSR[V, M, N, I]
+    csr = CSR[V, M, N, I]
 
     @dace.program
     def fpga_design_probe(A: csr, B: V[N, K]):
@@ -140,7 +143,7 @@ def _probe(vt: str, it: str, op: str = 'spmm') -> dace.SDFG:
 
     @dace.program
     def fpga_design_probe_sddmm(A: csr, X: V[M, K], Y: V[K, N]):
-        return ss.sddmm(A, X, Y)
+        return sddmm(A, X, Y)
 
     return (fpga_design_probe_sddmm if op == 'sddmm' else fpga_design_probe).to_sdfg()
 
@@ -267,8 +270,6 @@ def program_sizes(sdfg: dace.SDFG, symbols: Optional[Dict[str, int]] = None,
     symbols of ``rows``, ``cols`` and ``k`` where they are symbols. (None, None, {}, '', {})
     without either operation."""
     import numpy as np
-    from sdfgsparse.ops.sddmm import SDDMM
-    from sdfgsparse.ops.spmm import SpMM
     symbols = {str(k): int(v) for k, v in (symbols or {}).items()}
     stats = stats or {}
 

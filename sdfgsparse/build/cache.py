@@ -2,15 +2,15 @@
 (``sdfgsparse cache``).
 
 Once sdfgsparse is imported, DaCe's ``hash`` cache names a program's build folder
-``<program>_<content hash>_ss<source fingerprint>`` (``_dace_compat`` patch 8): a change
+``<program>_<content hash>_ss<source fingerprint>`` (:mod:`sdfgsparse.build.folder`): a change
 of the program, of DaCe's compiler settings or of sdfgsparse's own source gives a new
 folder, and DaCe never removes the old ones (one checkout had 1,173 folders, 2 GB). Every
-process that compiles or loads a folder's program marks the folder as used (patch 8's
+process that compiles or loads a folder's program marks the folder as used (the
 compile wrapper sets its modification time), so its age says when it was last used.
 
 **Complete builds.** ``make`` trusts file times, so a build killed while linking left a
 library (0 bytes, or half written) that every later process loaded: "Could not load
-library" with an empty reason, or SIGBUS/SIGSEGV. Patch 8 builds through :func:`build`,
+library" with an empty reason, or SIGBUS/SIGSEGV. The build folder's compile wrapper builds through :func:`build`,
 under the folder's lock:
 
 * before DaCe builds, each ``lib*.so`` of ``<folder>/build`` is checked against the
@@ -88,7 +88,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import dace
 
-from sdfgsparse import _dace_compat, errors
+from sdfgsparse import errors
+from sdfgsparse.build.lock import FileLock
+from sdfgsparse.build.naming import source_fingerprint
 from sdfgsparse._warnings import benign_dace_warnings
 
 __all__ = [
@@ -155,7 +157,7 @@ def no_space(exc: BaseException, folder: str) -> Optional[NoSpaceError]:
 class BuildFolder:
     path: str
     program: str          # the SDFG's name ('' where sdfgsparse did not name the folder)
-    ours: bool            # named by sdfgsparse (patch 8)
+    ours: bool            # named by sdfgsparse (build/folder.py)
     current: bool         # built from this sdfgsparse source
     size: int             # bytes
     last_used: float      # seconds since the epoch
@@ -486,7 +488,7 @@ def scan(folder: Optional[str] = None) -> List[BuildFolder]:
     folder = folder or default_folder()
     if not os.path.isdir(folder):
         return []
-    source = _dace_compat.source_fingerprint()
+    source = source_fingerprint()
     found = []
     for name in os.listdir(folder):
         path = os.path.join(folder, name)
@@ -527,7 +529,7 @@ def prune(folder: Optional[str] = None, older_than_days: Optional[float] = None,
         if dry_run:
             removed.append(f)
             continue
-        lock = _dace_compat._locked(f.path + '.lock')
+        lock = FileLock(f.path + '.lock')
         try:
             if not lock.acquire(blocking=False):
                 if in_use is not None:
@@ -559,7 +561,7 @@ def prune_kernels(folder: Optional[str] = None, older_than_days: Optional[float]
         names = os.listdir(path)
     except OSError:
         return 0
-    source = _dace_compat.source_fingerprint()
+    source = source_fingerprint()
     removed = 0
     now = time.time()
     for name in names:

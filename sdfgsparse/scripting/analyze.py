@@ -54,7 +54,7 @@ def run(args) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Stand-alone entry point (``python -m sdfgsparse.analysis.cli analyze prog.sdfg``)."""
+    """Stand-alone entry point (``python -m sdfgsparse.scripting.analyze analyze prog.sdfg``)."""
     parser = argparse.ArgumentParser(prog='sdfgsparse')
     sub = parser.add_subparsers(dest='command', required=True)
     add_parser(sub)

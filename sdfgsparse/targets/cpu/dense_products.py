@@ -7,7 +7,7 @@ This expansion computes blocks of four rows of ``C`` in parallel (a DaCe map); e
 walks ``B`` in column panels whose accumulators stay in registers over the whole ``k``
 loop, every loaded piece of a ``B`` row feeding four SIMD FMAs (:func:`gemm_row_block`),
 instead of the earlier row-wise axpy form (one load and store of ``C`` per FMA); it relies
-on ``-O3`` (``_dace_compat`` patch 7). Figures, against MKL's SGEMM in torch, are in
+on ``-O3`` (:func:`sdfgsparse.build.install`). Figures, against MKL's SGEMM in torch, are in
 docs/performance.md. It is registered as the ``'sdfgsparse'`` implementation of DaCe's
 ``MatMul`` node.
 :func:`select_dense_products` selects it for the products it applies to
@@ -47,6 +47,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.targets.cpu.dense_loops import GEMM_ROWS, contiguous_rows, gemm_row_block
 from sdfgsparse.targets.cpu.entries import kernel_for_node
+from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 
 __all__ = ['ExpandMatMulRows', 'ExpandDotReduce', 'IMPLEMENTATION', 'rows_applicable', 'dot_applicable',
            'reduce_applicable', 'REDUCE_IMPLEMENTATION', 'ExpandTransposeTiled', 'TRANSPOSE_TILE',
@@ -106,7 +107,7 @@ def rows_applicable(node, state) -> bool:
 @dace.library.expansion
 class ExpandMatMulRows(ExpandTransformation):
     """Blocks of rows of C in parallel; per block, register-held column panels over K."""
-    environments = []
+    environments = [SdfgsparseCPU]
 
     @staticmethod
     def expansion(node, state, sdfg):
@@ -138,7 +139,7 @@ def dot_applicable(node, state) -> bool:
 @dace.library.expansion
 class ExpandDotReduce(ExpandTransformation):
     """``_result = sum(_x[i] * _y[i])`` as one OpenMP SIMD reduction tasklet."""
-    environments = []
+    environments = [SdfgsparseCPU]
 
     @staticmethod
     def expansion(node, state, sdfg):
@@ -174,7 +175,7 @@ def transpose_applicable(node, state) -> bool:
 class ExpandTransposeTiled(ExpandTransformation):
     """DaCe's pure transpose with its map tiled by DaCe's ``MapTiling``: tiles in
     parallel, the elements of a tile in sequence."""
-    environments = []
+    environments = [SdfgsparseCPU]
 
     @staticmethod
     def expansion(node, state, sdfg):

@@ -1,0 +1,39 @@
+"""``ss.convert``: a user's matrix stored in another catalogue format, on the host."""
+import dace
+import numpy as np
+
+from sdfgsparse import errors
+from sdfgsparse.formats import SparseFormat, is_sparse_desc, sparse_type_of
+from sdfgsparse.formats.catalogue import _BSRFamily
+from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.convert import has_scipy_twin, to_scipy_twin, to_storage
+from sdfgsparse.runtime.marshal import check_value, is_sparse_value
+
+__all__ = ['convert']
+
+
+def convert(A, fmt, index_dtype=None):
+    """Convert a matrix into the catalogue format ``fmt`` (a copy).
+
+    Returns a scipy sparse array when the format has a scipy twin, else a
+    :class:`SparseMatrix`. ``fmt`` may be a format (``ss.ELL``), a BSR with a block shape
+    (``ss.BSR.with_block(4, 4)``) or an annotation (``ss.CSR[dace.float32, M, N]``, whose
+    value and index dtypes are then applied).
+    """
+    dtype = None
+    if isinstance(fmt, _BSRFamily):
+        fmt = fmt.with_block(2, 2)
+    elif isinstance(fmt, dace.data.Structure) and is_sparse_desc(fmt):
+        st = sparse_type_of(fmt)
+        fmt, dtype, index_dtype = st.fmt, st.dtype.type, index_dtype or st.index_dtype.type
+    elif not isinstance(fmt, SparseFormat):
+        raise TypeError(f'convert: fmt must be a catalogue format such as ss.CSR, got {fmt!r}')
+    if is_sparse_value(A):
+        check_value('A', A)
+    elif isinstance(A, (str, bytes)) or A is None:
+        raise errors.ArgumentError(f'convert: A must be a sparse matrix or an array, got {type(A).__name__}')
+    arrays, shape = to_storage(A, fmt, index_dtype or np.int32)
+    if dtype is not None:
+        arrays['vals'] = arrays['vals'].astype(dtype, copy=False)
+    m = SparseMatrix(fmt, arrays, shape)
+    return to_scipy_twin(m) if has_scipy_twin(fmt) else m

@@ -1,0 +1,217 @@
+"""The rules of the house that the code itself can show (DESIGN.md, "Rules of the house").
+
+The import graph is read from the sources (every ``import`` / ``from ... import`` of an
+sdfgsparse module, at module level and inside functions), not from ``sys.modules``:
+
+- no import circles, even if every import inside a function were moved to the top of its
+  module (so no import inside a function is there to dodge a circle);
+- imports run one way, down the layers: formats <- lowering <- ops <- targets <- runtime <-
+  analysis <- transformations <- frontends <- the package's public API <- the faces
+  (bench, scripting, vscode, the command line);
+- ``ops/`` never imports ``targets/`` or ``runtime/``; ``targets/`` never imports
+  ``runtime/``; ``_dace_compat`` imports nothing of ours.
+
+A test that would pass on any tree is no test, so each check also runs on a small tree
+that breaks it.
+"""
+import ast
+import collections
+import pathlib
+from typing import Dict, List, Set, Tuple
+
+import networkx as nx
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+#: Where each package's sources live (setup.cfg's package_dir).
+PACKAGES = {'sdfgsparse': ROOT / 'sdfgsparse', 'sdfgsparse.transformations': ROOT / 'transformations',
+            'sdfgsparse.frontends': ROOT / 'frontends'}
+
+#: Rank of each top-level part of the package: a module may import only parts of lower or
+#: equal rank. The faces (rank 9) use the public API (rank 8.5) and each other.
+RANKS = {
+    '_dace_compat': 0, '_symbolic': 0, '_warnings': 0, 'errors': 0, 'notes': 0,
+    'formats': 1,
+    'build': 2, 'lowering': 2,
+    'ops': 3,
+    'targets': 4,
+    'runtime': 5,
+    'analysis': 6,
+    'transformations': 7,
+    'frontends': 8,
+    '__init__': 8.5,
+    'bench': 9, 'scripting': 9, 'vscode': 9, 'cli': 9, '__main__': 9,
+}
+
+#: Imports that break the layers today, each with its reason (to be removed, not added to).
+KNOWN_EXCEPTIONS = {
+    # ss.relu(A) / ss.sddmm / ss.softmax on host values validate the scipy argument with the
+    # runtime's argument checks; the function objects must live where DaCe's frontend finds
+    # them for programs too (issue 35: the host functions become a face of their own)
+    ('sdfgsparse.ops.functions', 'sdfgsparse.runtime.marshal'),
+}
+
+#: Modules that compile through the public API (``import sdfgsparse as ss``): the PyTorch
+#: frontend writes and optimises a ``@dace.program`` per graph segment (a face of its own).
+PUBLIC_API_USERS = {'sdfgsparse.frontends.torch_graph', 'sdfgsparse.frontends.torch_ops'}
+
+
+def _modules(packages: Dict[str, pathlib.Path]) -> Dict[str, pathlib.Path]:
+    mods = {}
+    for prefix, folder in packages.items():
+        for path in sorted(folder.rglob('*.py')):
+            rel = path.relative_to(folder).with_suffix('')
+            parts = list(rel.parts)
+            if parts[-1] == '__init__':
+                parts = parts[:-1]
+            name = '.'.join([prefix] + parts)
+            if prefix == 'sdfgsparse' and parts and parts[0] in ('transformations', 'frontends'):
+                continue
+            mods[name] = path
+    return mods
+
+
+def import_edges(packages: Dict[str, pathlib.Path]) -> Tuple[Set[Tuple[str, str]], Set[Tuple[str, str]]]:
+    """(module-level edges, edges of imports inside functions) between the modules of
+    ``packages``; ``from pkg import name`` is an edge to ``pkg.name`` where that is a module."""
+    mods = _modules(packages)
+
+    def known(target: str):
+        while target and target not in mods:
+            if '.' not in target:
+                return None
+            target = target.rsplit('.', 1)[0]
+        return target
+
+    top, inner = set(), set()
+    for name, path in mods.items():
+        is_package = path.name == '__init__.py'
+
+        def targets(node) -> List[str]:
+            if isinstance(node, ast.Import):
+                return [a.name for a in node.names]
+            base = name if is_package else name.rsplit('.', 1)[0]
+            if node.level:
+                base = '.'.join(base.split('.')[:len(base.split('.')) - (node.level - 1)])
+                module = base + ('.' + node.module if node.module else '')
+            else:
+                module = node.module
+            return [f'{module}.{a.name}' if f'{module}.{a.name}' in mods else module for a in node.names]
+
+        def visit(node, in_function: bool):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    for t in filter(None, map(known, targets(child))):
+                        if t != name:
+                            (inner if in_function else top).add((name, t))
+                else:
+                    visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+        visit(ast.parse(path.read_text()), False)
+    return top, inner
+
+
+def part(module: str) -> str:
+    parts = module.split('.')
+    return parts[1] if len(parts) > 1 else '__init__'
+
+
+def circles(edges) -> List[List[str]]:
+    graph = nx.DiGraph(list(edges))
+    return sorted(sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1)
+
+
+def upward(edges) -> List[Tuple[str, str]]:
+    """Edges that import a part of higher rank than the importer's."""
+    bad = []
+    for a, b in sorted(edges):
+        pa, pb = part(a), part(b)
+        if pa == pb or (a, b) in KNOWN_EXCEPTIONS:
+            continue
+        if pb == '__init__' and a in PUBLIC_API_USERS:
+            continue
+        if RANKS[pb] > RANKS[pa]:
+            bad.append((a, b))
+    return bad
+
+
+def forbidden(edges) -> List[Tuple[str, str]]:
+    """Edges against the named rules: ops -> targets/runtime, targets -> runtime, and
+    anything of ours from _dace_compat."""
+    rules = {('ops', 'targets'), ('ops', 'runtime'), ('targets', 'runtime')}
+    return sorted((a, b) for a, b in edges if (a, b) not in KNOWN_EXCEPTIONS and (
+        (part(a), part(b)) in rules or (part(a) == '_dace_compat' and b != a)))
+
+
+@pytest.fixture(scope='module')
+def edges():
+    return import_edges(PACKAGES)
+
+
+def test_every_part_has_a_rank(edges):
+    top, inner = edges
+    parts = {part(m) for e in top | inner for m in e}
+    assert parts <= set(RANKS), f'parts without a rank (add them to RANKS): {sorted(parts - set(RANKS))}'
+
+
+def test_no_import_circles(edges):
+    top, inner = edges
+    assert circles(top) == [], 'import circles at module level'
+    assert circles(top | inner) == [], ('import circles through imports inside functions (an import inside a '
+                                        'function is for an optional dependency, never to dodge a circle)')
+
+
+def test_imports_run_down_the_layers(edges):
+    top, inner = edges
+    assert upward(top | inner) == []
+    assert forbidden(top | inner) == []
+
+
+def test_known_exceptions_are_still_needed(edges):
+    top, inner = edges
+    stale = KNOWN_EXCEPTIONS - (top | inner)
+    assert not stale, f'remove from KNOWN_EXCEPTIONS (no longer imported): {sorted(stale)}'
+
+
+def test_the_checks_catch_a_broken_tree(tmp_path):
+    """A small package with a circle through a function-level import, an op that imports a
+    target and a compat module that imports the runtime: every check fires."""
+    pkg = tmp_path / 'sdfgsparse'
+    for sub in ('ops', 'targets', 'runtime'):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / '__init__.py').write_text('')
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'ops' / 'spmv.py').write_text('from sdfgsparse.targets import cpu\n')
+    (pkg / 'targets' / 'cpu.py').write_text('def f():\n    from sdfgsparse.ops import spmv\n')
+    (pkg / '_dace_compat.py').write_text('def g():\n    import sdfgsparse.runtime.call\n')
+    (pkg / 'runtime' / 'call.py').write_text('')
+    top, inner = import_edges({'sdfgsparse': pkg})
+    assert circles(top) == []
+    assert circles(top | inner) == [['sdfgsparse.ops.spmv', 'sdfgsparse.targets.cpu']]
+    assert ('sdfgsparse.ops.spmv', 'sdfgsparse.targets.cpu') in upward(top)
+    assert set(forbidden(top | inner)) == {('sdfgsparse.ops.spmv', 'sdfgsparse.targets.cpu'),
+                                          ('sdfgsparse._dace_compat', 'sdfgsparse.runtime.call')}
+
+
+def test_cpu_implementations_are_registered_by_the_target():
+    """The node files define ``pure`` only; ``targets/cpu`` adds ``cpu`` (and makes it the
+    default) on every sparse node but the copy, which has no kernel of its own."""
+    import sdfgsparse  # noqa: F401 (imports every node file and registers the targets)
+    from sdfgsparse.ops.base import SparseLibraryNode
+    from sdfgsparse.targets.registry import registered
+
+    def subclasses(cls):
+        for c in cls.__subclasses__():
+            yield c
+            yield from subclasses(c)
+
+    nodes = {c for c in subclasses(SparseLibraryNode) if c.__module__.startswith('sdfgsparse.ops.')
+             and 'implementations' in c.__dict__}
+    with_cpu = set(registered('cpu'))
+    assert {c.__name__ for c in nodes - with_cpu} == {'SparseCopy'}
+    for c in with_cpu:
+        assert c.default_implementation == 'cpu' and type(c.implementations['cpu']).__name__ != 'NoneType'
+        assert c.implementations['cpu'].__module__.startswith('sdfgsparse.targets.cpu.expansions.')
+        assert c.implementations['pure'].__module__ == c.__module__
+    counts = collections.Counter(c.__module__ for c in with_cpu)
+    assert all(n == 1 for n in counts.values())
