@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Dict, Iterator, List, Optional
 
 from sdfgsparse.bench.report import fastest_peer
-from sdfgsparse.bench.results import OURS, BenchResult, Result
+from sdfgsparse.bench.results import JUDGED, BenchResult, Result
 
 __all__ = ['Spinner', 'spinning', 'spin_core', 'BusyRow', 'busy_summary', 'format_busy_summary', 'GOAL_SINGLE',
            'GOAL_PEER']
@@ -123,7 +123,7 @@ def busy_summary(busy: BenchResult, single: Optional[BenchResult]) -> List[BusyR
     out = []
     for key, row in _rows(busy).items():
         best = fastest_peer(row)
-        for system in reversed(OURS):
+        for system in JUDGED:
             mine = row.get(system)
             if mine is None:
                 continue

@@ -12,7 +12,7 @@ listing each slower kernel and matrix with both times and their ratio.
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from sdfgsparse.bench.results import OURS, BenchResult, Result
+from sdfgsparse.bench.results import JUDGED, BenchResult, Result
 
 __all__ = ['Slower', 'SpeedCheck', 'check_against_scipy', 'REFERENCE']
 
@@ -86,7 +86,7 @@ def check_against_scipy(result: BenchResult, label: str = '') -> SpeedCheck:
     out = SpeedCheck(label=label)
     for (kernel, matrix), row in by.items():
         ref = row.get(REFERENCE)
-        for system in reversed(OURS):  # sdfgsparse, then sdfgsparse-opt
+        for system in JUDGED:  # sdfgsparse, then sdfgsparse-opt
             mine = row.get(system)
             if mine is None:
                 continue

@@ -34,11 +34,15 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
-__all__ = ['SYSTEMS', 'ALL_SYSTEMS', 'OURS', 'Result', 'BenchResult', 'RESULT_KEYS']
+__all__ = ['SYSTEMS', 'ALL_SYSTEMS', 'OURS', 'JUDGED', 'Result', 'BenchResult', 'RESULT_KEYS']
 
-SYSTEMS = ['sdfgsparse', 'scipy', 'torch', 'graphblas', 'pydata', 'mkl']
+SYSTEMS = ['sdfgsparse', 'sdfgsparse-mkl', 'scipy', 'torch', 'graphblas', 'pydata', 'mkl']
 ALL_SYSTEMS = ['sdfgsparse-opt'] + SYSTEMS  # with --optimize
-OURS = ('sdfgsparse-opt', 'sdfgsparse')  # not peers
+#: Our systems (not peers): the optimised programs, the programs, and the programs with the
+#: ``mkl`` implementations (SpMV, SpMM, SpGEMM; where the [mkl] extra is installed).
+OURS = ('sdfgsparse-opt', 'sdfgsparse', 'sdfgsparse-mkl')
+#: Those that ``--check`` and ``--busy`` judge, in that order: the default path and ss.optimize's.
+JUDGED = ('sdfgsparse', 'sdfgsparse-opt')
 
 RESULT_KEYS = ['kernel', 'matrix', 'system', 'median_s', 'min_s', 'max_s', 'correct', 'gflops', 'gbps']
 

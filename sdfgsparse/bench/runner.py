@@ -41,8 +41,8 @@ from sdfgsparse.errors import CopyWarning
 from sdfgsparse.bench.kernels import Kernel, check_result
 from sdfgsparse.bench.matrices import MatrixSource
 from sdfgsparse.bench.peers import make_peers
-from sdfgsparse.bench.programs import (OPT_SYSTEM, OptimizedSystem, SdfgsparseSystem, build_folder, building_in,
-                                       measure_compile)
+from sdfgsparse.bench.programs import (OPT_SYSTEM, MKLSystem, OptimizedSystem, SdfgsparseSystem, build_folder,
+                                       building_in, measure_compile)
 from sdfgsparse.bench.progress import Progress
 from sdfgsparse.bench.results import BenchResult, Result
 from sdfgsparse.bench.stream import DEFAULT_ELEMENTS, stream_triad
@@ -182,7 +182,8 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
     if config.optimize:
         m['optimize'] = True
     if systems is None:
-        systems = ([OptimizedSystem()] if config.optimize else []) + [SdfgsparseSystem()] + make_peers(config.peers)
+        mkl = [MKLSystem()] if any(k.name in MKLSystem.KERNELS for k in config.kernels) else []
+        systems = ([OptimizedSystem()] if config.optimize else []) + [SdfgsparseSystem()] + mkl + make_peers(config.peers)
     if config.only is not None:
         systems = [s for s in systems if s.name == config.only]
     usable = []

@@ -20,6 +20,7 @@ from sdfgsparse.bench.results import RESULT_KEYS, SYSTEMS, BenchResult
 from sdfgsparse.bench.runner import BenchConfig, run_benchmark
 from sdfgsparse.errors import DeviceError
 from sdfgsparse.targets.cpu import march
+from sdfgsparse.targets import mkl
 
 pytestmark = pytest.mark.xdist_group('bench')  # one worker: compiled programs are shared
 
@@ -219,11 +220,12 @@ def test_isolation_separate_runs_a_process_per_system_and_merges(mtx_dir, tmp_pa
     assert 'isolation: separate (a process per system)' in printed
     data = json.loads(out_json.read_text())
     m = data['machine']
-    assert m['isolation'] == 'separate' and set(m['openmp_by_system']) == {'sdfgsparse', 'scipy'}
-    assert m['stream_triad_GBps'] > 0 and set(m['versions']) >= {'sdfgsparse', 'scipy'}
+    systems = {'sdfgsparse', 'scipy'} | ({'sdfgsparse-mkl'} if mkl.available() else set())  # (the [mkl] extra)
+    assert m['isolation'] == 'separate' and set(m['openmp_by_system']) == systems
+    assert m['stream_triad_GBps'] > 0 and set(m['versions']) >= systems
     assert [c['kernel'] for c in data['compile']] == ['spmv']  # compiled in sdfgsparse's process only
     got = {(r['matrix'], r['system']) for r in data['results']}
-    assert got == {('rect', 'sdfgsparse'), ('rect', 'scipy'), ('square', 'sdfgsparse'), ('square', 'scipy')}
+    assert got == {(matrix, s) for matrix in ('rect', 'square') for s in systems}
     assert all(r['correct'] and r['runs'] == 2 for r in data['results'])
     if arch:  # the children built for the target (their machine record says so)
         assert m['target']['march'] == arch and m['target']['vector_bytes'] == 16
@@ -242,7 +244,8 @@ def test_only_must_name_a_system_of_the_run(mtx_dir, capsys):
     rc = cli.main(['bench', '--matrices', str(mtx_dir), '--kernels', 'spmv', '--peers', 'scipy', '--only', 'torch',
                    '--no-progress', '--threads', os.environ['OMP_NUM_THREADS']])
     assert rc == 2
-    assert "--only torch: not one of this run's systems (sdfgsparse, scipy)" in capsys.readouterr().err
+    ours = 'sdfgsparse, sdfgsparse-mkl' if mkl.available() else 'sdfgsparse'
+    assert f"--only torch: not one of this run's systems ({ours}, scipy)" in capsys.readouterr().err
 
 
 def test_march_is_checked_and_reaches_the_child_arguments(mtx_dir, capsys):

@@ -1,0 +1,116 @@
+"""Build folders named by content, built one process at a time, never left half built.
+
+DaCe 1.0.2's ``SDFG.build_folder`` with ``cache = 'hash'`` names the folder by an MD5 of
+the SDFG's JSON *including every node's random GUID*, so no two SDFG objects — no second
+process, no re-parse — ever share a folder: every run built from scratch and the cache
+folder grew by a build per program per run (1,173 folders, 2 GB here). :func:`install`
+names the folder ``<program>_<content hash>_ss<source fingerprint>``
+(:mod:`sdfgsparse.build.naming`), so that a build made by an older sdfgsparse or with
+other compiler flags is not reused. Code is still regenerated on every build (DaCe's
+``regenerate_code``), but unchanged files are not rewritten, CMake is not reconfigured and
+``make`` finds the library up to date (in a new process: within one process DaCe renames
+a second copy of a loaded program and builds it again).
+
+``SDFG.compile`` first gives the symbols that size an int64-index sparse structure the
+int64 type (:func:`sdfgsparse.formats.format.widen_size_symbols`: DaCe types a symbol from
+the first object that names it, int32 for ``dace.symbol('N')``), puts each state's edges
+in one order (:func:`~sdfgsparse.build.naming.canonical_edge_order`), then holds an
+exclusive ``flock`` on ``<folder>.lock`` from writing the sources to loading the library,
+so that two processes building the same folder (pytest-xdist workers) take turns. Under
+the lock the build goes through :func:`sdfgsparse.build.cache.build` (libraries that do
+not match the folder's build record are removed first; see that module), DaCe's
+``compiler.get_program_handle`` raises ``LibraryLoadError`` for a library DaCe cannot load
+(built once more before a ``BuildCacheError`` names the folder), and a read-only cache is
+loaded without writing to it.
+"""
+import os
+
+import dace
+from dace.codegen import compiler
+
+from sdfgsparse.build import cache
+from sdfgsparse.build.lock import FileLock
+from sdfgsparse.build.naming import canonical_edge_order, content_hash, source_fingerprint
+from sdfgsparse.formats.format import widen_size_symbols
+
+__all__ = ['install']
+
+
+def install() -> None:
+    """Wrap ``SDFG.build_folder``, ``SDFG.compile`` and DaCe's ``get_program_handle``; once."""
+    prop = dace.SDFG.build_folder
+    if getattr(prop.fget, '_sdfgsparse', False):
+        return
+
+    def named_by_content(sdfg) -> bool:  # no folder set by hand, DaCe's hash cache
+        return '_build_folder' not in sdfg.__dict__ and dace.Config.get('cache') == 'hash'
+
+    def build_folder(self):
+        if not named_by_content(self):
+            return prop.fget(self)
+        base = dace.Config.get('default_build_folder')
+        return os.path.join(base, f'{self.name}_{content_hash(self)}_ss{source_fingerprint()}')
+
+    build_folder._sdfgsparse = True
+    build_folder.__doc__ = prop.fget.__doc__
+    dace.SDFG.build_folder = property(build_folder, prop.fset)
+
+    orig_compile = dace.SDFG.compile
+
+    def compile(self, *args, **kwargs):
+        widen_size_symbols(self)  # before the folder is named: the types are part of the code
+        if not named_by_content(self):
+            return orig_compile(self, *args, **kwargs)
+        canonical_edge_order(self)
+        folder = self.build_folder
+        # one build of this folder at a time, from writing the sources to loading the library
+        lock = FileLock(os.path.abspath(folder) + '.lock')
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
+            lock.acquire()
+        except OSError as exc:  # a read-only cache: its complete builds are loaded as they are
+            if not cache.is_read_only_error(exc):
+                raise cache.no_space(exc, os.path.dirname(os.path.abspath(folder))) or exc
+            return cache.load_read_only(self, folder, f'its lock file cannot be created: {exc}', *args, **kwargs)
+        try:
+            if not cache.writable(folder):
+                return cache.load_read_only(self, folder, 'the folder is not writable', *args, **kwargs)
+            result = None
+            if not args and set(kwargs) <= {'validate'}:  # a library, loaded: a warm load will do
+                result = cache.load_complete(self, folder)
+            if result is None:
+                self._build_folder = folder  # computed once for this build
+                try:
+                    result = cache.build(os.path.abspath(folder), lambda: orig_compile(self, *args, **kwargs))
+                finally:
+                    del self._build_folder
+            try:  # last use, for ``sdfgsparse cache`` (runtime/cache.py)
+                os.utime(folder, None)
+            except OSError:
+                pass
+            return result
+        finally:
+            lock.release()
+
+    compile._sdfgsparse = True
+    compile.__doc__ = orig_compile.__doc__
+    dace.SDFG.compile = compile
+    _install_program_handle()
+
+
+def _install_program_handle():
+    """A library that DaCe's loader refuses raises ``cache.LibraryLoadError``
+    (its path and DaCe's error), which the compile wrapper answers by building it again."""
+    orig = compiler.get_program_handle
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def get_program_handle(library_path, sdfg):
+        try:
+            return orig(library_path, sdfg)
+        except (OSError, RuntimeError, KeyError) as exc:  # ctypes, ReloadableDLL.load, get_symbol
+            raise cache.LibraryLoadError(library_path, exc) from exc
+
+    get_program_handle._sdfgsparse = True
+    get_program_handle.__doc__ = orig.__doc__
+    compiler.get_program_handle = get_program_handle
