@@ -10,6 +10,8 @@ export DACE_cache ?= hash
 export OMP_NUM_THREADS ?= 2
 # the test suite runs two workers on two cores: one OpenMP thread each
 test: export OMP_NUM_THREADS = 1
+# ss.optimize's measured choice of implementations (a few builds per call) only where a test asks
+test: export SDFGSPARSE_MEASURE_IMPLEMENTATIONS = 0
 
 FUZZ_SECONDS ?= 300
 

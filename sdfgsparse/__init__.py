@@ -84,15 +84,18 @@ def record_examples(sdfg, matrices, threads=None, cache_bytes=None) -> dict:
     return _record(sdfg, matrices, threads, cache_bytes)
 
 
-def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None, fpga_board='u280', fpga_clock_mhz=300):
-    """Apply the sparse optimisation pipeline (loop ordering, fusion, tiling, DaCe's own
-    clean-up) to a ``@dace.program`` or an SDFG (in place); returns a callable with the
-    program's signature, ``.sdfg`` and ``.report()`` (``target='fpga'``: also
+def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None, fpga_board='u280', fpga_clock_mhz=300,
+             formats=True, implementations=None):
+    """Apply the sparse optimisation pipeline (format selection, loop ordering, fusion,
+    tiling, DaCe's own clean-up, and with every argument among ``matrices`` a measured choice
+    of each product's implementation where the ``[mkl]`` extra offers another) to a
+    ``@dace.program`` or an SDFG (in place); returns a callable with the program's
+    signature, ``.sdfg``, ``.lowered`` and ``.report()`` (``target='fpga'``: also
     ``.fpga_report()``, the model of the chosen design on ``fpga_board``). See
-    :mod:`sdfgsparse.transformations.pipeline`."""
+    :func:`sdfgsparse.transformations.pipeline.optimize` for every parameter."""
     from sdfgsparse.transformations.pipeline import optimize as _optimize
     return _optimize(program_or_sdfg, target=target, matrices=matrices, cache_size=cache_size, fpga_board=fpga_board,
-                     fpga_clock_mhz=fpga_clock_mhz)
+                     fpga_clock_mhz=fpga_clock_mhz, formats=formats, implementations=implementations)
 
 
 __all__ = [

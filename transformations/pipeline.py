@@ -33,6 +33,7 @@ lower bound, the chosen schedule's cost and the rejected ones', and how long the
 heuristics took (C++ compilation excluded).
 """
 import copy
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ from sdfgsparse.transformations.sparse_loop_ordering import SparseLoopOrdering
 from sdfgsparse.transformations.examples import (record_examples, recorded_all_stats, recorded_machine, recorded_names,
                                                  recorded_sizes)
 from sdfgsparse.transformations.format_guard import FormatGuard
+from sdfgsparse.transformations.implementation_choice import (Trial, choose_implementations, families,
+                                                                missing_arguments)
 from sdfgsparse.runtime.host_convert import convert
 from sdfgsparse.targets.fpga.model import BOARDS, model_design
 from sdfgsparse.targets.cuda.lower import expand_sparse_nodes, to_gpu
@@ -111,6 +114,9 @@ class OptimizedProgram:
     #: where conversions are made: what keeps each call within bounds (the program's own
     #: formats, compiled on demand, for a matrix the chosen format would blow up)
     guard: Optional[FormatGuard] = None
+    #: nodes tried on another implementation family (:mod:`.implementation_choice`: the
+    #: whole program timed on the examples), kept or not
+    trials: List[Trial] = field(default_factory=list)
     _compiled: Optional[CompiledProgram] = None
     _lock: Any = field(default_factory=threading.Lock, repr=False)
 
@@ -304,7 +310,7 @@ def _run(sdfg, xform, options=None, repeated=True):
 
 def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[str, Any]] = None,
              cache_size: Optional[int] = None, fpga_board: str = 'u280', fpga_clock_mhz: float = 300,
-             formats: bool = True) -> OptimizedProgram:
+             formats: bool = True, implementations: Optional[bool] = None) -> OptimizedProgram:
     """Apply the sparse pipeline (see the module docstring).
 
     :param program_or_sdfg: a ``@dace.program`` (its SDFG is built and copied) or an SDFG
@@ -328,6 +334,12 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
                        (:data:`sdfgsparse.targets.fpga.model.BOARDS`).
     :param fpga_clock_mhz: ``'fpga'``: the kernel clock of that model.
     :param formats: False skips step 0 (the program keeps its own formats).
+    :param implementations: on the CPU, where another implementation family is installed
+                            (``mkl``: the ``[mkl]`` extra), try each node it serves on it and
+                            keep it where the whole program, timed on ``matrices`` (every
+                            argument), gets faster (:mod:`.implementation_choice`; a few builds
+                            and timed calls). None: yes unless the environment variable
+                            ``SDFGSPARSE_MEASURE_IMPLEMENTATIONS`` is ``0``; False: never.
     :return: an :class:`OptimizedProgram` (``.sdfg``, ``.report()``, callable; for the
              FPGA also ``.fpga_report()``).
     """
@@ -418,6 +430,32 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
              'reductions without atomics; targets/cpu/dense_products.py)' if n else 'no dense 2-D product, dot product '
              'or axis reduction')
     step('simplify', lambda: len(sdfg.simplify() or {}), lambda n: 'DaCe simplification passes')
+    if implementations is None:
+        implementations = os.environ.get('SDFGSPARSE_MEASURE_IMPLEMENTATIONS', '1') != '0'
+    fams = families() if target == 'cpu' and implementations else {}
+    if fams:  # another implementation family is installed (the [mkl] extra): one measured choice per node
+        why_not = []
+
+        def implementations():
+            if result.conversions:
+                why_not.append('not measured: the chosen formats convert arguments on each call')
+                return 0
+            missing = missing_arguments(sdfg, matrices)
+            if missing:
+                why_not.append(f'not measured: no example for {", ".join(missing)} (pass every argument as '
+                               'matrices=)')
+                return 0
+            result.trials = choose_implementations(sdfg, matrices, CompiledProgram)
+            return sum(t.chosen for t in result.trials)
+
+        def tried(n):
+            if why_not:
+                return why_not[0]
+            if not result.trials:
+                return f'no node that {", ".join(fams)} serves'
+            return '; '.join(t.line() for t in result.trials) + ' (whole program, median of the examples)'
+
+        step('implementations', implementations, tried)
     if target == 'gpu':
 
         def lower():

@@ -123,21 +123,12 @@ def claims(node: nodes.Node, sdfg: dace.SDFG) -> Optional[str]:
 
 
 def global_code(argument: str) -> str:
-    """The failure counter (once per library) and the export saying that the kernels
-    check ``argument``, returning from how many bytes of indices on (once per argument;
-    the plan follows what the library does, whatever :data:`IN_KERNEL_FROM` is now)."""
+    """The failure counter (``include/sdfgsparse_kernel_checks.h``, once per library) and the
+    export saying that the kernels check ``argument``, returning from how many bytes of
+    indices on (once per argument; the plan follows what the library does, whatever
+    :data:`IN_KERNEL_FROM` is now)."""
     return f'''
-#ifndef SDFGSPARSE_KERNEL_CHECKS
-#define SDFGSPARSE_KERNEL_CHECKS
-// sdfgsparse: storage checks inside kernels (targets/cpu/kernel_checks.py)
-static unsigned long long __ss_kernel_check_failures = 0;
-static inline void __ss_kernel_check_failed() {{
-    __atomic_fetch_add(&__ss_kernel_check_failures, 1ULL, __ATOMIC_RELAXED);
-}}
-DACE_EXPORTED unsigned long long __ss_kernel_check_failure_count() {{
-    return __atomic_load_n(&__ss_kernel_check_failures, __ATOMIC_SEQ_CST);
-}}
-#endif
+#include "sdfgsparse_kernel_checks.h"
 #ifndef SDFGSPARSE_CHECKED_IN_KERNEL_{argument}
 #define SDFGSPARSE_CHECKED_IN_KERNEL_{argument}
 DACE_EXPORTED long long __ss_checked_in_kernel_{argument}() {{ return {IN_KERNEL_FROM}LL; }}

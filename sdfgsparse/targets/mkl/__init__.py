@@ -6,7 +6,8 @@ registers :data:`IMPLEMENTATION` on the nodes of :data:`.expansions.NODES` (not 
 default); without it, :func:`available` is False, :func:`missing` says why, and nothing is
 registered, so nothing offers it. A node takes it by ``node.implementation = 'mkl'``,
 ``ss.targets.use_implementation('mkl')``, or ``ss.optimize``, which chooses it per node
-where a measurement on the example matrices finds it faster (:mod:`.choice`).
+where a measurement on the example matrices finds it faster
+(:mod:`sdfgsparse.transformations.implementation_choice`).
 """
 from typing import Optional
 
