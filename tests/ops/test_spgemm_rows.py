@@ -96,4 +96,3 @@ def test_intermediate_product(rng):
     B = sp.random_array((20, 25), density=0.2, format='csr', rng=rng)
     x = rng.standard_normal(25)
     np.testing.assert_allclose(gemm_then_spmv(A, B, x), A @ (B @ x), rtol=1e-12)
-
