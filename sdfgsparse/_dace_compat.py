@@ -5,7 +5,7 @@ each wrapper keeps DaCe's own function as ``__wrapped__``, and
 ``tests/runtime/test_dace_compat.py`` shows each bug on stock DaCe (the wrapped function)
 and its fix. This module imports nothing of sdfgsparse's. The numbers are stable names
 (other modules cite them); the missing ones were sdfgsparse's own integration and now live
-with their owners: the ``@dace.program`` call and sparse results (1, 2) in
+with their owners: the ``@dace.program`` call and sparse results (1, and 2's sparse part) in
 :mod:`sdfgsparse.runtime.hooks`, the build policy and the content-named build folders (5, 7,
 8, 9) in :mod:`sdfgsparse.build`, the CUDA 13 build (14) in
 :mod:`sdfgsparse.targets.cuda.compat`, the sparse ``GPUTransformSDFG`` (16) in

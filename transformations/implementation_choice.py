@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 import dace
+import numpy as np
 
 from sdfgsparse.ops.base import SparseLibraryNode
 from sdfgsparse.targets import mkl
@@ -77,14 +78,22 @@ def _node(sdfg: dace.SDFG, si: int, ni: int):
     return list(sdfg.states())[si].nodes()[ni]
 
 
+def _fresh(arguments: Mapping[str, Any]) -> Dict[str, Any]:
+    """The arguments with every NumPy array copied: a program may write its arguments, and
+    neither the caller's examples nor the next timed call may see that."""
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in arguments.items()}
+
+
 def measure(compile_fn: Callable[[dace.SDFG], Callable], sdfg: dace.SDFG, arguments: Mapping[str, Any]) -> float:
-    """Median seconds of a call of ``sdfg`` built by ``compile_fn`` (one untimed call first)."""
+    """Median seconds of a call of ``sdfg`` built by ``compile_fn`` (one untimed call first),
+    each call on its own copies of the dense arguments (made outside the timing)."""
     prog = compile_fn(copy.deepcopy(sdfg))
-    prog(**arguments)
+    prog(**_fresh(arguments))
     times = []
     for _ in range(RUNS):
+        args = _fresh(arguments)
         t0 = time.perf_counter()
-        prog(**arguments)
+        prog(**args)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 

@@ -21,7 +21,12 @@ Order (each step is a transformation a user can also apply by hand; see
    :mod:`sdfgsparse.targets.cpu.dense_products` instead of DaCe's default, ``Dot`` nodes
    (``np.dot`` of vectors) one SIMD reduction instead of atomic adds, and ``Reduce``
    nodes along an axis DaCe's ``'pure-seq'`` expansion (no atomics);
-7. DaCe's own clean-up (``simplify``).
+7. DaCe's own clean-up (``simplify``);
+8. on the CPU, where another implementation family is installed (``mkl``, the ``[mkl]``
+   extra) and ``matrices`` holds every argument: each product it serves is timed on it
+   and on its default, the whole program, and keeps it where that is 10 % faster
+   (:mod:`~sdfgsparse.transformations.implementation_choice`; ``implementations=False``
+   skips it).
 
 Fusion runs before tiling so that tiling sees the final nodes. Steps 3-5 ask the
 data-movement model (:mod:`sdfgsparse.analysis.schedules`) about every match and rewrite
@@ -30,7 +35,8 @@ of ``matrices=``; without them a fusion, which drops a pass over memory at every
 applies, and tiling does not). The report says what each step applied, where, and why
 (iteration counts before/after, chosen tile sizes), each model decision with the node's
 lower bound, the chosen schedule's cost and the rejected ones', and how long the
-heuristics took (C++ compilation excluded).
+heuristics took (C++ compilation excluded, but for step 8's builds and timed calls, which
+its own line times).
 """
 import copy
 import os

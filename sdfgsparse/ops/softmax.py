@@ -27,7 +27,6 @@ from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
 __all__ = ['SparseSoftmax', 'normalise_axis', 'owns_single_rows', 'lowest_value']
 
-#: Kinds of the phases of :func:`emit_row_phases`.
 
 
 def normalise_axis(axis) -> int:

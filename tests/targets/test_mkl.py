@@ -23,8 +23,10 @@ def _compiled(prog):
     """``prog`` parsed with every node that has it taking ``mkl``, compiled."""
     with ss.targets.use_implementation('mkl'):
         sdfg = prog.to_sdfg()
-    nodes = [n for n, _ in sdfg.all_nodes_recursive() if isinstance(n, (SpMV, SpMM, SpGEMM))]
-    assert nodes and all(n.implementation == 'mkl' for n in nodes)
+    from sdfgsparse.targets.mkl.expansions import unsupported
+    nodes = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, (SpMV, SpMM, SpGEMM))]
+    assert nodes and all(n.implementation == 'mkl' for n, _ in nodes)
+    assert [unsupported(n, s) for n, s in nodes] == [None] * len(nodes)  # MKL computes them, not cpu
     return ss.compile(sdfg)
 
 
@@ -164,3 +166,20 @@ def test_missing_extra_is_named(monkeypatch):
     monkeypatch.setattr(environment, 'include_dir', lambda: '/x')
     monkeypatch.setattr(environment, 'library', lambda: None)
     assert 'libmkl_rt' in environment.missing()
+
+
+@dace.program
+def spgemm_csc_t(A: ss.CSC[dace.float64, M, N], B: ss.CSR[dace.float64, M, K]):
+    return A.T @ B
+
+
+def test_spgemm_of_a_transposed_csc_operand(rng):
+    """``A.T @ B`` with a non-square CSC A: A's arrays are the CSR storage of A.T (N x M),
+    which MKL multiplies as they are."""
+    A = _matrix(rng, (70, 40), fmt='csc')
+    B = _matrix(rng, (70, 55))
+    p = _compiled(spgemm_csc_t)
+    C = p(A=A, B=B)
+    assert C.shape == (40, 55) and C.has_sorted_indices
+    np.testing.assert_allclose(C.toarray(), (A.T @ B).toarray(), rtol=1e-12, atol=1e-12)
+    assert _refused(p) == 0

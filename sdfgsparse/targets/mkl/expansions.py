@@ -139,7 +139,8 @@ class ExpandSpGEMMMKL(ExpandTransformation):
     def expansion(node: SpGEMM, state, sdfg):
         if unsupported(node, state):
             return _cpu(node, state, sdfg)
-        sta, stb = node.sparse_type(state, 'A'), node.sparse_type(state, 'B')
+        _, _, (m, n) = _csr_arrays(node, state, 'A')  # (the stored arrays: CSR, or A.T of a CSC A)
+        _, _, (_, p) = _csr_arrays(node, state, 'B')
         k = Kernel(node, state, sdfg)
         a = [member_conn('A', mem) for mem in ('pos1', 'crd1', 'vals')]
         b = [member_conn('B', mem) for mem in ('pos1', 'crd1', 'vals')]
@@ -148,8 +149,7 @@ class ExpandSpGEMMMKL(ExpandTransformation):
         cap = _c(k.sdfg.arrays[c[1]].shape[0])
         ins = ', '.join(f'ss_in(ss_{n})' for n in a + b)
         outs = ', '.join(f'ss_out(ss_{n})' for n in c)
-        call = (f'sdfgsparse::mkl::csr_spgemm<{T}>({_c(sta.rows)}, {_c(sta.cols)}, {_c(stb.cols)}, {ins}, {outs}, '
-                f'{cap});')
+        call = f'sdfgsparse::mkl::csr_spgemm<{T}>({_c(m)}, {_c(n)}, {_c(p)}, {ins}, {outs}, {cap});'
         leaf(k, k.add_state('mkl'), 'mkl_spgemm', call, a + b, c)
         return k.build()
 

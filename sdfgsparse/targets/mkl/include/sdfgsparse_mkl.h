@@ -5,9 +5,11 @@
 //
 // A call wraps the caller's arrays in an MKL handle (no copy), runs the operation and frees
 // the handle. MKL runs on the process's GNU OpenMP runtime (the one our kernels, torch and
-// GraphBLAS share), chosen before MKL's first call in the process. Where MKL refuses an
-// operand (a status other than success: an empty matrix, too little memory), the same
-// result comes from a plain loop here, so a call never fails silently.
+// GraphBLAS share) when these leaves are the first to call it in the process (otherwise it
+// keeps the first caller's choice), with the LP64 interface (32-bit indices). Empty operands
+// never reach MKL; where MKL refuses an operand (a status other than success, e.g. too
+// little memory) or the process set MKL's ILP64 interface, the same result comes from a
+// plain loop here, so a call never fails silently.
 #ifndef SDFGSPARSE_MKL_H
 #define SDFGSPARSE_MKL_H
 #include <mkl_service.h>
@@ -26,9 +28,14 @@ static inline std::atomic<long long>& refused() {
     return count;
 }
 
-static inline void use_gnu_openmp() {
-    static const int layer = mkl_set_threading_layer(MKL_THREADING_GNU);
-    (void)layer;
+// once per library: GNU OpenMP threading and the LP64 interface; whether MKL takes 32-bit
+// indices here (false where the process had chosen ILP64 before: the plain loops then)
+static inline bool ready() {
+    static const bool lp64 = [] {
+        mkl_set_threading_layer(MKL_THREADING_GNU);
+        return mkl_set_interface_layer(MKL_INTERFACE_LP64) == MKL_INTERFACE_LP64;
+    }();
+    return lp64;
 }
 
 template <typename T> struct ops;
@@ -85,8 +92,7 @@ static inline void csr_mm(bool transpose, long long m, long long n, long long k,
     static_assert(sizeof(MKL_INT) == sizeof(int), "sdfgsparse's mkl implementations use MKL's LP64 interface");
     const long long out_rows = transpose ? n : m;
     sparse_status_t s = SPARSE_STATUS_NOT_SUPPORTED;
-    if (m > 0 && n > 0 && pos[m] > 0) {
-        use_gnu_openmp();
+    if (m > 0 && n > 0 && pos[m] > 0 && ready()) {
         sparse_matrix_t A = nullptr;
         s = ops<T>::csr(&A, (MKL_INT)m, (MKL_INT)n, pos, crd, v);
         if (s == SPARSE_STATUS_SUCCESS) {
@@ -136,8 +142,8 @@ static inline long long plain_spgemm(long long m, long long p, const int* apos, 
 }
 
 // C = A @ B (A m x n, B n x p, both CSR), C's columns sorted within each row, written into
-// (cpos, ccrd, cval) of capacity `cap`; returns C's entries, or -1 when C does not fit (the
-// caller's capacity is the product's flops: C always fits).
+// (cpos, ccrd, cval) of capacity `cap`; returns C's entries, or -1 when C does not fit (never
+// from the mkl expansion: its capacity is the product's flops, computed before the call).
 template <typename T>
 static inline long long csr_spgemm(long long m, long long n, long long p, const int* apos, const int* acrd,
                                    const T* aval, const int* bpos, const int* bcrd, const T* bval, int* cpos,
@@ -146,10 +152,9 @@ static inline long long csr_spgemm(long long m, long long n, long long p, const 
         for (long long i = 0; i <= m; ++i) cpos[i] = 0;
         return 0;
     }
-    use_gnu_openmp();
     sparse_matrix_t A = nullptr, B = nullptr, C = nullptr;
     long long nnz = -1;
-    if (ops<T>::csr(&A, (MKL_INT)m, (MKL_INT)n, apos, acrd, aval) == SPARSE_STATUS_SUCCESS &&
+    if (ready() && ops<T>::csr(&A, (MKL_INT)m, (MKL_INT)n, apos, acrd, aval) == SPARSE_STATUS_SUCCESS &&
         ops<T>::csr(&B, (MKL_INT)n, (MKL_INT)p, bpos, bcrd, bval) == SPARSE_STATUS_SUCCESS &&
         mkl_sparse_spmm(SPARSE_OPERATION_NON_TRANSPOSE, A, B, &C) == SPARSE_STATUS_SUCCESS &&
         mkl_sparse_order(C) == SPARSE_STATUS_SUCCESS) {
