@@ -60,22 +60,10 @@ def _unsupported(family: str, node, state) -> Optional[str]:
     return None
 
 
-def _candidates(sdfg: dace.SDFG, fams: Dict[str, Tuple[type, ...]]) -> List[Tuple[int, int, str]]:
-    """(state index, node index, family) of the top-level sparse nodes a family serves."""
-    out = []
-    states = list(sdfg.states())
-    for si, state in enumerate(states):
-        for ni, node in enumerate(state.nodes()):
-            if not isinstance(node, SparseLibraryNode):
-                continue
-            for fam, classes in fams.items():
-                if isinstance(node, classes) and _unsupported(fam, node, state) is None:
-                    out.append((si, ni, fam))
-    return out
-
-
-def _node(sdfg: dace.SDFG, si: int, ni: int):
-    return list(sdfg.states())[si].nodes()[ni]
+def _candidates(sdfg: dace.SDFG, fams: Dict[str, Tuple[type, ...]]) -> List[Tuple[SparseLibraryNode, str]]:
+    """(node, family) of the top-level sparse nodes a family serves."""
+    return [(node, fam) for state in sdfg.states() for node in state.nodes() for fam, classes in fams.items()
+            if isinstance(node, classes) and _unsupported(fam, node, state) is None]
 
 
 def _fresh(arguments: Mapping[str, Any]) -> Dict[str, Any]:
@@ -115,8 +103,7 @@ def choose_implementations(sdfg: dace.SDFG, arguments: Mapping[str, Any], compil
     if not found:
         return trials
     best = timer(compile_fn, sdfg, arguments)
-    for si, ni, fam in found:
-        node = _node(sdfg, si, ni)
+    for node, fam in found:
         before = node.implementation
         node.implementation = fam
         t = timer(compile_fn, sdfg, arguments)
