@@ -44,12 +44,7 @@ RANKS = {
 }
 
 #: Imports that break the layers today, each with its reason (to be removed, not added to).
-KNOWN_EXCEPTIONS = {
-    # ss.relu(A) / ss.sddmm / ss.softmax on host values validate the scipy argument with the
-    # runtime's argument checks; the function objects must live where DaCe's frontend finds
-    # them for programs too (issue 35: the host functions become a face of their own)
-    ('sdfgsparse.ops.functions', 'sdfgsparse.runtime.marshal'),
-}
+KNOWN_EXCEPTIONS = set()
 
 #: Modules that compile through the public API (``import sdfgsparse as ss``): the PyTorch
 #: frontend writes and optimises a ``@dace.program`` per graph segment (a face of its own).
@@ -215,3 +210,32 @@ def test_cpu_implementations_are_registered_by_the_target():
         assert c.implementations['pure'].__module__ == c.__module__
     counts = collections.Counter(c.__module__ for c in with_cpu)
     assert all(n == 1 for n in counts.values())
+    assert set(registered('cuda')) == nodes  # every node, the copy too (its level walk)
+
+
+def _target_branches(source: str) -> List[int]:
+    """Lines of ``source`` that compare a target with a target's name (``target == 'gpu'``,
+    ``self.target in ('cpu', 'gpu')``)."""
+    names = {'cpu', 'gpu', 'fpga'}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left] + list(node.comparators)
+            if not any('target' in (getattr(o, 'id', '') or getattr(o, 'attr', '')) for o in operands):
+                continue
+            consts = [o for o in operands if isinstance(o, ast.Constant)] + [
+                e for o in operands if isinstance(o, (ast.Tuple, ast.Set, ast.List)) for e in o.elts
+                if isinstance(e, ast.Constant)]
+            if any(c.value in names for c in consts):
+                found.append(node.lineno)
+    return found
+
+
+def test_the_call_path_has_no_target_branches():
+    """What differs per target lives in its ``Runtime`` (runtime/targets.py); the call path
+    (``CompiledProgram``, the @dace.program hook, the warm plans) holds no ``target ==``."""
+    for name in ('call.py', 'plan.py', 'specialise.py', 'hooks.py', 'arguments.py'):
+        text = (PACKAGES['sdfgsparse'] / 'runtime' / name).read_text()
+        assert _target_branches(text) == [], name
+    assert _target_branches("if target == 'gpu':\n    pass\nok = self.target in ('fpga', 'cpu')\n"
+                            "device = v.type != 'cpu'\n") == [1, 3]

@@ -45,7 +45,7 @@ def bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[s
     path checks arguments; raises ``ShapeError`` for a name that is not an argument."""
     if not examples:
         return {}
-    from sdfgsparse.runtime.call import marshal_arguments
+    from sdfgsparse.runtime.arguments import marshal_arguments
     unknown = [n for n in examples if n not in sdfg.arrays or n not in sdfg.arg_names]
     if unknown:
         raise errors.ShapeError(f'examples for {sdfg.name}: {", ".join(map(repr, unknown))} is not an argument '

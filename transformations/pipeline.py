@@ -68,6 +68,7 @@ from sdfgsparse.transformations.implementation_choice import (Trial, choose_impl
                                                                 missing_arguments)
 from sdfgsparse.runtime.host_convert import convert
 from sdfgsparse.targets.fpga.model import BOARDS, model_design
+from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION as CUDA
 from sdfgsparse.targets.cuda.lower import expand_sparse_nodes, to_gpu
 from sdfgsparse.targets.fpga.select import choose_design, program_sizes
 from sdfgsparse.targets.fpga.lower import converted_arguments, flat_arguments
@@ -465,11 +466,11 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     if target == 'gpu':
 
         def lower():
-            n = expand_sparse_nodes(sdfg)
+            n = expand_sparse_nodes(sdfg, implementation=CUDA)
             to_gpu(sdfg)
             return n
 
-        step('GPU lowering', lower, lambda n: f"{n} sparse nodes expanded ('pure'), array arguments in device "
+        step('GPU lowering', lower, lambda n: f"{n} sparse nodes expanded ({CUDA!r}), array arguments in device "
              'memory, maps -> CUDA kernels')
     if target == 'fpga':  # lowered on a copy: the program keeps its signature (sparse arguments)
 

@@ -1,7 +1,19 @@
 """Element-wise functions of stored values, usable inside ``@dace.program`` (``ss.relu(A)``)
-and on host values (scipy / ``SparseMatrix``) alike."""
+and on host values (scipy / ``SparseMatrix``) alike.
+
+Inside a program DaCe's frontend replaces each function by its library node (by this
+module's qualified names: ``frontends/numpy.py``). On host values they check a sparse
+argument as a program call does: with the runtime's argument check, which the runtime
+registers here when it is imported (:func:`register_host_check`; ``ops/`` does not import
+``runtime/``).
+"""
+from typing import Callable, Optional
+
 import numpy as np
 import scipy.sparse as sp
+
+from sdfgsparse import errors
+from sdfgsparse.ops.softmax import normalise_axis
 
 __all__ = ['relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid', 'spones', 'sddmm', 'softmax']
 
@@ -18,14 +30,24 @@ _NUMPY = {
 }
 
 
+#: ``check(argname, value)``: the checks of a sparse program argument (typed errors)
+_HOST_CHECK: Optional[Callable] = None
+
+
+def register_host_check(check: Callable) -> None:
+    """Set the check of sparse host values (``sdfgsparse.runtime.marshal.check_value``)."""
+    global _HOST_CHECK
+    _HOST_CHECK = check
+
+
 def _check(argname, A):
     """The argument checks of a program argument, for a host value (typed errors)."""
-    from sdfgsparse.runtime.marshal import check_value
-    check_value(argname, A)
+    if _HOST_CHECK is None:  # (only where sdfgsparse.runtime was never imported)
+        raise RuntimeError('sdfgsparse: the host functions need sdfgsparse.runtime; import sdfgsparse first')
+    _HOST_CHECK(argname, A)
 
 
 def _dense(argname, X):
-    from sdfgsparse import errors
     if isinstance(X, (str, bytes)) or X is None:
         raise errors.ArgumentError(f'{argname}: expected an array, got {type(X).__name__}')
     X = np.asarray(X)
@@ -76,7 +98,6 @@ def sddmm(S, X, Y):
     On host values S is a scipy sparse matrix (result: CSR with S's pattern); inside a
     ``@dace.program`` it becomes an ``SDDMM`` library node that keeps S's format.
     """
-    from sdfgsparse import errors
     _check('S', S)
     S = sp.csr_array(S)
     X, Y = _dense('X', X), _dense('Y', Y)
@@ -108,10 +129,8 @@ def softmax(S, axis=1):
     array([[0.5, 0. , 0.5],
            [0. , 0. , 0. ]])
     """
-    from sdfgsparse.ops.softmax import normalise_axis
     axis = normalise_axis(axis)
     if not sp.issparse(S):
-        from sdfgsparse import errors
         raise errors.UnsupportedOperationError(f'ss.softmax(S): S must be a scipy sparse matrix here, got '
                                                f'{type(S).__name__}; use it inside a @dace.program for other inputs')
     _check('S', S)

@@ -236,7 +236,7 @@ def separate(out: Dict[str, Any], copies: Dict[str, Any], access: Optional[Argum
              sparse=()) -> List[Tuple[str, str]]:
     """Give each written argument of ``out`` (the values passed to the compiled program)
     that overlaps another argument a fresh copy, recording the caller's array in
-    ``copies`` for :func:`sdfgsparse.runtime.call.copy_back`. Overlaps are those of the
+    ``copies`` for :func:`sdfgsparse.runtime.arguments.copy_back`. Overlaps are those of the
     caller's arrays (``copies``: those passed as a copy already; their byte bounds, as
     ``np.may_share_memory`` compares them). Raises the typed error for
     overlaps no copy makes exact (see the module). ``access`` None (the first call of a

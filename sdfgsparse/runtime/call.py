@@ -1,17 +1,12 @@
-"""Calling programs and SDFGs with scipy / torch sparse arguments.
-
-:func:`marshal_arguments` turns a ``{name: value}`` call into what DaCe accepts: sparse
-values become argument structs, and the symbols they determine (shape, number of stored
-entries, ...) are returned for the call. It also checks dense arguments against the
-symbols the sparse ones fixed, so a wrong length is an error, not a wild read.
+"""Calling programs and SDFGs with scipy / torch sparse arguments (their checks and
+translation: :mod:`sdfgsparse.runtime.arguments`).
 
 :func:`call_program` is what ``@dace.program`` calls go through once sdfgsparse is
 imported (see :mod:`sdfgsparse._dace_compat`); :class:`CompiledProgram` (``ss.compile``)
 does the same for an SDFG object.
 """
-import copy
 import threading
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 import dace
 import numpy as np
@@ -20,175 +15,16 @@ from sdfgsparse import errors
 from sdfgsparse._dace_compat import lock_of
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse._warnings import benign_dace_warnings
-from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.runtime.aliasing import ArgumentAccess, access_of, check_after, separate
-from sdfgsparse.runtime.marshal import SparseArg, _torch_layout, is_sparse_value, marshal_sparse
+from sdfgsparse.runtime.arguments import (_dense_shape_symbols, _merge, copy_back, marshal_arguments,
+                                          written_arguments)
+from sdfgsparse.runtime.marshal import _torch_layout, is_sparse_value
 from sdfgsparse.runtime.plan import MISS, build_plan
 from sdfgsparse.runtime.results import to_torch
+from sdfgsparse.runtime.targets import RUNTIMES
 
-__all__ = ['marshal_arguments', 'call_program', 'CompiledProgram', 'compile']
-
-
-def _merge(symbols: Dict[str, int], origin: Dict[str, str], name: str, value: int, argname: str, what: str):
-    if name in symbols and symbols[name] != value:
-        raise errors.ShapeError(f'{argname}: {what} is {value}, but {origin[name]} fixed {name} = {symbols[name]}')
-    symbols[name] = int(value)
-    origin.setdefault(name, argname)
-
-
-def marshal_arguments(values: Dict[str, Any], descs: Dict[str, Optional[dace.data.Data]]
-                      ) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, SparseArg], Dict[str, Any]]:
-    """Validate and translate call arguments.
-
-    :param values: argument name -> value as the user passed it.
-    :param descs: argument name -> expected descriptor (None where unannotated).
-    :return: (translated values, symbol values, sparse arguments by name, dense arguments
-             passed as a C-ordered copy: name -> the caller's array).
-    """
-    out = dict(values)
-    symbols: Dict[str, int] = {}
-    origin: Dict[str, str] = {}
-    sparse: Dict[str, SparseArg] = {}
-    copies: Dict[str, Any] = {}
-    for name, v in values.items():
-        desc = descs.get(name)
-        if is_sparse_value(v):
-            if desc is not None and not is_sparse_desc(desc):
-                raise errors.FormatMismatchError(f'{name}: a sparse matrix was passed where the program expects a '
-                                                 f'dense {desc}; pass {name}.toarray()')
-            st = sparse_type_of(desc) if desc is not None else None
-            arg = marshal_sparse(name, v, st)
-            for s, val in arg.symbol_values().items():
-                _merge(symbols, origin, s, val, name, f'symbol {s}')
-            out[name] = arg.make_struct(desc if desc is not None else arg.type.structure())
-            sparse[name] = arg
-        elif desc is not None and is_sparse_desc(desc):
-            raise errors.FormatMismatchError(f'{name}: the program expects a sparse matrix '
-                                             f'({sparse_type_of(desc)!r}), got {type(v).__name__}')
-        else:
-            out[name] = dense_argument(name, v, desc)
-            if out[name] is not v:
-                copies[name] = v
-    for name, v in values.items():
-        desc = descs.get(name)
-        if not isinstance(desc, dace.data.Array) or isinstance(desc, dace.data.View) or not hasattr(v, 'shape'):
-            continue
-        shape = tuple(v.shape)
-        if len(shape) != len(desc.shape):
-            raise errors.ShapeError(f'{name}: has {len(shape)} dimensions {shape}, the program expects '
-                                    f'{len(desc.shape)} ({", ".join(map(str, desc.shape))})')
-        for expr, actual in zip(desc.shape, shape):
-            if dace.symbolic.issymbolic(expr) and expr.is_Symbol and str(expr) not in symbols:
-                _merge(symbols, origin, str(expr), actual, name, f'dimension {expr}')
-                continue
-            want = evaluate(expr, symbols)
-            if want is not None and want != actual:
-                src = ', '.join(f'{s} = {symbols[s]} (from {origin[s]})' for s in sorted(map(str, getattr(
-                    expr, 'free_symbols', ()))) if s in symbols)
-                raise errors.ShapeError(f'{name}: has shape {shape}, the program expects '
-                                        f'({", ".join(map(str, desc.shape))}) with {src or expr}')
-    for name, v in values.items():  # a symbol given by keyword must agree with the arguments that fix it
-        if name in symbols and descs.get(name) is None and origin.get(name) != name and _is_integer(v) \
-                and int(v) != symbols[name]:
-            raise errors.ShapeError(f'{name}: given as {int(v)}, but {origin[name]} fixed {name} = {symbols[name]}')
-    return out, symbols, sparse, copies
-
-
-def _is_integer(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-#: Values that are never a dense argument (the kernel would read garbage or DaCe fail late).
-_NOT_DENSE = (str, bytes, bytearray, list, tuple, dict, set, frozenset, type(None))
-_NUMBER = (bool, int, float, complex, np.number, np.bool_)
-
-
-def dense_argument(name: str, v, desc: Optional[dace.data.Data]):
-    """What to pass for the non-sparse argument ``v`` where the program expects ``desc``
-    (None: unannotated): ``v`` itself, or a C-ordered copy of a NumPy array or torch tensor
-    in another layout (Fortran order, a strided or offset view). The kernels index dense
-    operands in C order, and DaCe passes an array's pointer whatever its strides: an
-    F-ordered ``B`` in ``A @ B`` gave wrong results without an error. Raises a typed error
-    for what cannot be passed: another dtype, a sparse or non-CPU tensor, and a string,
-    None, a list or a tuple where an array or a number belongs."""
-    lay = _torch_layout(v)
-    if isinstance(desc, dace.data.Scalar):
-        if isinstance(v, _NUMBER) or (isinstance(v, np.ndarray) and v.ndim == 0):
-            return v
-        raise errors.ArgumentError(f'{name}: expected a number ({desc.dtype.to_string()}), '
-                                   f'got {_kind(v)}')
-    array = isinstance(desc, dace.data.Array) and not isinstance(desc, dace.data.View)
-    if lay is None and not isinstance(v, np.ndarray):
-        if array:
-            raise errors.ArgumentError(f'{name}: expected a NumPy array or torch tensor of '
-                                       f'{np.dtype(desc.dtype.as_numpy_dtype()).name} with shape '
-                                       f'({", ".join(map(str, desc.shape))}), got {_kind(v)}')
-        if isinstance(v, _NOT_DENSE):
-            raise errors.ArgumentError(f'{name}: expected a NumPy array, a torch tensor or a number, got {_kind(v)}'
-                                       + ('; pass np.asarray(...)' if isinstance(v, (list, tuple)) else ''))
-        return v
-    want = np.dtype(desc.dtype.as_numpy_dtype()) if array else None
-    if lay is not None:
-        if lay != 'strided':
-            raise errors.FormatMismatchError(f'{name}: a torch tensor with layout {lay} where the program expects '
-                                             f'a dense array; pass {name}.to_dense()')
-        if v.device.type != 'cpu':
-            raise errors.SparseError(f'{name}: the tensor is on {v.device}; the CPU program needs {name}.cpu()')
-        got = str(v.dtype).replace('torch.', '')
-        if want is not None and got != want.name:
-            raise errors.DTypeError(f'{name}: dtype is {got}, the program expects {want.name}; '
-                                    f'pass {name}.to(torch.{want.name})')
-        if v.is_conj() or v.is_neg():  # lazy conjugate / negative views: the bits are not the values
-            v = v.resolve_conj().resolve_neg()
-        return v if v.is_contiguous() else v.contiguous()
-    if want is not None and v.dtype != want:
-        raise errors.DTypeError(f'{name}: dtype is {v.dtype}, the program expects {want}; '
-                                f'pass {name}.astype(np.{want.name})')
-    if not v.dtype.isnative:
-        raise errors.DTypeError(f'{name}: dtype {v.dtype.str} is not in this machine\'s byte order; '
-                                f'pass {name}.astype({v.dtype.newbyteorder("=").name})')
-    if v.flags.c_contiguous and v.base is None:
-        return v
-    # DaCe refuses every NumPy view, and reads any other layout as C-ordered
-    return np.array(v, order='C', copy=True)
-
-
-def _kind(v) -> str:
-    if v is None:
-        return 'None'
-    if isinstance(v, (str, bytes)):
-        return f'a {type(v).__name__} ({v[:20]!r})'
-    return f'a {type(v).__name__}'
-
-
-def copy_back(copies: Dict[str, Any], out: Dict[str, Any], written) -> None:
-    """Write the results of dense arguments the program wrote into their copies back into
-    the caller's arrays (:func:`dense_argument`)."""
-    for name, orig in copies.items():
-        if name not in written:
-            continue
-        if isinstance(orig, np.ndarray):
-            np.copyto(orig, out[name])
-        elif hasattr(orig, 'copy_'):  # torch
-            orig.copy_(out[name])
-        else:  # CuPy
-            orig[...] = out[name]
-
-
-def written_arguments(sdfg: dace.SDFG) -> frozenset:
-    """Names of the SDFG's arguments that it writes (from its :class:`ArgumentAccess`,
-    computed once per SDFG object)."""
-    return access_of(sdfg).written & frozenset(sdfg.arg_names)
-
-
-def _dense_shape_symbols(descs: Dict[str, dace.data.Data], values: Dict[str, Any], symbols: Dict[str, int]) -> None:
-    """Add to ``symbols`` the sizes of dense arguments whose dimension is a plain symbol
-    (symbols already known are kept)."""
-    for name, desc in descs.items():
-        if isinstance(desc, dace.data.Array) and hasattr(values[name], 'shape') and not is_sparse_desc(desc):
-            for expr, actual in zip(desc.shape, values[name].shape):
-                if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
-                    symbols.setdefault(str(expr), int(actual))
+__all__ = ['call_program', 'CompiledProgram', 'compile']
 
 
 def _annotation_descs(prog) -> Dict[str, Optional[dace.data.Data]]:
@@ -413,38 +249,28 @@ class CompiledProgram:
     arrays (torch CUDA tensors, CuPy arrays, ``sdfgsparse.targets.cuda.to_device``); a
     call checks that this machine has a CUDA device and that no argument is a host array
     (:class:`~sdfgsparse.errors.DeviceError` naming it) before anything runs. Building
-    needs only nvcc, not a GPU.
+    needs only nvcc, not a GPU. What differs per target is in its
+    :class:`~sdfgsparse.runtime.targets.Runtime` (:mod:`sdfgsparse.runtime.targets`); this
+    class holds no branch on the target.
 
     >>> prog = ss.compile(sdfg)          # doctest: +SKIP
     >>> y = prog(A=A_scipy, x=x)         # doctest: +SKIP
     """
     #: What it builds for.
-    TARGETS = ('cpu', 'gpu', 'fpga')
+    TARGETS = tuple(RUNTIMES)
 
     def __init__(self, sdfg: dace.SDFG, target: str = 'cpu', design=None):
-        if target not in self.TARGETS:
+        if target not in RUNTIMES:
             raise errors.UnsupportedOperationError(f'ss.compile: target {target!r} is not supported (supported: '
                                                    f'{", ".join(self.TARGETS)})')
-        if design is not None:
-            from sdfgsparse.targets.fpga.streaming import Design
-            if target != 'fpga':
-                raise errors.UnsupportedOperationError(f'ss.compile: design= is for target=\'fpga\', not {target!r}')
-            if not isinstance(design, Design):
-                raise errors.ArgumentError(f'ss.compile: design must be a sdfgsparse.targets.fpga.Design, got '
-                                           f'{type(design).__name__}')
-        if target == 'gpu':
-            from sdfgsparse.targets.cuda.lower import is_lowered, to_gpu
-            if not is_lowered(sdfg):  # the caller's SDFG is theirs: lower a copy
-                sdfg = to_gpu(copy.deepcopy(sdfg))
-        #: the SDFG that is generated and built: for 'fpga' the FPGA lowering of a copy
-        #: (``sdfg`` keeps the program's signature), for 'gpu' the GPU lowering, for 'cpu'
-        #: the program itself
-        self.lowered = sdfg
-        if target == 'fpga':  # lowered on a copy: self.sdfg keeps the program's signature
-            from sdfgsparse.targets.fpga.lower import to_fpga
-            self.lowered = to_fpga(copy.deepcopy(sdfg), design)
-        self.sdfg = sdfg
+        runtime = RUNTIMES[target]
+        runtime.check_options(design)
+        #: the SDFG that is generated and built (the FPGA lowering of a copy for 'fpga',
+        #: the GPU lowering for 'gpu', the program itself for 'cpu'); ``sdfg`` keeps the
+        #: program's signature
+        self.sdfg, self.lowered = runtime.lower(sdfg, design)
         self.target = target
+        self._runtime = runtime
         self._compiled = None
 
     @property
@@ -452,24 +278,7 @@ class CompiledProgram:
         if self._compiled is None:
             with lock_of(self):  # one build, whichever thread asks first
                 if self._compiled is None:
-                    sdfg = self.sdfg
-                    if self.target == 'fpga':
-                        from sdfgsparse.targets.fpga.csim import compile_csim
-                        self._compiled = compile_csim(self.lowered)
-                        return self._compiled
-                    if self.target == 'gpu':
-                        from sdfgsparse.targets.cuda.toolchain import require_nvcc
-                        require_nvcc(sdfg.name)
-                    else:
-                        # dense products take sdfgsparse's expansions, as in @dace.program calls (see
-                        # targets.cpu.dense_products.sparse_program_defaults); on a copy: the caller's SDFG is theirs.
-                        # (Not for the GPU: those expansions are CPU tasklets.)
-                        from sdfgsparse.targets.cpu.dense_products import sparse_program_defaults
-                        if sparse_program_defaults(sdfg, apply=False):
-                            sdfg = copy.deepcopy(sdfg)
-                            sparse_program_defaults(sdfg)
-                    with benign_dace_warnings():
-                        self._compiled = sdfg.compile()
+                    self._compiled = self._runtime.build(self.sdfg, self.lowered)
         return self._compiled
 
     def _access(self) -> ArgumentAccess:
@@ -494,87 +303,17 @@ class CompiledProgram:
             if result is not MISS:
                 return result
         values = _bind(self.sdfg.name, names, args, kwargs, keep_others=True)
-        if self.target == 'gpu':
-            # without a device, DaCe 1.0.2's GPU library segfaults the process when called
-            from sdfgsparse.targets.cuda.device import check_device_arguments
-            from sdfgsparse.targets.cuda.toolchain import require_device
-            require_device(f'{self.sdfg.name}()')
-            check_device_arguments(f'{self.sdfg.name}()', values, self.sdfg)
+        self._runtime.before_call(self.sdfg, values)
         with lock_of(self):  # the compiled program keeps a call's arguments and results
-            if self.target == 'fpga':
-                return self._fpga_call(values)
-            return self._full_call(names, values)
+            return self._runtime.call(self, names, values)
 
-    def _fpga_call(self, values):
-        """A call of the C-simulation: arguments checked as for the CPU, each sparse one
-        passed as the member arrays the lowering flattened it into."""
-        from sdfgsparse.runtime.capacity import PREFIX as CAPACITY_PREFIX
-        from sdfgsparse.runtime.capacity import fill_capacities
-        from sdfgsparse.runtime.results import allocate_return, struct_to_python
-        from sdfgsparse.targets.fpga.csim import check_error
-        from sdfgsparse.runtime.host_convert import convert
-        from sdfgsparse.targets.fpga.lower import converted_arguments, flat_arguments
+    def _full_call(self, names, values, device=None):
+        """The call of the built program with ``values`` bound to ``names``: arguments
+        checked and marshalled, symbols derived, results converted back; a warm plan kept
+        for the next call of this signature where the runtime keeps plans. ``device``:
+        the arguments that are device arrays already (passed as they are)."""
         descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
-        out, symbols, sparse, copies = marshal_arguments(values, descs)
-        for name, csr in converted_arguments(self.lowered).items():  # streamed as CSR: converted here
-            if name in sparse:
-                _, more, arg, _ = marshal_arguments({name: convert(sparse[name].value, csr)}, {name: csr})
-                sparse[name] = arg[name]
-                symbols.update(more)
-        separate(out, copies, self._access(), sparse)
-        _dense_shape_symbols(descs, values, symbols)
-        lowered = self.lowered
-        shapes = self.__dict__.get('_fpga_symbols')
-        if shapes is None:  # both SDFGs are fixed: their symbols are computed once
-            caps = sorted(str(c) for c in self.sdfg.free_symbols if str(c).startswith(CAPACITY_PREFIX))
-            shapes = self._fpga_symbols = (caps, set(map(str, lowered.free_symbols)) | set(lowered.symbols))
-        caps, needed = shapes
-        if caps:  # data-dependent results (SpGEMM): their capacities, from the argument structs
-            sized = dict(out)
-            fill_capacities(caps, sized)
-            symbols.update({c: sized[c] for c in caps})
-        flat = flat_arguments(lowered)
-        call = {}
-        results = {}  # sparse results: allocated here, their members filled by the program
-        for name, members in flat.items():
-            if name.startswith('__return'):
-                results[name] = allocate_return(self.sdfg.arrays[name], symbols)
-                for member, array in members.items():
-                    call[array] = results[name]._ss_keepalive[member]
-        for name, v in out.items():
-            if name in flat and name not in results:
-                for member, array in flat[name].items():
-                    m = sparse[name].arrays[member]
-                    call[array] = m if m.base is None else m.copy()  # (DaCe refuses views; the host copies anyway)
-            elif name in lowered.arrays:
-                call[name] = v
-            elif name in needed:
-                symbols[name] = v
-        call.update({k: v for k, v in symbols.items() if k in needed})
-        compiled = self.compiled
-        result = compiled(**call)
-        check_error(compiled)
-        if copies:
-            copy_back(copies, out, written_arguments(compiled.sdfg))
-        if results:  # the program's results in its order: dense ones as DaCe returns them
-            names = sorted((n for n, d in self.sdfg.arrays.items() if n.startswith('__return') and not d.transient),
-                           key=lambda n: int(n[len('__return_'):]) if n[len('__return_'):].isdigit() else -1)
-            dense = list(result) if isinstance(result, tuple) else [] if result is None else [result]
-            whole = [struct_to_python(results[n]) if n in results else dense.pop(0) for n in names]
-            result = whole[0] if len(whole) == 1 else tuple(whole)
-        if any(_torch_layout(v) is not None for v in values.values()):
-            result = to_torch(result)
-        return result
-
-    def _full_call(self, names, values):
-        descs = {n: self.sdfg.arrays[n] for n in values if n in self.sdfg.arrays}
-        device = {}
-        if self.target == 'gpu':  # device arrays pass as they are; marshalling takes host values only
-            from sdfgsparse.targets.cuda.device import device_argument, is_device_array
-            device = {n: v for n, v in values.items() if n in descs and is_device_array(v)
-                      and isinstance(descs[n], dace.data.Array)}
-            for n, v in device.items():
-                device_argument(n, v, descs[n])
+        device = device or {}
         out, symbols, sparse, copies = marshal_arguments({n: v for n, v in values.items() if n not in device},
                                                          {n: d for n, d in descs.items() if n not in device})
         out.update(device)
@@ -601,7 +340,7 @@ class CompiledProgram:
         if copies:
             copy_back(copies, out, written_arguments(compiled.sdfg))
         torch_in = any(_torch_layout(v) is not None for v in values.values())
-        if set(values) == set(names) and self.target == 'cpu':  # (plans pass host arrays only)
+        if set(values) == set(names) and self._runtime.plans:
             raw = _raw_key([values[n] for n in names])
             plans = self.__dict__.setdefault('_plans', {})
             if raw not in plans:

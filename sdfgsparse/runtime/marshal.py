@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat, SparseType, get_format
 from sdfgsparse.formats.levels import Compressed, Offset
+from sdfgsparse.ops import functions as host_functions
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members
 
@@ -288,6 +289,9 @@ def check_value(argname: str, value) -> None:
         raise errors.ArgumentError(f'{argname}: expected a sparse matrix (scipy, torch or ss.SparseMatrix), '
                                    f'got {type(value).__name__}')
     marshal_sparse(argname, value, None)
+
+
+host_functions.register_host_check(check_value)  # ss.relu(A) & co. on scipy values
 
 
 def _index_dtype_of(value, arrays) -> np.dtype:

@@ -393,7 +393,8 @@ def _print_result(label: str, value) -> None:
 def run(args) -> int:
     """``run``: compile the SDFG and call it with arguments read from files."""
     from sdfgsparse.formats import is_sparse_desc
-    from sdfgsparse.runtime.call import CompiledProgram, written_arguments
+    from sdfgsparse.runtime.arguments import written_arguments
+    from sdfgsparse.runtime.call import CompiledProgram
     from sdfgsparse.transformations.examples import bind_sizes
     sdfg = files.load_sdfg(args.sdfg)
     from sdfgsparse.targets.cuda.lower import is_lowered

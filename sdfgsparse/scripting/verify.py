@@ -26,7 +26,8 @@ from dace.codegen.exceptions import CompilationError
 
 from sdfgsparse import errors
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
-from sdfgsparse.runtime.call import CompiledProgram, written_arguments
+from sdfgsparse.runtime.arguments import written_arguments
+from sdfgsparse.runtime.call import CompiledProgram
 from sdfgsparse.runtime.capacity import PREFIX
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.host_convert import convert

@@ -28,25 +28,27 @@ def _sparse_nodes(sdfg):
             if isinstance(n, SparseLibraryNode) and isinstance(s, dace.SDFGState)]
 
 
-def expand_sparse_nodes(sdfg, target: str = 'GPU', keep=()) -> int:
+def expand_sparse_nodes(sdfg, target: str = 'GPU', keep=(), implementation: str = PORTABLE) -> int:
     """Expand every sparse library node of ``sdfg`` (nested SDFGs included) but those in
-    ``keep`` with its ``'pure'`` implementation; returns how many were expanded. The nodes
-    of the SDFG are all checked before any is expanded, so an unsupported node leaves
-    ``sdfg`` unchanged (unless an expansion itself creates it)."""
+    ``keep`` with the target's ``implementation`` (``cuda`` for the GPU), or with its
+    ``'pure'`` one where the node has no such implementation; returns how many were
+    expanded. The nodes of the SDFG are all checked before any is expanded, so an
+    unsupported node leaves ``sdfg`` unchanged (unless an expansion itself creates it)."""
     count = 0
     keep = {id(n) for n in keep}
     for _ in range(_MAX_ROUNDS):
         found = [(n, s) for n, s in _sparse_nodes(sdfg) if id(n) not in keep]
         if not found:
             return count
-        missing = [n for n, _ in found if PORTABLE not in type(n).implementations]
+        missing = [n for n, _ in found if not {implementation, PORTABLE} & set(type(n).implementations)]
         if missing:
             node = missing[0]
             raise errors.UnsupportedOperationError(
-                f'{node.label} ({type(node).__name__}) has no portable {PORTABLE!r} expansion, which the {target} '
-                f'target needs (its implementations: {", ".join(sorted(type(node).implementations)) or "none"})')
+                f'{node.label} ({type(node).__name__}) has neither a {implementation!r} nor the portable '
+                f'{PORTABLE!r} expansion, which the {target} target needs (its implementations: '
+                f'{", ".join(sorted(type(node).implementations)) or "none"})')
         for node, state in found:
-            node.implementation = PORTABLE
+            node.implementation = implementation if implementation in type(node).implementations else PORTABLE
             node.expand(state.sdfg, state)
             count += 1
     raise errors.UnsupportedOperationError(f'{sdfg.name}: sparse library nodes still present after {_MAX_ROUNDS} '

@@ -138,8 +138,33 @@ def test_lowering_moves_arguments_to_the_device():
 def test_node_without_pure_expansion_is_named(monkeypatch):
     sdfg = gpu_spmv.to_sdfg()
     monkeypatch.setattr(SpMV, 'implementations', {'cpu': None})
-    with pytest.raises(ss.errors.UnsupportedOperationError, match=r"\(SpMV\) has no portable 'pure' expansion"):
+    with pytest.raises(ss.errors.UnsupportedOperationError,
+                       match=r"\(SpMV\) has neither a 'cuda' nor the portable 'pure' expansion"):
         lower.to_gpu(sdfg)
+
+
+def test_every_sparse_node_has_a_cuda_implementation_and_the_lowering_takes_it(monkeypatch):
+    from sdfgsparse.ops.base import SparseLibraryNode
+    from sdfgsparse.targets.cuda import expansions
+
+    def subclasses(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subclasses(s)
+
+    nodes = {c for c in subclasses(SparseLibraryNode) if 'pure' in getattr(c, 'implementations', {})}
+    assert nodes and nodes <= set(expansions.NODES)
+    assert all('cuda' in c.implementations for c in expansions.NODES)
+    taken = []
+    portable = SpMV.implementations['pure'].expansion
+
+    def spy(node, state, sdfg, *a, **k):  # the pure walk, recording which implementation asked
+        taken.append(node.implementation)
+        return portable(node, state, sdfg, *a, **k)
+
+    monkeypatch.setattr(SpMV.implementations['pure'], 'expansion', staticmethod(spy))
+    lowered = lower.to_gpu(gpu_spmv.to_sdfg())
+    assert taken == ['cuda'] and lower.is_lowered(lowered)
 
 
 # ---------------------------------------------------------------- builds (nvcc, no GPU needed)

@@ -4,8 +4,9 @@ Every ``cpu`` expansion lists :class:`SdfgsparseCPU` in its ``environments``, as
 BLAS expansions list ``MKL`` or ``OpenBLAS``; DaCe then includes :data:`HEADERS` in the
 generated code of every program that holds such a kernel and puts ``include/`` on the
 compiler's include path. The headers hold the C++ leaves of the kernels: the vector width
-and argument pointers of the row tasklets (``sdfgsparse_cpu.h``) and the per-call thread
-choice of the row loops (``sdfgsparse_team.h``). They are part of sdfgsparse's source
+and argument pointers of the row tasklets (``sdfgsparse_cpu.h``), the per-call thread
+choice of the row loops (``sdfgsparse_team.h``), the row walks of the products
+(``sdfgsparse_rows.h``) and the row union of ``A + B`` (``sdfgsparse_row_union.h``). They are part of sdfgsparse's source
 fingerprint (:func:`sdfgsparse.build.naming.source_fingerprint`), so a change of a header
 rebuilds the programs that include it.
 """
@@ -17,8 +18,10 @@ __all__ = ['SdfgsparseCPU', 'INCLUDE', 'HEADERS']
 
 #: The folder of the C++ headers.
 INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include')
-#: What every program with a ``cpu`` kernel includes (``sdfgsparse_cpu.h`` includes the team header).
-HEADERS = ['sdfgsparse_cpu.h']
+#: What every program with a ``cpu`` kernel includes (``sdfgsparse_cpu.h`` includes the team
+#: header); the SpGEMM workspaces and the in-kernel checks come with the kernels that use them,
+#: as their global code.
+HEADERS = ['sdfgsparse_cpu.h', 'sdfgsparse_rows.h', 'sdfgsparse_row_union.h']
 
 
 @dace.library.environment

@@ -44,7 +44,7 @@ from dace.sdfg import nodes
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
 
-__all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN_KERNEL_FROM', 'register_reader']
+__all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'IN_KERNEL_FROM', 'register_reader']
 
 #: Bytes of an argument's indices from which its kernels check it (and the call does not
 #: check it first): above it, checking in the kernel saves the second read of the indices
@@ -52,9 +52,6 @@ __all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'FAIL', 'IN
 #: Below, where the indices stay in cache between the check and the kernel, the checks
 #: inside the loop cost more than the pass they save. Figures: docs/performance.md.
 IN_KERNEL_FROM = 64 << 20
-
-#: What a kernel calls when it finds broken storage (declared by :func:`global_code`).
-FAIL = '__ss_kernel_check_failed()'
 
 _DECISION = '_ss_kernel_checks'
 
@@ -143,7 +140,8 @@ def add_to(kernel: dace.SDFG, argument: str) -> None:
 
 class RowCheck:
     """The check of one segment ``[lo, hi)`` of a compressed level with its positions
-    (``pos``) and indices (``crd``), woven into a loop over the segment's entries.
+    (``pos``) and indices (``crd``), woven into a loop over the segment's entries: what a
+    row tasklet passes to ``checked_row`` of ``include/sdfgsparse_kernel_checks.h``.
 
     :param nnz: expression of the number of entries of the level.
     :param extent: expression of the extent of its indices.
@@ -153,10 +151,11 @@ class RowCheck:
     """
 
     def __init__(self, nnz: str, extent: str, index_dtype, ordered: bool, unique: bool):
-        _, _, self.unsigned, self.half = INDEX_CTYPES[np.dtype(index_dtype)]
         self.itemsize = np.dtype(index_dtype).itemsize
         self.nnz, self.extent = nnz, extent
-        self.order = ('<=' if unique else '<') if ordered else None
+        #: ``ORDER`` of ``checked_row`` (``include/sdfgsparse_kernel_checks.h``): 0 unordered,
+        #: 1 never decreasing, 2 strictly increasing
+        self.order = (2 if unique else 1) if ordered else 0
 
     @staticmethod
     def supports(index_dtype) -> bool:
@@ -175,40 +174,6 @@ class RowCheck:
         bytes of indices or more); otherwise it runs its plain walk and the call checks
         first."""
         return f'{self.nnz} * {self.itemsize} >= {IN_KERNEL_FROM}'
-
-    def row_walk(self, lo: str, hi: str, crd: str, body: str) -> str:
-        """C++ that runs ``body`` (with ``{p}``: the position, ``{c}``: the index, clamped
-        into range) for every entry of the segment while checking it; ``lo`` and ``hi``
-        are mutable ``long long`` variables. Calls :data:`FAIL` when the segment is broken.
-        The tasklet needs the :data:`CONNECTORS`."""
-        each = body.format(p='p', c='c')
-        order = f' | ({crd}[p] {self.order} {crd}[p - 1])' if self.order else ''
-        return f'''
-typedef {self.unsigned} k_U;
-const long long k_extent = _tkext;
-const k_U k_ext = (k_U)(k_extent < {self.half} ? k_extent : {self.half});
-int k_bad = {lo} < 0 || {hi} < {lo} || {hi} > (long long)_tknnz;
-if (k_bad) {lo} = {hi} = 0;  // nothing read from a broken segment
-if (k_ext == 0 && {hi} > {lo}) {{ k_bad = 1; {hi} = {lo}; }}
-if ({lo} < {hi}) {{
-    int k_b = 0;
-    {{
-        const long long p = {lo};
-        const k_U k_c = (k_U){crd}[p];
-        k_b |= k_c >= k_ext;
-        const k_U c = k_c < k_ext ? k_c : 0;
-        {each}
-    }}
-    for (long long p = {lo} + 1; p < {hi}; ++p) {{
-        const k_U k_c = (k_U){crd}[p];
-        k_b |= (k_c >= k_ext){order};
-        const k_U c = k_c < k_ext ? k_c : 0;
-        {each}
-    }}
-    k_bad |= k_b;
-}}
-if (k_bad) {FAIL};
-'''
 
 
 _COUNT = ctypes.CFUNCTYPE(ctypes.c_ulonglong)

@@ -3,9 +3,9 @@
 :func:`to_gpu` (in place):
 
 1. every sparse library node (:class:`~sdfgsparse.ops.base.SparseLibraryNode`) is
-   expanded with its ``'pure'`` implementation — the portable SDFG of maps, loops and
-   tasklets that DaCe's GPU transformation can see into (DESIGN: every node has one;
-   target implementations are tested against it). A node without one raises
+   expanded with its ``cuda`` implementation (:mod:`sdfgsparse.targets.cuda.expansions`:
+   the level walk's maps, loops and tasklets, which DaCe's GPU transformation can see
+   into), or its portable ``'pure'`` one where it has none. A node with neither raises
    :class:`~sdfgsparse.errors.UnsupportedOperationError` naming it. Nested sparse nodes
    that an expansion produces are expanded too. DaCe's own library nodes (``MatMul``,
    ``Reduce``, ...) stay: DaCe expands them at code generation for the GPU schedule
@@ -32,8 +32,9 @@ __all__ = ['to_gpu', 'is_lowered', 'expand_sparse_nodes', 'arguments_on_device',
            'device_twins', 'copy_twins', 'device_storage_inward',
            'with_cpu_schedules', 'PORTABLE']
 
-# the portable expansion, shared with the FPGA target (sdfgsparse.targets)
+# the expansion of every sparse node, shared with the FPGA target (sdfgsparse.targets)
 from sdfgsparse.targets import PORTABLE, expand_sparse_nodes  # noqa: E402
+from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION  # noqa: E402 (registers the cuda implementations)
 
 
 def arguments_on_device(sdfg: dace.SDFG) -> List[str]:
@@ -244,11 +245,11 @@ def to_gpu(sdfg: dace.SDFG, validate: bool = True) -> dace.SDFG:
     """Lower ``sdfg`` (in place) for the GPU target (see the module docstring); returns it.
     An SDFG that already runs on the GPU (:func:`is_lowered`) is returned as it is.
 
-    :raises UnsupportedOperationError: a sparse node has no ``'pure'`` expansion.
+    :raises UnsupportedOperationError: a sparse node has neither a ``cuda`` nor a ``'pure'`` expansion.
     """
     if is_lowered(sdfg):
         return sdfg
-    expand_sparse_nodes(sdfg)
+    expand_sparse_nodes(sdfg, implementation=IMPLEMENTATION)
     moved = arguments_on_device(sdfg)
     structures_of_device_arrays(sdfg)
     device_storage_inward(sdfg)
@@ -307,7 +308,7 @@ def install() -> None:
     kernels (C++ loops run by the host over device memory) and copied each sparse argument
     into a structure in device memory, whose member copies DaCe generates as code that does
     not compile (``gpu_A[__idx].vals``). Before the transformation, the sparse nodes now take
-    their portable expansion and each host sparse argument gets a device twin (a host struct
+    their ``cuda`` expansion and each host sparse argument gets a device twin (a host struct
     of device arrays, :func:`device_twins`); after it, states copy the members in and (when
     written) out (:func:`copy_twins`), and intermediate sparse results become host structs
     of device arrays (:func:`structures_of_device_arrays`). Programs without sparse data are
@@ -320,7 +321,7 @@ def install() -> None:
         sparse = any(isinstance(d, dace.data.Structure) for g in sdfg.all_sdfgs_recursive() for d in g.arrays.values())
         if not sparse:
             return orig(self, graph, sdfg)
-        expand_sparse_nodes(sdfg)
+        expand_sparse_nodes(sdfg, implementation=IMPLEMENTATION)
         twins = device_twins(sdfg)
         device_storage_inward(sdfg)
         simplify, self.simplify = self.simplify, False  # it would drop writes to twins not yet copied out

@@ -61,7 +61,7 @@ class ExpandSpMVCPU(ExpandTransformation):
             def rows(width, at):
                 ent.emit_row_map(kb, indent=at)
                 for l in spmv_row_chunks(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1],
-                                         f'{pos}[{outer.bounds[1]}]', y.dtype.ctype, y.dtype.bytes, width):
+                                         f'{pos}[{outer.bounds[1]}]', width):
                     kb.line(l, at + 1)
                 epilogue(at + 1)
 
@@ -88,8 +88,7 @@ class ExpandSpMVCPU(ExpandTransformation):
                                        stored.index_dtype.type, lvl.ordered, lvl.unique)
         kb.line(f'if {check.applies()}:')
         ent.emit_row_map(kb, indent=1)
-        for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check,
-                          st.dtype.ctype, x_dtype.ctype):
+        for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check):
             kb.line(l, 2)
         epilogue(2)
         kb.line('else:')

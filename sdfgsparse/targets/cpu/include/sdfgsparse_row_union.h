@@ -1,0 +1,134 @@
+// sdfgsparse: the row steps of A + B / A - B of two compressed operands into a CSR result
+// (targets/cpu/row_union.py builds the kernel around them): a column-major operand stored by
+// rows first (rows_of_columns), then per row, in parallel, the size of the union of the two
+// sorted rows (union_count) and the union itself (union_fill). Rows of valid operands are
+// sorted and free of duplicates (the call checks it), so the merged rows are too; explicit
+// zeros from cancellation are kept.
+#ifndef SDFGSPARSE_ROW_UNION_H
+#define SDFGSPARSE_ROW_UNION_H
+#include <vector>
+
+namespace sdfgsparse {
+
+// The CSR storage (tp, tc, tv) of a column-major operand (sp, sc, sv: rows x cols as the
+// operation sees it): a counting sort by row that walks the columns in order, so every row
+// comes out sorted (what scipy's tocsr does for A.T). In parallel over up to 16 chunks of
+// consecutive columns with about equal entry counts: each chunk counts its entries per row, a
+// pass over the rows turns the counts into each chunk's offset within the row, and each chunk
+// places its entries.
+template <typename P, typename C, typename T, typename SP, typename SC, typename ST>
+static inline void rows_of_columns(P* __restrict__ tp, C* __restrict__ tc, T* __restrict__ tv,
+                                   const SP* __restrict__ sp, const SC* __restrict__ sc, const ST* __restrict__ sv,
+                                   long long rows, long long cols) {
+    const long long n = (long long)sp[cols];
+    long long chunks = n / 32768;
+    const long long lim = 4 * n / (rows + 1);  // counters: at most ~4 per entry
+    if (chunks > 16) chunks = 16;
+    if (chunks > lim) chunks = lim;
+    if (chunks < 1) chunks = 1;
+    std::vector<long long> cb(chunks + 1);  // the chunks' first columns
+    for (long long k = 0; k <= chunks; ++k) {
+        if (k == chunks) {
+            cb[k] = cols;
+            break;
+        }
+        const long long target = n * k / chunks;
+        long long lo = 0, hi = cols;
+        while (lo < hi) {
+            const long long mid = lo + (hi - lo) / 2;
+            if ((long long)sp[mid] < target)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        cb[k] = lo;
+    }
+    const long long R = rows + 1;
+    std::vector<long long> cntv(chunks * R, 0);
+    long long* __restrict__ cnt = cntv.data();
+    _Pragma("omp parallel if(chunks > 1)") {
+        _Pragma("omp for schedule(static)") for (long long k = 0; k < chunks; ++k) {
+            long long* __restrict__ c = cnt + k * R;
+            for (long long q = sp[cb[k]]; q < sp[cb[k + 1]]; ++q) c[sc[q]] += 1;
+        }
+        // per row: each chunk's offset within the row; the row's size
+        _Pragma("omp for schedule(static)") for (long long r = 0; r < rows; ++r) {
+            long long s = 0;
+            for (long long k = 0; k < chunks; ++k) {
+                const long long t = cnt[k * R + r];
+                cnt[k * R + r] = s;
+                s += t;
+            }
+            tp[r + 1] = s;
+        }
+        _Pragma("omp single") {
+            tp[0] = 0;
+            for (long long r = 0; r < rows; ++r) tp[r + 1] += tp[r];
+        }
+        _Pragma("omp for schedule(static)") for (long long k = 0; k < chunks; ++k) {
+            long long* __restrict__ c = cnt + k * R;
+            for (long long col = cb[k]; col < cb[k + 1]; ++col)
+                for (long long q = sp[col]; q < sp[col + 1]; ++q) {
+                    const long long r = sc[q];
+                    const long long d = (long long)tp[r] + c[r]++;
+                    tc[d] = col;
+                    tv[d] = sv[q];
+                }
+        }
+    }
+}
+
+// The size of the union of row i of A and of B (a two-pointer merge).
+template <typename AP, typename AC, typename BP, typename BC>
+static inline long long union_count(const AP* __restrict__ ap, const AC* __restrict__ ac, const BP* __restrict__ bp,
+                                    const BC* __restrict__ bc, long long i) {
+    long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], n = 0;
+    while (a < ae && b < be) {
+        const long long ca = ac[a], cb = bc[b];
+        a += ca <= cb;
+        b += cb <= ca;
+        ++n;
+    }
+    return n + (ae - a) + (be - b);
+}
+
+// Row i of A + sign * B at op[i] (the same merge, writing columns and values in V).
+template <typename V, typename OC, typename AP, typename AC, typename AV, typename BP, typename BC, typename BV,
+          typename OP>
+static inline void union_fill(OC* __restrict__ oc, V* __restrict__ ov, const AP* __restrict__ ap,
+                              const AC* __restrict__ ac, const AV* __restrict__ av, const BP* __restrict__ bp,
+                              const BC* __restrict__ bc, const BV* __restrict__ bv, const OP* __restrict__ op,
+                              long long i, int sign) {
+    const V s = (V)sign;
+    long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], d = op[i];
+    while (a < ae && b < be) {
+        const long long ca = ac[a], cb = bc[b];
+        if (ca < cb) {
+            oc[d] = ca;
+            ov[d] = (V)av[a];
+            ++a;
+        } else if (cb < ca) {
+            oc[d] = cb;
+            ov[d] = s * (V)bv[b];
+            ++b;
+        } else {
+            oc[d] = ca;
+            ov[d] = (V)av[a] + s * (V)bv[b];
+            ++a;
+            ++b;
+        }
+        ++d;
+    }
+    for (; a < ae; ++a, ++d) {
+        oc[d] = ac[a];
+        ov[d] = (V)av[a];
+    }
+    for (; b < be; ++b, ++d) {
+        oc[d] = bc[b];
+        ov[d] = s * (V)bv[b];
+    }
+}
+
+}  // namespace sdfgsparse
+
+#endif  // SDFGSPARSE_ROW_UNION_H

@@ -1,0 +1,65 @@
+"""The ``cuda`` implementation of every sparse library node.
+
+Each node's ``cuda`` expansion is its level-walk SDFG (the ``pure`` builder's maps, loops
+and tasklets) with nothing in it that only a CPU runs: DaCe's ``GPUTransformSDFG`` then
+turns its maps into kernels, as it does for any SDFG (:func:`sdfgsparse.targets.cuda.lower.to_gpu`
+chooses ``cuda`` for every node, places the arguments and applies the transformation). No
+node has a tuned CUDA kernel yet; one goes here as a ``.cuh`` leaf header with its own
+expansion class, registered over the generic one, without touching :mod:`sdfgsparse.ops`.
+"""
+from typing import List, Type
+
+import dace.library
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfgsparse.ops.add import SparseAdd
+from sdfgsparse.ops.add_dense import SparseAddDense
+from sdfgsparse.ops.attention import SparseAttention
+from sdfgsparse.ops.base import SparseLibraryNode
+from sdfgsparse.ops.convert import Convert
+from sdfgsparse.ops.dense_spmm import DenseSpMM
+from sdfgsparse.ops.map_values import MapValues
+from sdfgsparse.ops.mul import SparseMul
+from sdfgsparse.ops.mul_dense import SparseMulDense
+from sdfgsparse.ops.reduce import SparseSum
+from sdfgsparse.ops.sddmm import SDDMM
+from sdfgsparse.ops.softmax import SparseSoftmax
+from sdfgsparse.ops.sparse_copy import SparseCopy
+from sdfgsparse.ops.spgemm import SpGEMM
+from sdfgsparse.ops.spmm import SpMM
+from sdfgsparse.ops.spmv import SpMV
+from sdfgsparse.targets.registry import register
+
+__all__ = ['IMPLEMENTATION', 'NODES', 'generic_expansion']
+
+#: The name of the implementations registered here.
+IMPLEMENTATION = 'cuda'
+
+#: The node classes that get a ``cuda`` implementation (every sparse library node).
+NODES: List[Type[SparseLibraryNode]] = [
+    SparseAdd, SparseAddDense, SparseAttention, Convert, DenseSpMM, MapValues, SparseMul, SparseMulDense, SparseSum,
+    SDDMM, SparseSoftmax, SparseCopy, SpGEMM, SpMM, SpMV
+]
+
+
+def generic_expansion(node_cls: Type[SparseLibraryNode]) -> Type[ExpandTransformation]:
+    """The ``cuda`` expansion class of ``node_cls``: its portable level walk, to be scheduled
+    on the GPU by DaCe's GPU transformation (one class per node class: DaCe binds an
+    expansion to the node it was registered on)."""
+    portable = node_cls.implementations['pure']
+
+    def expansion(node, state, sdfg, *args, **kwargs):
+        return portable.expansion(node, state, sdfg, *args, **kwargs)
+
+    cls = type(f'Expand{node_cls.__name__}CUDA', (ExpandTransformation, ), {
+        '__doc__': f'The level walk of :class:`{node_cls.__module__}.{node_cls.__name__}` for the GPU '
+                   '(maps that DaCe\'s GPU transformation makes kernels).',
+        '__module__': __name__,
+        'environments': [],
+        'expansion': staticmethod(expansion),
+    })
+    return dace.library.expansion(cls)
+
+
+for _node in NODES:
+    register(_node, IMPLEMENTATION, generic_expansion(_node))
