@@ -2,15 +2,18 @@
 data-movement cost model over structure statistics.
 
 Each operation that walks the stored entries of a matrix (SpMV, SpMM with ``k`` dense
-columns, SDDMM, element-wise and reductions) moves, per call, the matrix's storage once and
-touches the dense operands once per *slot* (stored entry or padding) and dense column.
-For a format with ``slots`` value slots, ``idx`` index words per slot and ``meta`` other
-index words (positions, offsets), one use with ``k`` dense columns costs
+columns, SDDMM, element-wise and reductions) moves, per call, the matrix's storage once,
+touches the dense operands once per *slot* (stored entry or padding) and dense column, and
+writes its ``rows x k`` result. For a format with ``slots`` value slots, ``idx`` index words
+per slot and ``meta`` other index words (positions, offsets), one use with ``k`` dense
+columns costs
 
-    bytes = slots * (v + idx * i) + meta * i + slots * k * v * pad_reads
+    bytes = slots * (v + idx * i) + meta * i + slots * k * v + rows * k * v
 
 in words of ``v`` (value) and ``i`` (index) bytes: padding slots hold zeros that are
-multiplied all the same. Per format, from the statistics (``nnz``, ``rows``, ``cols``,
+multiplied all the same. The result's write is the same for every format (it does not
+change a choice), but without it the count fell below the operation's SOAP lower bound on
+matrices with few entries per row (``tests/analysis/test_model_bounds.py``). Per format, from the statistics (``nnz``, ``rows``, ``cols``,
 ``max_row`` — ELL's width, ``ndiags`` — DIA's diagonals, ``nonempty_rows``, ``blocks_RxC``
 — the number of nonzero ``R x C`` blocks):
 
@@ -124,7 +127,7 @@ def format_costs(stats: Mapping[str, float], uses: Sequence[int], given: str = '
         slots = _layout(fmt, stats)[0]
         total = 0.0
         for k in uses:
-            one = store + slots * max(k, 0) * v
+            one = store + slots * max(k, 0) * v + stats['rows'] * max(k, 0) * v
             if fmt in _SCATTER and k <= 1:
                 one *= max(threads, 1)
             total += one

@@ -85,9 +85,9 @@ namespace sdfgsparse {
 // rows; the tags wrap every 2^32 rows, when the marks are cleared). V, I: C's value and index
 // types (they size the workspace, which the fill step shares).
 template <typename V, typename I, typename AP, typename AC, typename BP, typename BC>
-static inline long long gustavson_count(uint64_t* slots, long long nc, const AP* __restrict__ ap,
-                                        const AC* __restrict__ ac, const BP* __restrict__ bp,
-                                        const BC* __restrict__ bc, long long i) {
+static inline long long gustavson_count(uint64_t* slots, long long nc, const AP* ap,
+                                        const AC* ac, const BP* bp,
+                                        const BC* bc, long long i) {
     typedef unsigned int T;
     const ss_gw_layout l = ss_gw_layout_of(nc, sizeof(V), sizeof(I));
     char* w = ss_gw_acquire(slots, l);
@@ -118,10 +118,10 @@ static inline long long gustavson_count(uint64_t* slots, long long nc, const AP*
 // bitmap where it is dense enough, else from the list, sorted.
 template <typename V, typename I, typename AP, typename AC, typename AV, typename BP, typename BC, typename BV,
           typename OP>
-static inline void gustavson_fill(uint64_t* slots, long long nc, I* __restrict__ oc, V* __restrict__ ov,
-                                  const AP* __restrict__ ap, const AC* __restrict__ ac, const AV* __restrict__ av,
-                                  const BP* __restrict__ bp, const BC* __restrict__ bc, const BV* __restrict__ bv,
-                                  const OP* __restrict__ op, long long i) {
+static inline void gustavson_fill(uint64_t* slots, long long nc, I* oc, V* ov,
+                                  const AP* ap, const AC* ac, const AV* av,
+                                  const BP* bp, const BC* bc, const BV* bv,
+                                  const OP* op, long long i) {
     typedef unsigned long long U;
     const ss_gw_layout l = ss_gw_layout_of(nc, sizeof(V), sizeof(I));
     char* w = ss_gw_acquire(slots, l);

@@ -17,9 +17,14 @@ namespace sdfgsparse {
 // pass over the rows turns the counts into each chunk's offset within the row, and each chunk
 // places its entries.
 template <typename P, typename C, typename T, typename SP, typename SC, typename ST>
-static inline void rows_of_columns(P* __restrict__ tp, C* __restrict__ tc, T* __restrict__ tv,
-                                   const SP* __restrict__ sp, const SC* __restrict__ sc, const ST* __restrict__ sv,
+static inline void rows_of_columns(P* tp_, C* tc_, T* tv_, const SP* sp_, const SC* sc_, const ST* sv_,
                                    long long rows, long long cols) {
+    P* __restrict__ tp = tp_;
+    C* __restrict__ tc = tc_;
+    T* __restrict__ tv = tv_;
+    const SP* __restrict__ sp = sp_;
+    const SC* __restrict__ sc = sc_;
+    const ST* __restrict__ sv = sv_;
     const long long n = (long long)sp[cols];
     long long chunks = n / 32768;
     const long long lim = 4 * n / (rows + 1);  // counters: at most ~4 per entry
@@ -80,8 +85,7 @@ static inline void rows_of_columns(P* __restrict__ tp, C* __restrict__ tc, T* __
 
 // The size of the union of row i of A and of B (a two-pointer merge).
 template <typename AP, typename AC, typename BP, typename BC>
-static inline long long union_count(const AP* __restrict__ ap, const AC* __restrict__ ac, const BP* __restrict__ bp,
-                                    const BC* __restrict__ bc, long long i) {
+static inline long long union_count(const AP* ap, const AC* ac, const BP* bp, const BC* bc, long long i) {
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], n = 0;
     while (a < ae && b < be) {
         const long long ca = ac[a], cb = bc[b];
@@ -95,10 +99,8 @@ static inline long long union_count(const AP* __restrict__ ap, const AC* __restr
 // Row i of A + sign * B at op[i] (the same merge, writing columns and values in V).
 template <typename V, typename OC, typename AP, typename AC, typename AV, typename BP, typename BC, typename BV,
           typename OP>
-static inline void union_fill(OC* __restrict__ oc, V* __restrict__ ov, const AP* __restrict__ ap,
-                              const AC* __restrict__ ac, const AV* __restrict__ av, const BP* __restrict__ bp,
-                              const BC* __restrict__ bc, const BV* __restrict__ bv, const OP* __restrict__ op,
-                              long long i, int sign) {
+static inline void union_fill(OC* oc, V* ov, const AP* ap, const AC* ac, const AV* av, const BP* bp, const BC* bc,
+                              const BV* bv, const OP* op, long long i, int sign) {
     const V s = (V)sign;
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], d = op[i];
     while (a < ae && b < be) {

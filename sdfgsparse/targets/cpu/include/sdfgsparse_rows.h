@@ -11,6 +11,7 @@
 #define SDFGSPARSE_ROWS_H
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sdfgsparse_cpu.h"
@@ -75,49 +76,48 @@ template <typename T> SS_ROW_INLINE long long transposed_rows(const T* __restric
     return (long long)(uintptr_t)out;
 }
 
-// One panel of spmm_row: NV vectors of the row's columns [c0, c0 + NV * lanes) in registers
-// over all of its entries; panels of at most two vectors keep two sets of accumulators (even
-// and odd entries) so that consecutive entries' FMAs do not wait on each other.
-template <int NV, typename T, typename I>
-SS_ROW_INLINE void spmm_panel(T* __restrict__ y, const T* __restrict__ b, long long ldb, const I* __restrict__ crd,
-                              const T* __restrict__ vals, long long lo, long long hi, long c0) {
-    typedef typename vec_of<T, SS_VECTOR_BYTES>::type V;
-    constexpr int S = NV <= 2 ? 2 : 1;
-    V acc[S][NV];
-    for (int h = 0; h < S; ++h)
-        for (int u = 0; u < NV; ++u) acc[h][u] = V{};
-    long long p = lo;
-    for (; p + S <= hi; p += S)
-        for (int h = 0; h < S; ++h) {
-            const T a = vals[p + h];
-            const V* br = (const V*)(b + (long long)crd[p + h] * ldb + c0);
-            for (int u = 0; u < NV; ++u) acc[h][u] += a * br[u];
-        }
-    for (; p < hi; ++p) {
-        const T a = vals[p];
-        const V* br = (const V*)(b + (long long)crd[p] * ldb + c0);
-        for (int u = 0; u < NV; ++u) acc[0][u] += a * br[u];
-    }
-    V* yv = (V*)(y + c0);
-    for (int u = 0; u < NV; ++u) yv[u] = S == 2 ? acc[0][u] + acc[S - 1][u] : acc[0][u];
-}
-
 // y[0:k] = sum over the entries p in [lo, hi) of vals[p] * b[crd[p] * ldb + 0:k], written once
-// (no zero fill, no load and store of y per entry): panels of PANEL vectors, then two, one, and
-// the columns short of a vector in one scalar pass over the entries. The vectors are as wide as
-// the target's registers (SS_VECTOR_BYTES): a wider vector is split by GCC, which then keeps
-// the accumulators on the stack; arrays in omp simd loops were spilled by GCC 12 as well.
+// (no zero fill, no load and store of y per entry). A panel of NV vectors of the row's columns
+// stays in registers over all of its entries: PANEL vectors at a time, then two, one, and the
+// columns short of a vector in one scalar pass over the entries. Panels of at most two vectors
+// keep two sets of accumulators (even and odd entries) so that consecutive entries' FMAs do not
+// wait on each other. The vectors are as wide as the target's registers (SS_VECTOR_BYTES): a
+// wider vector is split by GCC, which then keeps the accumulators on the stack; arrays in omp
+// simd loops were spilled by GCC 12 as well. (The panel is a lambda over the row's locals, as
+// the tasklet had it: the same machine code.)
 template <int PANEL, typename T, typename I>
 SS_ROW_INLINE void spmm_row(T* __restrict__ y, const T* __restrict__ b, long long ldb, const I* __restrict__ crd,
                             const T* __restrict__ vals, long long lo, long long hi, long k) {
+    typedef typename vec_of<T, SS_VECTOR_BYTES>::type V;
     constexpr long L = SS_VECTOR_BYTES / sizeof(T);
+    auto panel = [&](long c0, auto vectors) {
+        constexpr int NV = decltype(vectors)::value;
+        constexpr int S = NV <= 2 ? 2 : 1;
+        V acc[S][NV];
+        for (int h = 0; h < S; ++h)
+            for (int u = 0; u < NV; ++u) acc[h][u] = V{};
+        long long p = lo;
+        for (; p + S <= hi; p += S)
+            for (int h = 0; h < S; ++h) {
+                const T a = vals[p + h];
+                const V* br = (const V*)(b + (long long)crd[p + h] * ldb + c0);
+                for (int u = 0; u < NV; ++u) acc[h][u] += a * br[u];
+            }
+        for (; p < hi; ++p) {
+            const T a = vals[p];
+            const V* br = (const V*)(b + (long long)crd[p] * ldb + c0);
+            for (int u = 0; u < NV; ++u) acc[0][u] += a * br[u];
+        }
+        V* yv = (V*)(y + c0);
+        for (int u = 0; u < NV; ++u) yv[u] = S == 2 ? acc[0][u] + acc[S - 1][u] : acc[0][u];
+    };
     long c0 = 0;
-    for (; c0 + PANEL * L <= k; c0 += PANEL * L) spmm_panel<PANEL>(y, b, ldb, crd, vals, lo, hi, c0);
+    for (; c0 + PANEL * L <= k; c0 += PANEL * L) panel(c0, std::integral_constant<int, PANEL>());
     if (c0 + 2 * L <= k) {
-        spmm_panel<2>(y, b, ldb, crd, vals, lo, hi, c0);
+        panel(c0, std::integral_constant<int, 2>());
         c0 += 2 * L;
     }
-    for (; c0 + L <= k; c0 += L) spmm_panel<1>(y, b, ldb, crd, vals, lo, hi, c0);
+    for (; c0 + L <= k; c0 += L) panel(c0, std::integral_constant<int, 1>());
     if (c0 < k) {  // fewer columns than a vector: one pass over the entries for all of them
         const long r = k - c0;
         T acc[L] = {};
@@ -145,23 +145,31 @@ SS_ROW_INLINE T spmv_row_chunks(const I* __restrict__ crd, const T* __restrict__
     return spmv_row(crd, vals, x, lo, hi);
 }
 
+// The vector {x[crd[0]], ..., x[crd[W - 1]]} and {0, 1, ..., W - 1}, written as one initializer
+// each (lanes assigned one by one in a loop went through the stack with AVX2: SpMV 30 % slower)
+template <typename V, typename T, typename I, std::size_t... K>
+SS_ROW_INLINE V gather(const T* __restrict__ x, const I* __restrict__ crd, std::index_sequence<K...>) {
+    return V{x[crd[K]]...};
+}
+template <typename Mv, typename M, std::size_t... K> SS_ROW_INLINE Mv iota(std::index_sequence<K...>) {
+    return Mv{(M)K...};
+}
+
 template <int W, typename T, typename I>
 SS_ROW_INLINE T spmv_row_chunks(const I* __restrict__ crd, const T* __restrict__ vals, const T* __restrict__ x,
                                 long long lo, long long hi, long long end, std::true_type) {
     typedef typename vec_of<T, W * sizeof(T)>::type V;
     typedef typename mask_lane<T>::type M;
     typedef M Mv __attribute__((vector_size(W * sizeof(T))));
-    Mv iota;
-    for (int k = 0; k < W; ++k) iota[k] = k;
+    const Mv lanes = iota<Mv, M>(std::make_index_sequence<W>());
     V a = V{};
     long long p = lo;
     for (; p < hi && p + W <= end; p += W) {
         // the chunk's values read through the vector type: a memcpy into a vector variable went
         // through the stack where GCC splits unaligned 32-byte loads (-march=x86-64-v3)
         const V w = *(const V*)(vals + p);
-        V g;
-        for (int k = 0; k < W; ++k) g[k] = x[crd[p + k]];
-        a += (iota < (M)(hi - p)) ? w * g : V{};
+        const V g = gather<V>(x, crd + p, std::make_index_sequence<W>());
+        a += (lanes < (M)(hi - p)) ? w * g : V{};
     }
     T acc = 0;
     for (int k = 0; k < W; ++k) acc += a[k];
@@ -199,99 +207,97 @@ SS_ROW_INLINE long long regular_rows(const I* __restrict__ pos, long long m) {
     return (seen > 0 && 2 * same >= seen && (long long)(pos[m] - pos[0]) <= (long long)MAX_MEAN * m) ? 1 : 0;
 }
 
-// H stored entries of sddmm_row from p on: their dot products over register-wide vectors, each
-// piece of the x row loaded once and feeding one accumulator per entry; the columns short of a
-// vector added in scalar.
-template <int H, typename T, typename I, typename IO>
-SS_ROW_INLINE void sddmm_dots(T* __restrict__ out, IO* __restrict__ out_crd, const T* __restrict__ x,
-                              const T* __restrict__ y, long long ldy, const I* __restrict__ crd,
-                              const T* __restrict__ vals, long long p, long k) {
-    typedef typename vec_of<T, SS_VECTOR_BYTES>::type V;
-    constexpr long L = SS_VECTOR_BYTES / sizeof(T);
-    const long nv = k / L, t = nv * L;
-    const T* r[H];
-    for (int h = 0; h < H; ++h) r[h] = y + (long long)crd[p + h] * ldy;
-    V a[H];
-    for (int h = 0; h < H; ++h) a[h] = V{};
-    for (long u = 0; u < nv; ++u) {
-        const V xv = *(const V*)(x + u * L);
-        for (int h = 0; h < H; ++h) a[h] += xv * *(const V*)(r[h] + u * L);
-    }
-    for (int h = 0; h < H; ++h) {
-        T s = 0;
-        for (long l = 0; l < L; ++l) s += a[h][l];
-        for (long c = t; c < k; ++c) s += x[c] * r[h][c];
-        out[p + h] = vals[p + h] * s;
-        out_crd[p + h] = crd[p + h];
-    }
-}
-
 // One row of SDDMM: for the entries p in [lo, hi), out[p] = vals[p] * dot(x[0:k], y[crd[p] *
-// ldy + 0:k]) and out_crd[p] = crd[p] (the result shares the operand's pattern); GROUP entries'
-// dot products at a time.
+// ldy + 0:k]) and out_crd[p] = crd[p] (the result shares the operand's pattern). The dot
+// products of GROUP entries are computed together over register-wide vectors: each piece of
+// the x row is loaded once per group and feeds one accumulator per entry; the columns short of
+// a vector are added in scalar. (The group step is a lambda over the row's locals, as the
+// tasklet had it: a function of its own compiled 15 % slower with AVX2.)
 template <int GROUP, typename T, typename I, typename IO>
 SS_ROW_INLINE void sddmm_row(T* __restrict__ out, IO* __restrict__ out_crd, const T* __restrict__ x,
                              const T* __restrict__ y, long long ldy, const I* __restrict__ crd,
                              const T* __restrict__ vals, long long lo, long long hi, long k) {
+    typedef typename vec_of<T, SS_VECTOR_BYTES>::type V;
+    constexpr long L = SS_VECTOR_BYTES / sizeof(T);
+    const long nv = k / L, t = nv * L;
+    auto dots = [&](long long p, auto group) {
+        constexpr int H = decltype(group)::value;
+        const T* r[H];
+        for (int h = 0; h < H; ++h) r[h] = y + (long long)crd[p + h] * ldy;
+        V a[H];
+        for (int h = 0; h < H; ++h) a[h] = V{};
+        for (long u = 0; u < nv; ++u) {
+            const V xv = *(const V*)(x + u * L);
+            for (int h = 0; h < H; ++h) a[h] += xv * *(const V*)(r[h] + u * L);
+        }
+        for (int h = 0; h < H; ++h) {
+            T s = 0;
+            for (long l = 0; l < L; ++l) s += a[h][l];
+            for (long c = t; c < k; ++c) s += x[c] * r[h][c];
+            out[p + h] = vals[p + h] * s;
+            out_crd[p + h] = crd[p + h];
+        }
+    };
     long long p = lo;
-    for (; p + GROUP <= hi; p += GROUP) sddmm_dots<GROUP>(out, out_crd, x, y, ldy, crd, vals, p, k);
-    for (; p < hi; ++p) sddmm_dots<1>(out, out_crd, x, y, ldy, crd, vals, p, k);
-}
-
-// R rows from r0 of c = a @ b, a column panel of W values at a time, the panel's accumulators
-// (R x W) in registers over the whole k loop; MASK: only the first rem columns exist.
-template <long R, long W, bool MASK, typename T>
-SS_ROW_INLINE void gemm_panel(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b, long r0,
-                              long c0, long k, long lda, long ldb, long ldc, long rem) {
-    T acc[R][W];
-    for (long r = 0; r < R; ++r) {
-        _Pragma("omp simd") for (long j = 0; j < W; ++j) acc[r][j] = 0;
-    }
-    for (long q = 0; q < k; ++q) {
-        const T* __restrict__ br = b + q * ldb + c0;
-        for (long r = 0; r < R; ++r) {
-            const T av = a[(r0 + r) * lda + q];
-            if (MASK) {
-                _Pragma("omp simd") for (long j = 0; j < W; ++j) acc[r][j] += av * (j < rem ? br[j] : T(0));
-            } else {
-                _Pragma("omp simd") for (long j = 0; j < W; ++j) acc[r][j] += av * br[j];
-            }
-        }
-    }
-    for (long r = 0; r < R; ++r) {
-        T* __restrict__ cr = c + (r0 + r) * ldc + c0;
-        if (MASK) {
-            for (long j = 0; j < W; ++j)
-                if (j < rem) cr[j] = acc[r][j];
-        } else {
-            _Pragma("omp simd") for (long j = 0; j < W; ++j) cr[j] = acc[r][j];
-        }
-    }
-}
-
-template <long R, typename T>
-SS_ROW_INLINE void gemm_rows(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b, long r0, long n,
-                             long k, long lda, long ldb, long ldc) {
-    constexpr long V = SS_VECTOR_BYTES / sizeof(T);
-    long c0 = 0;
-    for (; c0 + 4 * V <= n; c0 += 4 * V) gemm_panel<R, 4 * V, false>(c, a, b, r0, c0, k, lda, ldb, ldc, 0);
-    for (; c0 + V <= n; c0 += V) gemm_panel<R, V, false>(c, a, b, r0, c0, k, lda, ldb, ldc, 0);
-    if (c0 < n) gemm_panel<R, V, true>(c, a, b, r0, c0, k, lda, ldb, ldc, n - c0);
+    for (; p + GROUP <= hi; p += GROUP) dots(p, std::integral_constant<int, GROUP>());
+    for (; p < hi; ++p) dots(p, std::integral_constant<int, 1>());
 }
 
 // Rows ROWS * ib ... (at most ROWS; fewer at the end) of the dense product c = a @ b (m x k
-// times k x n, rows contiguous): register blocks of ROWS rows by four vectors, so that every
+// times k x n, rows contiguous): register blocks of ROWS rows by four vectors, a column panel
+// at a time, the panel's accumulators held in registers over the whole k loop, so that every
 // loaded piece of b feeds ROWS FMAs and c is written once; narrower panels (one vector) for the
 // remaining columns, the last partial vector masked; trailing rows in one-row blocks. c is
-// passed whole; blocks write disjoint rows.
+// passed whole; blocks write disjoint rows. (Panels and row blocks are lambdas over the
+// block's locals, as the tasklet had them: the same machine code.)
 template <long ROWS, typename T>
-SS_ROW_INLINE void gemm_row_block(T* __restrict__ c, const T* __restrict__ a, const T* __restrict__ b, long long ib,
-                                  long m, long k, long n, long lda, long ldb, long ldc) {
+SS_ROW_INLINE void gemm_row_block(T* c_, const T* a_, const T* b_, long long ib, long m, long k, long n, long lda,
+                                  long ldb, long ldc) {
+    constexpr long V = SS_VECTOR_BYTES / sizeof(T);
+    const T* __restrict__ a = a_;
+    const T* __restrict__ b = b_;
+    T* __restrict__ c = c_;
+    auto panel = [&](long r0, long c0, auto rows, auto width, auto masked, long rem) {
+        constexpr long R = decltype(rows)::value;
+        constexpr long W = decltype(width)::value;
+        constexpr bool MASK = decltype(masked)::value;
+        T acc[R][W];
+        for (long r = 0; r < R; ++r) {
+            _Pragma("omp simd") for (long j = 0; j < W; ++j) acc[r][j] = 0;
+        }
+        for (long q = 0; q < k; ++q) {
+            const T* __restrict__ br = b + q * ldb + c0;
+            for (long r = 0; r < R; ++r) {
+                const T av = a[(r0 + r) * lda + q];
+                if (MASK) {
+                    _Pragma("omp simd") for (long j = 0; j < W; ++j) acc[r][j] += av * (j < rem ? br[j] : T(0));
+                } else {
+                    _Pragma("omp simd") for (long j = 0; j < W; ++j) acc[r][j] += av * br[j];
+                }
+            }
+        }
+        for (long r = 0; r < R; ++r) {
+            T* __restrict__ cr = c + (r0 + r) * ldc + c0;
+            if (MASK) {
+                for (long j = 0; j < W; ++j)
+                    if (j < rem) cr[j] = acc[r][j];
+            } else {
+                _Pragma("omp simd") for (long j = 0; j < W; ++j) cr[j] = acc[r][j];
+            }
+        }
+    };
+    auto rows = [&](long r0, auto count) {
+        long c0 = 0;
+        for (; c0 + 4 * V <= n; c0 += 4 * V)
+            panel(r0, c0, count, std::integral_constant<long, 4 * V>(), std::false_type(), 0);
+        for (; c0 + V <= n; c0 += V) panel(r0, c0, count, std::integral_constant<long, V>(), std::false_type(), 0);
+        if (c0 < n) panel(r0, c0, count, std::integral_constant<long, V>(), std::true_type(), n - c0);
+    };
     const long i0 = ib * ROWS;
     if (i0 + ROWS <= m) {
-        gemm_rows<ROWS>(c, a, b, i0, n, k, lda, ldb, ldc);
+        rows(i0, std::integral_constant<long, ROWS>());
     } else {
-        for (long r = i0; r < m; ++r) gemm_rows<1>(c, a, b, r, n, k, lda, ldb, ldc);
+        for (long r = i0; r < m; ++r) rows(r, std::integral_constant<long, 1>());
     }
 }
 
