@@ -66,10 +66,10 @@ def _host(name):
                 B = B.tocsr()
             B.data = _NUMPY[name](B.data)
             return B
+        A = _dense('A', A)  # (a string or None is an error naming A, not NumPy's)
         if name == 'spones':
-            A = _dense('A', A)
             return (A != 0).astype(A.dtype)
-        return _NUMPY[name](np.asarray(A))
+        return _NUMPY[name](A)
 
     f.__name__ = name
     f.__qualname__ = name

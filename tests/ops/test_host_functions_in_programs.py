@@ -148,3 +148,17 @@ def test_in_program_equals_host_equals_numpy(dtype, rng):
             np.testing.assert_array_equal(np.isnan(gv), np.isnan(on_host.data), err_msg=f'ss.{name}: NaN slots')
     if np.dtype(dtype).kind == 'f':
         assert np.isnan(dense(results[0])[0, 0]), 'ss.relu(nan) is nan (NumPy, torch)'
+
+
+@pytest.mark.parametrize('name', ['relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid', 'spones'])
+@pytest.mark.parametrize('bad, error', [('x', ss.errors.ArgumentError), (None, ss.errors.ArgumentError),
+                                        (np.array(['a', 'b']), ss.errors.DTypeError)])
+def test_host_functions_name_a_bad_argument(name, bad, error):
+    """A string, None or an array of strings is an error naming ``A``, not NumPy's ufunc
+    error; a sparse argument goes through the runtime's argument check (registered on import)."""
+    with pytest.raises(error, match=r'^A: '):
+        getattr(ss, name)(bad)
+    broken = sp.csr_array((np.ones(2), np.array([0, 9]), np.array([0, 1, 2])), shape=(2, 3))
+    with pytest.raises(ss.errors.SparseError, match='A'):
+        getattr(ss, name)(broken)
+    assert getattr(ss, name)(np.zeros(2)).shape == (2, )  # dense arrays still work
