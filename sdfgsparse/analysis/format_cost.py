@@ -13,7 +13,8 @@ columns costs
 in words of ``v`` (value) and ``i`` (index) bytes: padding slots hold zeros that are
 multiplied all the same. The result's write is the same for every format (it does not
 change a choice), but without it the count fell below the operation's SOAP lower bound on
-matrices with few entries per row (``tests/analysis/test_model_bounds.py``). Per format, from the statistics (``nnz``, ``rows``, ``cols``,
+matrices with few entries per row (``tests/analysis/test_model_bounds.py``). Per format,
+from the statistics (``nnz``, ``rows``, ``cols``,
 ``max_row`` — ELL's width, ``ndiags`` — DIA's diagonals, ``nonempty_rows``, ``blocks_RxC``
 — the number of nonzero ``R x C`` blocks):
 
@@ -127,10 +128,10 @@ def format_costs(stats: Mapping[str, float], uses: Sequence[int], given: str = '
         slots = _layout(fmt, stats)[0]
         total = 0.0
         for k in uses:
-            one = store + slots * max(k, 0) * v + stats['rows'] * max(k, 0) * v
+            one = store + slots * max(k, 0) * v
             if fmt in _SCATTER and k <= 1:
                 one *= max(threads, 1)
-            total += one
+            total += one + stats['rows'] * max(k, 0) * v  # the write, equal for every format
         if fmt != given:
             total += 3.0 * ((src or 0.0) + store)
         costs[fmt] = total

@@ -46,10 +46,9 @@ def generic_expansion(node_cls: Type[SparseLibraryNode]) -> Type[ExpandTransform
     """The ``cuda`` expansion class of ``node_cls``: its portable level walk, to be scheduled
     on the GPU by DaCe's GPU transformation (one class per node class: DaCe binds an
     expansion to the node it was registered on)."""
-    portable = node_cls.implementations['pure']
-
     def expansion(node, state, sdfg, *args, **kwargs):
-        return portable.expansion(node, state, sdfg, *args, **kwargs)
+        # looked up at expansion time, so that a replaced ``pure`` expansion is the one run
+        return type(node).implementations['pure'].expansion(node, state, sdfg, *args, **kwargs)
 
     cls = type(f'Expand{node_cls.__name__}CUDA', (ExpandTransformation, ), {
         '__doc__': f'The level walk of :class:`{node_cls.__module__}.{node_cls.__name__}` for the GPU '

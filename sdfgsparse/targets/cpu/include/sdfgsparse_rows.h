@@ -65,6 +65,9 @@ SS_ROW_INLINE T dot_rows(const T* __restrict__ x, long long i, long long ldx, co
 // (to the largest rows * cols seen): a fresh allocation of that size per call costs a page
 // fault per 4 KiB once above malloc's mmap threshold. The copy runs in parallel over the rows
 // of src.T; one such row reads a column of src, whose cache lines the next rows reuse.
+// One buffer per thread and element type serves every call site of a program: the address is
+// valid until that thread's next call (each SDDMM transposes and then walks before the next
+// node's code runs on the thread), never across two live transposes.
 template <typename T> SS_ROW_INLINE long long transposed_rows(const T* __restrict__ src, long long rows,
                                                               long long cols, long long ld) {
     static thread_local std::vector<T> buf;
