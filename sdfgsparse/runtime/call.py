@@ -200,6 +200,14 @@ def _add_plan(prog, csdfg, key, names, descs, values, out, sparse, torch_in):
     have = plans.get(raw, ())
     if plan not in have and len(have) < 8:
         plans[raw] = have + (plan, )
+        # the same plans by the arguments' types alone: DaceProgram.__call__ runs the plan
+        # of a type signature that has only one (runtime/hooks.py; a dtype costs more to
+        # read and hash than a type, and every plan checks the dtypes itself)
+        by_type = prog.__dict__.setdefault('_ss_by_type', {})
+        types = tuple(t for t, _ in raw)
+        same = by_type.get(types, ())
+        if len(same) < 16:
+            by_type[types] = same + (plan, )
 
 
 def _matches(sdfg: dace.SDFG, out: Dict[str, Any]) -> bool:

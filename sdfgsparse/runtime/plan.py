@@ -26,7 +26,7 @@ import numpy as np
 from dace import hooks
 
 from sdfgsparse.formats import is_sparse_desc
-from sdfgsparse.targets.cpu import kernel_checks
+from sdfgsparse.targets.cpu import entry, kernel_checks
 from sdfgsparse.ops import shape_checks
 from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.aliasing import access_of
@@ -122,6 +122,8 @@ class CallPlan:
                 raise NoPlan(f'compiled argument {a}')
         proto = ctypes.CFUNCTYPE(ctypes.c_int, *argtypes)
         self.func = proto(ctypes.cast(csdfg._cfunc, ctypes.c_void_p).value)
+        # the library's single entry for a warm call (targets/cpu/entry.py), when it has one
+        self.entry = entry.find(csdfg) if sparse_slots else None
         self.specialised = specialise(self)
 
     def run(self, args: Sequence[Any]):

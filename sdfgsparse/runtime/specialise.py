@@ -26,6 +26,7 @@ does; ``tests/runtime/test_call_plans.py`` and ``test_torch.py`` run both on the
 calls.
 """
 import ctypes
+import struct
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
@@ -37,11 +38,14 @@ from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.convert import SCIPY_COMPRESSED
 from sdfgsparse.runtime.marshal import TORCH_COMPRESSED, _torch_attr
-from sdfgsparse.runtime.pointers import data_pointer
+from sdfgsparse.runtime.pointers import HEADER_OFFSET, data_pointer
 from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.slots import MISS, DenseReturn, DenseSlot, ScalarSlot
 
 __all__ = ['specialise']
+
+#: a NumPy array passed to the entry as its object (the entry reads its data pointer)
+_OBJECT = 'OBJ:{}'
 
 class _Printer(_PyPrinter):
     """Prints a size expression over local variables (``names``: symbol -> source)."""
@@ -105,9 +109,11 @@ def _array_ok(w: _Writer, var: str, dtype_name: str, extra: str = '', torch: boo
         w.miss_unless(f'{var}.dtype == {dtype_name} and {var}.ndim == 1 and {var}.flags.c_contiguous{extra}')
 
 
-def _sparse(w: _Writer, k: int, slot, defined: set, spans: Optional[dict]) -> str:
-    """Lines binding sparse argument ``slot``; returns the source of its struct's address.
-    With ``spans``, the byte ranges of its members go there (local names of start and end)."""
+def _sparse(w: _Writer, k: int, slot, defined: set, spans: Optional[dict], bit: Optional[int] = None):
+    """Lines binding sparse argument ``slot``; returns the source of its struct's address,
+    or with ``bit`` (its check bit of the program's entry, :mod:`sdfgsparse.targets.cpu.entry`)
+    the sources of the entry's parameters for it. With ``spans``, the byte ranges of its
+    members go there (local names of start and end)."""
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
     if slot.source == 'scipy':
@@ -139,7 +145,7 @@ def _sparse(w: _Writer, k: int, slot, defined: set, spans: Optional[dict]) -> st
         ptr = '{}.data_ptr()'.format
     else:
         vdt, idt = w.const(f'VDT{k}', slot.vals_dtype), w.const(f'IDT{k}', slot.index_dtype)
-        ptr = 'dp({})'.format
+        ptr = _OBJECT.format if bit is not None and spans is None and HEADER_OFFSET else 'dp({})'.format
     # (a torch view with the conjugate or negative bit has no NumPy view: the generic walk fails on it)
     extra = f' and vals_{k}.numel() <= {slot.imax} and not vals_{k}.is_conj() and not vals_{k}.is_neg()' if torch \
         else f' and vals_{k}.size <= {slot.imax}'
@@ -154,20 +160,31 @@ def _sparse(w: _Writer, k: int, slot, defined: set, spans: Optional[dict]) -> st
     counts = fmt.counts(r, c, {'n1': sympy.Symbol('n1', integer=True)})
     extent = fmt.extents(r, c)[1]
     lvl = fmt.levels[1]
-    check = w.const(f'CHECK{k}', slot.check.native['compressed'])
+    parent = f'parent{k}'
     w.put('if VALIDATE["on"]:')
-    w.put(f'parent = {_source(counts[0], names)}', 2)
-    w.put(f'if vals_{k}.shape[0] != {_source(counts[-1], names)} or pos1_{k}.shape[0] != parent + 1: return MISS', 2)
-    call = (f'{check}({ptr(f"pos1_{k}")}, parent, {ptr(f"crd1_{k}")}, n1_{k}, {_source(extent, names)}, '
-            f'{bool(lvl.ordered)}, {bool(lvl.unique)}) == 0')
+    w.put(f'{parent} = {_source(counts[0], names)}', 2)
+    w.put(f'if vals_{k}.shape[0] != {_source(counts[-1], names)} or pos1_{k}.shape[0] != {parent} + 1: return MISS',
+          2)
+    if bit is None:
+        check = w.const(f'CHECK{k}', slot.check.native['compressed'])
+        call = (f'{check}({ptr(f"pos1_{k}")}, {parent}, {ptr(f"crd1_{k}")}, n1_{k}, {_source(extent, names)}, '
+                f'{bool(lvl.ordered)}, {bool(lvl.unique)}) == 0')
+        check_lines = [f'if not ({call}): return MISS']
+    else:  # the entry checks it before the program runs
+        check_lines = [f'checks |= {1 << bit}']
     if slot.in_kernel_from is None:
-        w.miss_unless(call, 2)
+        for line in check_lines:
+            w.put(line, 2)
     else:  # the kernels check the entries of large arguments themselves (kernel_checks)
         w.put(f'if n1_{k} * {slot.index_size} < {slot.in_kernel_from}:', 2)
-        w.miss_unless(call, 3)
+        for line in check_lines:
+            w.put(line, 3)
         w.put('else:', 2)
-        w.miss_unless(f'pos1_{k}[0] == 0 and pos1_{k}[parent] == n1_{k}', 3)
+        w.miss_unless(f'pos1_{k}[0] == 0 and pos1_{k}[{parent}] == n1_{k}', 3)
         w.put('in_kernel = True', 3)
+    if bit is not None:
+        w.put('else:')
+        w.put(f'{parent} = 0', 2)
     values = {'rows': f'r{k}', 'cols': f'c{k}', 'n1': f'n1_{k}'}
     for sym, key in slot.symbols:
         if sym in defined:
@@ -182,12 +199,14 @@ def _sparse(w: _Writer, k: int, slot, defined: set, spans: Optional[dict]) -> st
             w.put(f'q{m}_{k} = {ptr(f"{m}_{k}")}; z{m}_{k} = q{m}_{k} + {size}')
             spans[slot.index].append((f'q{m}_{k}', f'z{m}_{k}'))
         ptr = 'q{}'.format
-    fields = ', '.join(ptr(f'{f}_{k}') if is_array else values[f] for f, is_array in slot.fields)
-    w.put(f'st{k} = {w.const(f"STRUCT{k}", slot.struct_cls)}({fields})')
+    fields = [ptr(f'{f}_{k}') if is_array else values[f] for f, is_array in slot.fields]
+    if bit is not None:
+        return fields + [parent, f'n1_{k}', _source(extent, names)]
+    w.put(f'st{k} = {w.const(f"STRUCT{k}", slot.struct_cls)}({", ".join(fields)})')
     return f'addressof(st{k})'
 
 
-def _dense(w: _Writer, k: int, slot, spans: Optional[dict]) -> str:
+def _dense(w: _Writer, k: int, slot, spans: Optional[dict], objects: bool = False) -> str:
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
     if slot.torch is not None:
@@ -200,7 +219,7 @@ def _dense(w: _Writer, k: int, slot, spans: Optional[dict]) -> str:
         dt = w.const(f'DDT{k}', slot.dtype)
         w.miss_unless(f'type({v}) is ndarray and {v}.dtype == {dt} and {v}.ndim == {slot.ndim} and '
                       f'{v}.flags.c_contiguous')
-        pointer = f'dp({v})'
+        pointer = _OBJECT.format(v) if objects and spans is None else f'dp({v})'
     if spans is not None:
         size = f'{v}.numel() * {v}.element_size()' if slot.torch is not None else f'{v}.nbytes'
         w.put(f'q{k} = {pointer}; z{k} = q{k} + {size}')
@@ -214,10 +233,12 @@ def _dense(w: _Writer, k: int, slot, spans: Optional[dict]) -> str:
     return pointer
 
 
-def _scalar(w: _Writer, k: int, slot, spans: Optional[dict]) -> str:
+def _scalar(w: _Writer, k: int, slot, spans: Optional[dict], entry: bool = False) -> str:
     v = f'a{k}'
     w.put(f'{v} = args[{slot.index}]')
     w.miss_unless(f'type({v}) is {w.const(f"KIND{k}", slot.kind)}')
+    if entry:  # the record holds it as an int64 or a double (a value outside: StructError)
+        return v
     return f'{w.const(f"CTYPE{k}", slot.ctype)}({v})'
 
 
@@ -234,14 +255,21 @@ def specialise(plan) -> Optional[Callable]:
           'hooks._COMPILED_SDFG_CALL_HOOKS: return MISS')
     w.put(f's = {dict(plan.constants)!r}')
     w.put('in_kernel = False')
+    entry = plan.entry
+    if entry is not None:
+        w.put('checks = 0')
     ptrs = {}
     defined = set(plan.constants)
     spans = {} if plan.written else None
     for k, slot in enumerate(plan.sparse_slots):
-        ptrs[slot.index] = _sparse(w, k, slot, defined, spans)
+        bit = None if entry is None else entry.sparse.index(slot.name)
+        ptrs[slot.index] = _sparse(w, k, slot, defined, spans, bit)
     for k, slot in enumerate(plan.dense_slots, start=len(plan.sparse_slots)):
         assert isinstance(slot, (ScalarSlot, DenseSlot))
-        ptrs[slot.index] = (_scalar if isinstance(slot, ScalarSlot) else _dense)(w, k, slot, spans)
+        if isinstance(slot, ScalarSlot):
+            ptrs[slot.index] = _scalar(w, k, slot, spans, entry is not None)
+        else:
+            ptrs[slot.index] = _dense(w, k, slot, spans, entry is not None and bool(HEADER_OFFSET))
     if spans is not None:  # a written argument sharing memory with another: the full path copies it
         crossings = [f'({s0} < {e1} and {s1} < {e0})' for i in plan.written for s0, e0 in spans.get(i, ())
                      for o, ranges in spans.items() if o != i for s1, e1 in ranges]
@@ -253,9 +281,23 @@ def specialise(plan) -> Optional[Callable]:
         shape = ', '.join(f'{w.const(f"RSHAPE{j}_{d}", fn)}(s)' for d, fn in enumerate(ret.shape))
         w.put(f'ret{j} = empty(({shape}{"," if len(ret.shape) == 1 else ""}), {w.const(f"RDT{j}", ret.dtype)})')
     args = ['CSDFG._libhandle']
+    objects = entry is not None and spans is None and bool(HEADER_OFFSET)
     for kind, key in plan.sources:
-        args.append(ptrs[key] if kind == 0 else f'dp(ret{key})' if kind == 1 else f's[{key!r}]')
-    call = f'FUNC({", ".join(args)})'
+        source = ptrs[key] if kind == 0 else (_OBJECT if objects else 'dp({})').format(f'ret{key}') if kind == 1 \
+            else f's[{key!r}]'
+        args.extend(source if isinstance(source, list) else [source])
+    if entry is None:
+        call = f'FUNC({", ".join(args)})'
+    else:  # one foreign call: the entry assembles the structs, checks, and runs the program
+        # (NumPy arrays go as their objects' addresses, whose data pointers the entry reads)
+        mask = sum(1 << j for j, a in enumerate(args[1:]) if a.startswith(_OBJECT[:4]) and j < 64)
+        params = [f'id({a[len(_OBJECT) - 2:]})' if a.startswith(_OBJECT[:4]) else a for a in args[1:]]
+        w.env.update(ENTRY=entry.func, RECORD=entry.record.pack, StructError=struct.error)
+        w.put('try:')
+        w.put(f'record = RECORD({args[0]}.value, checks, {mask}, {HEADER_OFFSET or 0}, {", ".join(params)})', 2)
+        w.put('except StructError:')  # a value outside its slot: the full path decides
+        w.put('return MISS', 2)
+        call = 'if ENTRY(record): return MISS'
     if plan.failures is not None:
         w.env['FAILURES'] = plan.failures
         w.put('if in_kernel:')

@@ -22,6 +22,13 @@ INSTANCES = {
         f'template int sdfgsparse::check_compressed<{t}>(const {t}*, long long, const {t}*, long long, long long, int, '
         f'int);\ntemplate int sdfgsparse::check_range<{t}>(const {t}*, long long, long long);'
         for t in ('int32_t', 'int64_t')) + '\n',
+    'sdfgsparse_entry.h': '''
+int entry_reads(const char* rec) {
+  const sdfgsparse::EntryRecord r(rec);
+  return (int)r.checks() + (r.state() != nullptr) + *r.get<int*>(0) + r.get<int>(1) + (int)r.get<float>(2) +
+         (int)r.get<double>(3) + r.get<bool>(4) + (int)r.get<long long>(5);
+}
+''',
     'mkl': '\n'.join(
         f'template void sdfgsparse::mkl::csr_mm<{t}>(bool, long long, long long, long long, const int*, const int*, '
         f'const {t}*, const {t}*, long long, {t}*, long long);\n'

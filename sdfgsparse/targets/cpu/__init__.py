@@ -13,7 +13,10 @@ count / fill shape both share), :mod:`.compress` (expand-sort-compress), the sto
 checks compiled into every kernel (:mod:`.storage_check`) and inside row walks
 (:mod:`.kernel_checks`). Each is tested against the portable ``pure`` SDFG of the same
 node (:mod:`sdfgsparse.lowering.graph`).
-"""
-from sdfgsparse.targets.cpu import dense_products, expansions
 
-__all__ = ['dense_products', 'expansions']
+Every program with CSR / CSC arguments also exports one entry for warm calls, written
+after the program by DaCe's code generator (:mod:`.entry`).
+"""
+from sdfgsparse.targets.cpu import dense_products, entry, expansions
+
+__all__ = ['dense_products', 'entry', 'expansions']

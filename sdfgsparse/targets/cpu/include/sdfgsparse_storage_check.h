@@ -29,6 +29,57 @@ template <> struct index_traits<int64_t> {
     static constexpr long long half = (long long)(~0ULL >> 1);
 };
 
+// Part t of nt of check_compressed: a block of entries and a block of segments. Entries:
+// out-of-range ones, and "descents" (an entry not above its predecessor); the order holds
+// iff every descent starts a segment. Sets bad; adds to diff the descents of the entries
+// minus those at segment starts.
+template <typename T>
+static inline void check_compressed_part(const T* pos, long long parent, const T* crd, long long n,
+                                         typename index_traits<T>::unsigned_type ext, int ordered, int unique,
+                                         long long t, long long nt, int& bad, long long& diff) {
+    using U = typename index_traits<T>::unsigned_type;
+    const long long pb = n * t / nt, pe = n * (t + 1) / nt;
+    int b = 0;
+    unsigned d = 0;
+    if (ordered && unique) {
+        #pragma omp simd reduction(|:b) reduction(+:d)
+        for (long long p = pb > 0 ? pb : 1; p < pe; ++p) {
+            b |= (U)crd[p] >= ext;
+            d += crd[p] <= crd[p - 1];
+        }
+    } else if (ordered) {
+        #pragma omp simd reduction(|:b) reduction(+:d)
+        for (long long p = pb > 0 ? pb : 1; p < pe; ++p) {
+            b |= (U)crd[p] >= ext;
+            d += crd[p] < crd[p - 1];
+        }
+    } else {
+        #pragma omp simd reduction(|:b)
+        for (long long p = pb > 0 ? pb : 1; p < pe; ++p) b |= (U)crd[p] >= ext;
+    }
+    if (pb == 0 && pe > 0) b |= (U)crd[0] >= ext;
+    long long dd = d;
+    // Segments: positions never decrease and stay in [0, n] (the block's ends in range, no
+    // decrease inside); then count the descents at segment starts (each start of a
+    // non-empty segment once).
+    if (pos) {
+        const long long sb = parent * t / nt, se = parent * (t + 1) / nt;
+        int m = pos[sb] < 0 || (long long)pos[se] > n;
+        #pragma omp simd reduction(|:m)
+        for (long long s = sb; s < se; ++s) m |= pos[s + 1] < pos[s];
+        if (m) b = 1;
+        else if (ordered) {
+            for (long long s = sb; s < se; ++s) {
+                const long long lo = pos[s];
+                if (lo > 0 && lo < (long long)pos[s + 1])
+                    dd -= unique ? crd[lo] <= crd[lo - 1] : crd[lo] < crd[lo - 1];
+            }
+        }
+    }
+    bad |= b;
+    diff += dd;
+}
+
 template <typename T>
 static inline int check_compressed(const T* pos, long long parent, const T* crd, long long n, long long extent,
                                    int ordered, int unique) {
@@ -40,53 +91,21 @@ static inline int check_compressed(const T* pos, long long parent, const T* crd,
     // read as unsigned, a negative index is at least 2^(bits-1), above any valid one
     const U ext = (U)(extent < HALF ? extent : HALF);
     int bad = 0;
-    long long diff = 0;  // descents of the entries minus those at segment starts
-    // One parallel region, each thread a block of entries and a block of segments.
-    // Entries: out-of-range ones, and "descents" (an entry not above its predecessor);
-    // the order holds iff every descent starts a segment.
-    #pragma omp parallel reduction(|:bad) reduction(+:diff) if(n + parent > STORAGE_CHECK_PARALLEL)
-    {
-        const long long nt = omp_get_num_threads(), t = omp_get_thread_num();
-        const long long pb = n * t / nt, pe = n * (t + 1) / nt;
-        int b = 0;
-        unsigned d = 0;
-        if (ordered && unique) {
-            #pragma omp simd reduction(|:b) reduction(+:d)
-            for (long long p = pb > 0 ? pb : 1; p < pe; ++p) {
-                b |= (U)crd[p] >= ext;
-                d += crd[p] <= crd[p - 1];
-            }
-        } else if (ordered) {
-            #pragma omp simd reduction(|:b) reduction(+:d)
-            for (long long p = pb > 0 ? pb : 1; p < pe; ++p) {
-                b |= (U)crd[p] >= ext;
-                d += crd[p] < crd[p - 1];
-            }
-        } else {
-            #pragma omp simd reduction(|:b)
-            for (long long p = pb > 0 ? pb : 1; p < pe; ++p) b |= (U)crd[p] >= ext;
+    long long diff = 0;
+    if (n + parent <= STORAGE_CHECK_PARALLEL) {
+        // no parallel region: starting one (even of one thread) costs twice this check of
+        // 500 entries
+        check_compressed_part(pos, parent, crd, n, ext, ordered, unique, 0, 1, bad, diff);
+    } else {
+        #pragma omp parallel reduction(|:bad) reduction(+:diff)
+        {
+            int b = 0;
+            long long dd = 0;
+            check_compressed_part(pos, parent, crd, n, ext, ordered, unique, omp_get_thread_num(),
+                                  omp_get_num_threads(), b, dd);
+            bad |= b;
+            diff += dd;
         }
-        if (pb == 0 && pe > 0) b |= (U)crd[0] >= ext;
-        long long dd = d;
-        // Segments: positions never decrease and stay in [0, n] (the block's ends in
-        // range, no decrease inside); then count the descents at segment starts (each
-        // start of a non-empty segment once).
-        if (pos) {
-            const long long sb = parent * t / nt, se = parent * (t + 1) / nt;
-            int m = pos[sb] < 0 || (long long)pos[se] > n;
-            #pragma omp simd reduction(|:m)
-            for (long long s = sb; s < se; ++s) m |= pos[s + 1] < pos[s];
-            if (m) b = 1;
-            else if (ordered) {
-                for (long long s = sb; s < se; ++s) {
-                    const long long lo = pos[s];
-                    if (lo > 0 && lo < (long long)pos[s + 1])
-                        dd -= unique ? crd[lo] <= crd[lo - 1] : crd[lo] < crd[lo - 1];
-                }
-            }
-        }
-        bad |= b;
-        diff += dd;
     }
     return bad || diff != 0;
 }
@@ -98,8 +117,13 @@ static inline int check_range(const T* crd, long long n, long long extent) {
     if (n < 0 || extent < 0) return 1;
     const U ext = (U)(extent < HALF ? extent : HALF);
     int bad = 0;
-    #pragma omp parallel for simd reduction(|:bad) schedule(static) if(n > STORAGE_CHECK_PARALLEL)
-    for (long long p = 0; p < n; ++p) bad |= (U)crd[p] >= ext;
+    if (n <= STORAGE_CHECK_PARALLEL) {  // (no parallel region: see check_compressed)
+        #pragma omp simd reduction(|:bad)
+        for (long long p = 0; p < n; ++p) bad |= (U)crd[p] >= ext;
+    } else {
+        #pragma omp parallel for simd reduction(|:bad) schedule(static)
+        for (long long p = 0; p < n; ++p) bad |= (U)crd[p] >= ext;
+    }
     return bad;
 }
 

@@ -1,0 +1,204 @@
+"""The warm call's single entry into a program's library.
+
+A warm call of a program with CSR / CSC arguments made three foreign calls through ctypes:
+the storage check of each sparse argument, the construction of each argument's struct
+(a ``ctypes.Structure``), and the program. On a 100 x 100 SpMV each cost more than the
+kernel itself: 1.5 us per check call with its seven converted arguments, 1.4 us per
+struct, 1.8 us for the program (docs/performance.md). :func:`add_to` exports one more
+function from the program's library, ``__ss_entry_<key>``, which takes the members of
+every sparse argument as plain parameters, assembles the structs on its stack, runs the
+storage checks the caller asks for (a bit per sparse argument) and then calls the
+program through the pointer it is given: one foreign call per warm call.
+
+The entry repeats the program's own parameter list (DaCe's ``sdfg.signature``, as its code
+generator writes ``__program_<name>``), so ``key`` hashes that list and the layout of
+each struct: :func:`find` looks the entry up under the key of the *compiled* program's
+arguments, and a program whose arguments changed after its kernels were expanded simply
+has no entry of that key (the call plan then keeps its three calls).
+
+Entry parameters, in order: the program's pointer, its state, the check bits, then per
+program parameter either its value or, for a sparse argument, its struct's fields in
+declaration order followed by ``parent, n, extent`` of its storage check
+(``sdfgsparse::check_compressed``; ``ordered`` and ``unique`` come from the format). It
+returns 0 after the program ran, else the 1-based position of the first sparse argument
+whose check failed (the program did not run).
+
+Only programs whose every sparse argument is one dense and one compressed level (CSR, CSC
+and their unordered kin) get an entry; the call plans that use it are exactly those of
+:mod:`sdfgsparse.runtime.specialise`.
+"""
+import ctypes
+import hashlib
+import struct
+from typing import List, Optional, Tuple
+
+import dace
+import numpy as np
+from dace.codegen.targets.cpp import mangle_dace_state_struct_name
+
+from sdfgsparse.formats.format import is_sparse_desc, sparse_type_of
+from sdfgsparse.formats.levels import Compressed, Dense
+from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
+
+__all__ = ['install', 'find', 'Entry']
+
+_PREFIX = '__ss_entry_'
+
+
+def _plain_compressed(desc) -> bool:
+    st = sparse_type_of(desc)
+    fmt = st.fmt
+    return ([type(lvl) for lvl in fmt.levels] == [Dense, Compressed] and not fmt.levels[0].size_key and
+            list(fmt.size_keys) == ['n1'] and fmt.block == (1, 1) and
+            np.dtype(st.index_dtype.type) in INDEX_CTYPES)
+
+
+def _fields(desc) -> List[Tuple[str, str]]:
+    """(name, C type) of each field of a sparse argument's struct, in declaration order."""
+    return [(f, t.ctype) for f, t in desc.dtype.base_type.fields.items()]
+
+
+def _layout(sdfg: dace.SDFG, arglist) -> Optional[str]:
+    """The text the entry's key hashes: the program's parameter list and its structs; None
+    when an argument is of a kind the entry does not pass."""
+    parts = [sdfg.signature(arglist=arglist)]
+    for name, desc in arglist.items():
+        if is_sparse_desc(desc):
+            if not _plain_compressed(desc):
+                return None
+            parts.append(f'{name}:{desc.dtype.base_type.ctype}:' + ','.join(f'{f} {t}' for f, t in _fields(desc)))
+        elif isinstance(desc, dace.data.Structure) or not isinstance(desc, (dace.data.Array, dace.data.Scalar)):
+            return None
+        elif isinstance(desc, dace.data.Array) and desc.storage not in (dace.StorageType.Default,
+                                                                        dace.StorageType.CPU_Heap):
+            return None
+    return '\n'.join(parts)
+
+
+def _key(layout: str) -> str:
+    return hashlib.sha256(layout.encode()).hexdigest()[:16]
+
+
+def _slot_code(desc) -> Optional[str]:
+    """The ``struct`` code of a program parameter's slot: an address, an integer or a double."""
+    if isinstance(desc, dace.data.Array):
+        return 'Q'
+    t = desc.dtype.type
+    if t in (bool, np.bool_) or np.issubdtype(t, np.integer):
+        return 'q'
+    if np.issubdtype(t, np.floating):
+        return 'd'
+    return None
+
+
+def _slots(arglist) -> Optional[str]:
+    """The ``struct`` format of the record the entry reads (after state and checks)."""
+    codes = []
+    for desc in arglist.values():
+        if is_sparse_desc(desc):
+            codes += ['Q' if isinstance(t, dace.pointer) else 'q' for t in desc.dtype.base_type.fields.values()]
+            codes += ['q', 'q', 'q']
+        else:
+            code = _slot_code(desc)
+            if code is None:
+                return None
+            codes.append(code)
+    return ''.join(codes)
+
+
+def _entry_code(sdfg: dace.SDFG, arglist) -> Optional[str]:
+    """The entry of the program of ``sdfg`` (the root SDFG being generated) with DaCe's
+    parameter list ``arglist``, or None when it gets none."""
+    layout = _layout(sdfg, arglist)
+    if layout is None or _slots(arglist) is None or not any(is_sparse_desc(d) for d in arglist.values()):
+        return None
+    call, body = [], []
+    k, slot = 0, 0
+
+    def read(ctype: str) -> str:
+        nonlocal slot
+        slot += 1
+        return f'_r.get<{ctype}>({slot - 1})'
+
+    for arg, desc in arglist.items():
+        if not is_sparse_desc(desc):
+            call.append(read(f'{desc.dtype.ctype}*' if isinstance(desc, dace.data.Array) else desc.dtype.ctype))
+            continue
+        st = sparse_type_of(desc)
+        sname = desc.dtype.base_type.ctype
+        level = st.fmt.levels[1]
+        T = INDEX_CTYPES[np.dtype(st.index_dtype.type)][1]
+        local = f'_s{k}'
+        body.append(f'{sname} {local};')
+        for f, _ in _fields(desc):
+            body.append(f'{local}.{f} = {read(f"decltype({local}.{f})")};')
+        parent, n, extent = read('long long'), read('long long'), read('long long')
+        body.append(f'if (((_checks >> {k}) & 1) && sdfgsparse::check_compressed<{T}>((const {T}*){local}.pos1, '
+                    f'{parent}, (const {T}*){local}.crd1, {n}, {extent}, {int(bool(level.ordered))}, '
+                    f'{int(bool(level.unique))}) != 0) return {k + 1};')
+        call.append(f'&{local}')
+        k += 1
+    lines = '\n'.join('    ' + b for b in body)
+    state = mangle_dace_state_struct_name(sdfg.name)
+    return f'''
+#include "sdfgsparse_storage_check.h"
+#include "sdfgsparse_entry.h"
+DACE_EXPORTED int {_PREFIX}{_key(layout)}(const char* _rec)
+{{
+    const sdfgsparse::EntryRecord _r(_rec);
+    const long long _checks = _r.checks();
+{lines}
+    __program_{sdfg.name}(({state}*)_r.state(), {", ".join(call)});
+    return 0;
+}}
+'''
+
+
+def install() -> None:
+    """Write each program's entry after the program itself: a wrapper of DaCe's frame code
+    generator's footer, which writes ``__program_<name>`` (idempotent)."""
+    from dace.codegen.targets import framecode
+    orig = framecode.DaCeCodeGenerator.generate_footer
+    if getattr(orig, '_sdfgsparse_entry', False):
+        return
+
+    def generate_footer(self, sdfg, global_stream, callsite_stream):
+        orig(self, sdfg, global_stream, callsite_stream)
+        if sdfg.parent_sdfg is None:
+            code = _entry_code(sdfg, self.arglist)
+            if code is not None:
+                callsite_stream.write(code, sdfg)
+
+    generate_footer._sdfgsparse_entry = True
+    generate_footer.__wrapped__ = orig
+    framecode.DaCeCodeGenerator.generate_footer = generate_footer
+
+
+install()
+
+
+class Entry:
+    """A program's entry, found in its loaded library: ``func`` (ctypes, one ``bytes``
+    argument), ``record`` (a :class:`struct.Struct` packing the state's address, the check
+    bits and the parameters' slots) and ``sparse``, the names of the sparse arguments in
+    parameter order (bit ``k`` of the checks is the ``k``-th of them)."""
+
+    def __init__(self, func, record: struct.Struct, sparse: List[str]):
+        self.func, self.record, self.sparse = func, record, sparse
+
+
+def find(csdfg) -> Optional[Entry]:
+    """The entry of compiled program ``csdfg`` (a DaCe ``CompiledSDFG``) for its arguments as
+    compiled, or None."""
+    sdfg, arglist = csdfg.sdfg, csdfg._typedict
+    try:
+        layout, slots = _layout(sdfg, arglist), _slots(arglist)
+    except Exception:  # an argument this module cannot describe
+        return None
+    if layout is None or slots is None:
+        return None
+    func = library_function(csdfg._lib, _PREFIX + _key(layout), ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p))
+    if func is None:
+        return None
+    sparse = [a for a, d in arglist.items() if is_sparse_desc(d)]
+    return Entry(func, struct.Struct('=QqQq' + slots), sparse)
