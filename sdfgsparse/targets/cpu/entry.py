@@ -38,6 +38,7 @@ from dace.codegen.targets.cpp import mangle_dace_state_struct_name
 
 from sdfgsparse.formats.format import is_sparse_desc, sparse_type_of
 from sdfgsparse.formats.levels import Compressed, Dense
+from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
 
 __all__ = ['install', 'find', 'Entry']
@@ -164,7 +165,8 @@ def install() -> None:
 
     def generate_footer(self, sdfg, global_stream, callsite_stream):
         orig(self, sdfg, global_stream, callsite_stream)
-        if sdfg.parent_sdfg is None:
+        # (only where a cpu kernel brought the headers' include path: SdfgsparseCPU)
+        if sdfg.parent_sdfg is None and SdfgsparseCPU in getattr(self, 'environments', ()):
             code = _entry_code(sdfg, self.arglist)
             if code is not None:
                 callsite_stream.write(code, sdfg)
