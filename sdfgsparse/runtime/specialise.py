@@ -102,11 +102,19 @@ class _Writer:
         self.put(f'if not ({condition}): return MISS', depth)
 
 
+def _size(w: _Writer, name: str, fn) -> str:
+    """Source of a compiled size ``fn(s)`` (runtime/symexpr.py): its expression over the table
+    ``s`` inline where it carries one (no call), else a call of the function as a global."""
+    source = getattr(fn, 'source', None)
+    return f'({source})' if source is not None else f'{w.const(name, fn)}(s)'
+
+
 def _array_ok(w: _Writer, var: str, dtype_name: str, extra: str = '', torch: bool = False) -> None:
     if torch:  # the tests NumPy makes of the tensor's .numpy() view, asked of the tensor
         w.miss_unless(f'{var}.dtype == {dtype_name} and {var}.dim() == 1 and {var}.is_contiguous(){extra}')
     else:
-        w.miss_unless(f'{var}.dtype == {dtype_name} and {var}.ndim == 1 and {var}.flags.c_contiguous{extra}')
+        w.miss_unless(f'({var}.dtype is {dtype_name} or {var}.dtype == {dtype_name}) and {var}.ndim == 1 and '
+                      f'{var}.flags.c_contiguous{extra}')  # (a builtin dtype is one object: no comparison)
 
 
 def _sparse(w: _Writer, k: int, slot, defined: set, spans: Optional[dict], bit: Optional[int] = None):
@@ -217,8 +225,8 @@ def _dense(w: _Writer, k: int, slot, spans: Optional[dict], objects: bool = Fals
         pointer = f'{v}.data_ptr()'
     else:
         dt = w.const(f'DDT{k}', slot.dtype)
-        w.miss_unless(f'type({v}) is ndarray and {v}.dtype == {dt} and {v}.ndim == {slot.ndim} and '
-                      f'{v}.flags.c_contiguous')
+        w.miss_unless(f'type({v}) is ndarray and ({v}.dtype is {dt} or {v}.dtype == {dt}) and '
+                      f'{v}.ndim == {slot.ndim} and {v}.flags.c_contiguous')
         pointer = _OBJECT.format(v) if objects and spans is None else f'dp({v})'
     if spans is not None:
         size = f'{v}.numel() * {v}.element_size()' if slot.torch is not None else f'{v}.nbytes'
@@ -229,7 +237,7 @@ def _dense(w: _Writer, k: int, slot, spans: Optional[dict], objects: bool = Fals
         if sym is not None:
             w.put(f's[{sym!r}] = {v}.shape[{d}]')
         else:
-            w.miss_unless(f'{w.const(f"DIM{k}_{j}", fn)}(s) == {v}.shape[{d}]')
+            w.miss_unless(f'{_size(w, f"DIM{k}_{j}", fn)} == {v}.shape[{d}]')
     return pointer
 
 
@@ -276,9 +284,9 @@ def specialise(plan) -> Optional[Callable]:
         if crossings:
             w.put(f'if {" or ".join(crossings)}: return MISS')
     for j, (fa, fb) in enumerate(plan.shape_rules):
-        w.miss_unless(f'{w.const(f"RULE{j}A", fa)}(s) == {w.const(f"RULE{j}B", fb)}(s)')
+        w.miss_unless(f'{_size(w, f"RULE{j}A", fa)} == {_size(w, f"RULE{j}B", fb)}')
     for j, (_, ret) in enumerate(plan.returns):
-        shape = ', '.join(f'{w.const(f"RSHAPE{j}_{d}", fn)}(s)' for d, fn in enumerate(ret.shape))
+        shape = ', '.join(_size(w, f'RSHAPE{j}_{d}', fn) for d, fn in enumerate(ret.shape))
         w.put(f'ret{j} = empty(({shape}{"," if len(ret.shape) == 1 else ""}), {w.const(f"RDT{j}", ret.dtype)})')
     args = ['CSDFG._libhandle']
     objects = entry is not None and spans is None and bool(HEADER_OFFSET)

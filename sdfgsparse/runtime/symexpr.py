@@ -26,17 +26,23 @@ _CACHE: Dict[object, Callable] = {}
 
 def compile_int(expr) -> Callable[[Dict[str, int]], int]:
     """``f(symbols) -> int`` for an integer, a symbol or a symbolic expression.
-    A missing symbol raises ``KeyError`` when ``f`` is called."""
+    A missing symbol raises ``KeyError`` when ``f`` is called. ``f.source`` is the same as a
+    Python expression over the table ``s`` (for code that inlines it: runtime/specialise.py)."""
     if not dace.symbolic.issymbolic(expr):
         value = int(expr)
-        return lambda s: value
+        fn = lambda s: value  # noqa: E731
+        fn.source = repr(value)
+        return fn
     if expr.is_Symbol:
         name = str(expr)
-        return lambda s: s[name]
+        fn = lambda s: s[name]  # noqa: E731
+        fn.source = f's[{name!r}]'
+        return fn
     fn = _CACHE.get(expr)
     if fn is None:
         src = _TablePrinter().doprint(sympy.sympify(expr))
         fn = _CACHE[expr] = eval(f'lambda s: int({src})', {})  # noqa: S307 (our own printed expression)
+        fn.source = f'int({src})'
     return fn
 
 
