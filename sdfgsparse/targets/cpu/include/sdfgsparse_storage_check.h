@@ -33,10 +33,15 @@ template <> struct index_traits<int64_t> {
 // out-of-range ones, and "descents" (an entry not above its predecessor); the order holds
 // iff every descent starts a segment. Sets bad; adds to diff the descents of the entries
 // minus those at segment starts.
+struct CheckPart {
+    int bad;
+    long long diff;
+};
+
 template <typename T>
-static inline void check_compressed_part(const T* pos, long long parent, const T* crd, long long n,
-                                         typename index_traits<T>::unsigned_type ext, int ordered, int unique,
-                                         long long t, long long nt, int& bad, long long& diff) {
+static inline __attribute__((always_inline)) CheckPart check_compressed_part(
+    const T* __restrict__ pos, long long parent, const T* __restrict__ crd, long long n,
+    typename index_traits<T>::unsigned_type ext, int ordered, int unique, long long t, long long nt) {
     using U = typename index_traits<T>::unsigned_type;
     const long long pb = n * t / nt, pe = n * (t + 1) / nt;
     int b = 0;
@@ -76,8 +81,7 @@ static inline void check_compressed_part(const T* pos, long long parent, const T
             }
         }
     }
-    bad |= b;
-    diff += dd;
+    return CheckPart{b, dd};
 }
 
 template <typename T>
@@ -95,16 +99,16 @@ static inline int check_compressed(const T* pos, long long parent, const T* crd,
     if (n + parent <= STORAGE_CHECK_PARALLEL) {
         // no parallel region: starting one (even of one thread) costs twice this check of
         // 500 entries
-        check_compressed_part(pos, parent, crd, n, ext, ordered, unique, 0, 1, bad, diff);
+        const CheckPart c = check_compressed_part(pos, parent, crd, n, ext, ordered, unique, 0, 1);
+        bad = c.bad;
+        diff = c.diff;
     } else {
         #pragma omp parallel reduction(|:bad) reduction(+:diff)
         {
-            int b = 0;
-            long long dd = 0;
-            check_compressed_part(pos, parent, crd, n, ext, ordered, unique, omp_get_thread_num(),
-                                  omp_get_num_threads(), b, dd);
-            bad |= b;
-            diff += dd;
+            const CheckPart c = check_compressed_part(pos, parent, crd, n, ext, ordered, unique, omp_get_thread_num(),
+                                                      omp_get_num_threads());
+            bad |= c.bad;
+            diff += c.diff;
         }
     }
     return bad || diff != 0;
