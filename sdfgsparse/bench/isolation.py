@@ -85,4 +85,10 @@ def merge(parts) -> BenchResult:
                 seen.add(key)
                 out.skipped.append(s)
     out.machine.pop('openmp', None)
+    calls = [r.machine['warm_call'] for _, r in parts if r.machine.get('warm_call')]
+    if calls:  # each system's warm call, measured in its own process
+        out.machine['warm_call'] = dict(calls[0], min_us={}, median_us={})
+        for w in calls:
+            out.machine['warm_call']['min_us'].update(w['min_us'])
+            out.machine['warm_call']['median_us'].update(w['median_us'])
     return out

@@ -215,6 +215,23 @@ def _target_line(m) -> Optional[str]:
             f'threads {m.get("threads")}')
 
 
+def _warm_call_lines(m) -> List[str]:
+    """The warm-call measurement (runner.warm_call), sdfgsparse first, then the peers from
+    the fastest, with ours against the fastest peer."""
+    w = m.get('warm_call')
+    if not w or 'sdfgsparse' not in w.get('min_us', {}):
+        return []
+    lo, med = w['min_us'], w['median_us']
+    peers = sorted((k for k in lo if k not in ('sdfgsparse', 'sdfgsparse-mkl')), key=lambda k: lo[k])
+    ours = lo['sdfgsparse']
+    versus = f'; sdfgsparse / fastest peer ({peers[0]}): {ours / lo[peers[0]]:.2f}' if peers else ''
+    systems = ['sdfgsparse'] + [k for k in lo if k == 'sdfgsparse-mkl'] + peers
+    how = 'rounds' if m.get('isolation') == 'separate' else 'interleaved rounds'
+    return ['', f'warm call: SpMV of a {w["matrix"]} matrix, us per call (min / median of {w["rounds"]} '
+            f'{how} of {w["calls"]}){versus}',
+            '  ' + '   '.join(f'{k} {lo[k]:.2f} / {med[k]:.2f}' for k in systems)]
+
+
 def format_report(result: BenchResult) -> str:
     """The whole report as text (see the module docstring)."""
     m = result.machine
@@ -230,6 +247,7 @@ def format_report(result: BenchResult) -> str:
     out += _isolation_lines(m)
     for name, why in sorted(m.get('peers_skipped', {}).items()):
         out.append(f'peer {name}: MISSING, {why}; the best-peer ratios leave it out')
+    out += _warm_call_lines(m)
     if result.compile:
         out.append('')
         out.append('sdfgsparse compile time (s): kernel  cold build  warm cache')

@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
 import numpy as np
+import scipy.sparse as sp
 
 from sdfgsparse.bench.errors import OptionError
 from sdfgsparse.errors import CopyWarning
 from sdfgsparse.bench.kernels import Kernel, check_result
-from sdfgsparse.bench.matrices import MatrixSource
+from sdfgsparse.bench.matrices import MatrixSource, canonical
 from sdfgsparse.bench.peers import make_peers
 from sdfgsparse.bench.programs import (OPT_SYSTEM, MKLSystem, OptimizedSystem, SdfgsparseSystem, build_folder,
                                        building_in, measure_compile)
@@ -76,6 +77,9 @@ class BenchConfig:
     only: Optional[str] = None  # run this one system (a child of ``--isolation separate``)
     #: last-level cache of the SpMV traffic model (:meth:`Kernel.bytes`); None: this machine's
     cache_bytes: Optional[int] = None
+    #: rounds of the warm-call measurement (:func:`warm_call`; runs with an SpMV kernel);
+    #: None: 15, or 7 with ``quick``; 0: not measured
+    warm_call_rounds: Optional[int] = None
 
     def validate(self) -> None:
         if self.threads < 1:
@@ -213,6 +217,12 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
         compile_errors = {c['kernel']: c['error'] for c in out.compile if c['error']}
     progress.step()
 
+    spmv = next((k for k in config.kernels if k.name == 'spmv'), None)
+    rounds = config.warm_call_rounds if config.warm_call_rounds is not None else 7 if config.quick else 15
+    if spmv is not None and 'spmv' not in compile_errors and rounds > 0:
+        progress.note('warm call')
+        m['warm_call'] = warm_call(spmv, systems, config.seed, rounds=rounds)
+
     for source in config.matrices:
         progress.note(f'loading {source.name}')
         A = source.load()
@@ -235,6 +245,45 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
     m['isolation'] = 'same'  # one process (isolation.run_separate merges a process per system)
     m['openmp'] = openmp.describe()  # after the run: every runtime the systems loaded
     return out
+
+
+#: The warm-call measurement's matrix: rows, columns, density (500 entries).
+WARM_CALL_MATRIX = (100, 100, 0.05)
+
+
+def warm_call(kernel: Kernel, systems, seed: int, rounds: int = 15, calls: int = 2000) -> Dict[str, Any]:
+    """What a call costs beside its arithmetic: microseconds per SpMV (``kernel``) of a 100 x
+    100 matrix with 500 entries, per system (those whose result is right), the minimum and
+    median over ``rounds`` rounds of ``calls`` calls, the systems alternating round by round.
+    Argument checks, dispatch, allocation of the result and a kernel's fixed costs (thread
+    start-up) decide it; the arithmetic is about 0.5 us."""
+    m, n, density = WARM_CALL_MATRIX
+    A = canonical(sp.random(m, n, density=density, format='csr', random_state=seed))
+    inp = kernel.inputs(A, seed=seed)
+    ref = kernel.reference(inp)
+    fns: Dict[str, Callable[[], Any]] = {}
+    for s in systems:
+        if s.name == OPT_SYSTEM:
+            continue  # (optimised per matrix of the run)
+        try:
+            fn = s.prepare(kernel, inp)
+            if fn is None or not check_result(s.to_host(fn()), ref, kernel.dtype)[0]:
+                continue
+            for _ in range(min(calls, 200)):
+                fn()
+        except Exception:  # a peer that fails here fails in the run proper, where it is reported
+            continue
+        fns[s.name] = fn
+    times: Dict[str, List[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - t0) / calls * 1e6)
+    return {'matrix': f'{m} x {n}, {A.nnz} entries', 'rounds': rounds, 'calls': calls,
+            'min_us': {k: min(v) for k, v in times.items()},
+            'median_us': {k: float(np.median(v)) for k, v in times.items()}}
 
 
 def _run_one(kernel: Kernel, matrix: str, A, systems, compile_errors, config: BenchConfig, progress: Progress,

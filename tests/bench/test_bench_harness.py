@@ -79,6 +79,7 @@ def _config(mtx_dir, kernels, **kw):
     kw.setdefault('stream_elements', 1 << 16)
     kw.setdefault('measure_warm_cache', False)
     kw.setdefault('progress', False)
+    kw.setdefault('warm_call_rounds', 1)
     return BenchConfig(kernels=parse_kernels(kernels), matrices=from_folder(str(mtx_dir)), **kw)
 
 
@@ -222,6 +223,7 @@ def test_isolation_separate_runs_a_process_per_system_and_merges(mtx_dir, tmp_pa
     m = data['machine']
     systems = {'sdfgsparse', 'scipy'} | ({'sdfgsparse-mkl'} if mkl.available() else set())  # (the [mkl] extra)
     assert m['isolation'] == 'separate' and set(m['openmp_by_system']) == systems
+    assert set(m['warm_call']['min_us']) == systems  # each measured in its own process, merged
     assert m['stream_triad_GBps'] > 0 and set(m['versions']) >= systems
     assert [c['kernel'] for c in data['compile']] == ['spmv']  # compiled in sdfgsparse's process only
     got = {(r['matrix'], r['system']) for r in data['results']}
@@ -229,6 +231,24 @@ def test_isolation_separate_runs_a_process_per_system_and_merges(mtx_dir, tmp_pa
     assert all(r['correct'] and r['runs'] == 2 for r in data['results'])
     if arch:  # the children built for the target (their machine record says so)
         assert m['target']['march'] == arch and m['target']['vector_bytes'] == 16
+
+
+def test_the_warm_call_is_measured_and_reported(mtx_dir):
+    """A run with SpMV times a call on a 100 x 100 matrix for every system whose result is
+    right (a wrong peer is left out), and the report prints it against the fastest peer."""
+    res = run_benchmark(_config(mtx_dir, 'spmv', warm_call_rounds=3),
+                        systems=[SdfgsparseSystem(), ScipyPeer(), WrongPeer()])
+    w = res.machine['warm_call']
+    assert w['matrix'] == '100 x 100, 500 entries' and w['rounds'] == 3
+    assert set(w['min_us']) == set(w['median_us']) == {'sdfgsparse', 'scipy'}
+    assert all(0 < w['min_us'][k] <= w['median_us'][k] for k in w['min_us'])
+    text = format_report(res)
+    ratio = w['min_us']['sdfgsparse'] / w['min_us']['scipy']
+    assert 'warm call: SpMV of a 100 x 100, 500 entries matrix' in text
+    assert f'sdfgsparse / fastest peer (scipy): {ratio:.2f}' in text
+    assert BenchResult.from_dict(json.loads(json.dumps(res.to_dict()))).machine['warm_call'] == w
+    none = run_benchmark(_config(mtx_dir, 'spmm:3', warm_call_rounds=3), systems=[ScipyPeer()])
+    assert 'warm_call' not in none.machine and 'warm call' not in format_report(none)
 
 
 def test_isolation_same_is_the_default_and_reports_the_openmp_runtime(mtx_dir):
