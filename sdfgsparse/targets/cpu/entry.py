@@ -3,29 +3,32 @@
 A warm call of a program with CSR / CSC arguments made three foreign calls through ctypes:
 the storage check of each sparse argument, the construction of each argument's struct
 (a ``ctypes.Structure``), and the program. On a 100 x 100 SpMV each cost more than the
-kernel itself: 1.5 us per check call with its seven converted arguments, 1.4 us per
-struct, 1.8 us for the program (docs/performance.md). :func:`add_to` exports one more
-function from the program's library, ``__ss_entry_<key>``, which takes the members of
-every sparse argument as plain parameters, assembles the structs on its stack, runs the
-storage checks the caller asks for (a bit per sparse argument) and then calls the
-program through the pointer it is given: one foreign call per warm call.
+kernel itself: 1.5 us of argument conversion per check call, 0.8-1.4 us per struct, 1.8 us
+for the program (docs/performance.md). Every such program's library therefore exports one
+more function, ``__ss_entry_<key>``, written right after ``__program_<name>`` by DaCe's
+frame code generator (:func:`install` wraps its footer) with the same parameter list.
 
-The entry repeats the program's own parameter list (DaCe's ``sdfg.signature``, as its code
-generator writes ``__program_<name>``), so ``key`` hashes that list and the layout of
-each struct: :func:`find` looks the entry up under the key of the *compiled* program's
-arguments, and a program whose arguments changed after its kernels were expanded simply
-has no entry of that key (the call plan then keeps its three calls).
+The entry takes one argument: a record of 8-byte slots that the call plan packs with
+``struct`` (:attr:`Entry.record`; ``include/sdfgsparse_entry.h`` reads it). Slots 0-3: the
+program's state, the check bits (bit ``k``: check the ``k``-th sparse argument), a mask of
+the parameters passed as NumPy array objects (their addresses, ``id(array)``: the entry
+reads each data pointer at the offset :data:`~sdfgsparse.runtime.pointers.HEADER_OFFSET`
+that the runtime verified on import) and that offset. Then one slot per program parameter,
+where a sparse argument takes its struct's fields in declaration order followed by
+``parent, n, extent`` of its storage check (``sdfgsparse::check_compressed``; ``ordered``
+and ``unique`` come from the format). The entry assembles the structs on its stack, runs
+the checks asked for and calls the program; it returns 0 after the program ran, else the
+1-based position of the first sparse argument whose check failed (the program did not run:
+the full path then raises the typed error).
 
-Entry parameters, in order: the program's pointer, its state, the check bits, then per
-program parameter either its value or, for a sparse argument, its struct's fields in
-declaration order followed by ``parent, n, extent`` of its storage check
-(``sdfgsparse::check_compressed``; ``ordered`` and ``unique`` come from the format). It
-returns 0 after the program ran, else the 1-based position of the first sparse argument
-whose check failed (the program did not run).
+``key`` hashes the parameter list and the layout of each struct, and :func:`find` looks the
+entry up under the key of the *compiled* program's arguments: a library generated for other
+arguments has no entry of that key, and the call plan keeps its three calls.
 
 Only programs whose every sparse argument is one dense and one compressed level (CSR, CSC
-and their unordered kin) get an entry; the call plans that use it are exactly those of
-:mod:`sdfgsparse.runtime.specialise`.
+and their unordered kin), with at most :data:`MAX_SPARSE` of them, and whose kernels
+brought sdfgsparse's include path get an entry; the call plans that use it are exactly
+those of :mod:`sdfgsparse.runtime.specialise`.
 """
 import ctypes
 import hashlib
@@ -41,9 +44,12 @@ from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
 
-__all__ = ['install', 'find', 'Entry']
+__all__ = ['install', 'find', 'Entry', 'MAX_SPARSE']
 
 _PREFIX = '__ss_entry_'
+
+#: Sparse arguments an entry takes at most (one check bit each in a 64-bit slot).
+MAX_SPARSE = 62
 
 
 def _plain_compressed(desc) -> bool:
@@ -63,6 +69,8 @@ def _layout(sdfg: dace.SDFG, arglist) -> Optional[str]:
     """The text the entry's key hashes: the program's parameter list and its structs; None
     when an argument is of a kind the entry does not pass."""
     parts = [sdfg.signature(arglist=arglist)]
+    if sum(is_sparse_desc(d) for d in arglist.values()) > MAX_SPARSE:
+        return None
     for name, desc in arglist.items():
         if is_sparse_desc(desc):
             if not _plain_compressed(desc):
