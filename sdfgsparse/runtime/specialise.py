@@ -20,6 +20,13 @@ When the program writes an argument, the function keeps each argument's pointer 
 as locals and returns ``MISS`` when a written argument shares a byte with another (a few
 comparisons; the full path then computes through a copy, :mod:`~sdfgsparse.runtime.aliasing`).
 
+Where the program's library has its entry (:mod:`sdfgsparse.targets.cpu.entry`), the
+function makes one foreign call: it packs the call's values into the entry's record (NumPy
+arrays as their objects, unless a written argument needs their addresses for the overlap
+check) and sets a check bit per sparse argument instead of building the structs and calling
+the check itself; the entry checks before the program runs and a failed check returns
+``MISS`` as the check did.
+
 Any other plan keeps the generic walk (:func:`specialise` returns None). The function
 returns :data:`~sdfgsparse.runtime.plan.MISS` under exactly the conditions the generic walk
 does; ``tests/runtime/test_call_plans.py`` and ``test_torch.py`` run both on the same
