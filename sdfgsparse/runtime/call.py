@@ -87,7 +87,7 @@ def call_program(prog, orig_call, args, kwargs):
     waits for the first one's build and then takes its plan instead of parsing again."""
     plans = prog.__dict__.get('_ss_plans')
     if plans:
-        result = _run_plans(plans, prog.argnames, args, kwargs)
+        result = _run_plans(plans, prog.argnames, args, kwargs, prog.__dict__.get('_ss_by_type'))
         if result is not MISS:
             return result
     names = list(prog.argnames)
@@ -159,12 +159,18 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs):
     return to_torch(result) if torch_in else result
 
 
-def _run_plans(plans, argnames, args, kwargs):
+def _run_plans(plans, argnames, args, kwargs, by_type=None):
     """The result of the first plan that finishes the call, or MISS. Plans are keyed by the
-    types of *all* arguments, so a call that leaves some out matches none."""
+    types and dtypes of *all* arguments, so a call that leaves some out matches none.
+    ``by_type`` (:func:`_add_plan`) holds the same plans by the types alone: where the types
+    have one plan, the dtypes can select no other, and that plan runs without reading them."""
     pos = args if not kwargs else _positional(argnames, args, kwargs)
     if pos is None:
         return MISS
+    if by_type:
+        same = by_type.get(tuple(map(type, pos)))
+        if same is not None and len(same) == 1:
+            return same[0].run(pos)
     for plan in plans.get(_raw_key(pos), ()):
         result = plan.run(pos)
         if result is not MISS:
@@ -200,9 +206,9 @@ def _add_plan(prog, csdfg, key, names, descs, values, out, sparse, torch_in):
     have = plans.get(raw, ())
     if plan not in have and len(have) < 8:
         plans[raw] = have + (plan, )
-        # the same plans by the arguments' types alone: DaceProgram.__call__ runs the plan
-        # of a type signature that has only one (runtime/hooks.py; a dtype costs more to
-        # read and hash than a type, and every plan checks the dtypes itself)
+        # the same plans by the arguments' types alone: _run_plans runs the plan of a type
+        # signature that has only one (a dtype costs more to read and hash than a type,
+        # and every plan checks the dtypes itself)
         by_type = prog.__dict__.setdefault('_ss_by_type', {})
         types = tuple(t for t, _ in raw)
         same = by_type.get(types, ())

@@ -29,7 +29,6 @@ from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.ops.shape_checks import rules as shape_rules
 from sdfgsparse.ops.shape_checks import violation
 from sdfgsparse.runtime.call import call_program
-from sdfgsparse.runtime.slots import MISS
 from sdfgsparse.runtime.capacity import PREFIX, fill_capacities
 from sdfgsparse.runtime.results import allocate_return, is_sparse_return, struct_to_python
 from sdfgsparse.runtime.symexpr import compile_rules
@@ -43,16 +42,6 @@ def _install_program_call():
         return
 
     def __call__(self, *args, **kwargs):
-        # a warm call with positional arguments runs its plan here, two frames sooner
-        # (the only plan for these argument types: call._add_plan; several take the lookup
-        # by dtype too, in call_program)
-        by_type = self.__dict__.get('_ss_by_type')
-        if by_type and not kwargs:
-            same = by_type.get(tuple(map(type, args)))
-            if same is not None and len(same) == 1:
-                result = same[0].run(args)
-                if result is not MISS:
-                    return result
         return call_program(self, orig, args, kwargs)
 
     __call__._sdfgsparse = True
