@@ -51,8 +51,9 @@ from sdfgsparse.runtime.slots import MISS, DenseReturn, DenseSlot, ScalarSlot
 
 __all__ = ['specialise']
 
-#: a NumPy array passed to the entry as its object (the entry reads its data pointer)
-_OBJECT = 'OBJ:{}'
+#: a NumPy array passed to the entry as its object (the entry reads its data pointer): the
+#: source of its slot, which also marks it in the entry's mask
+_OBJECT = 'id({})'
 
 class _Printer(_PyPrinter):
     """Prints a size expression over local variables (``names``: symbol -> source)."""
@@ -305,8 +306,9 @@ def specialise(plan) -> Optional[Callable]:
         call = f'FUNC({", ".join(args)})'
     else:  # one foreign call: the entry assembles the structs, checks, and runs the program
         # (NumPy arrays go as their objects' addresses, whose data pointers the entry reads)
-        mask = sum(1 << j for j, a in enumerate(args[1:]) if a.startswith(_OBJECT[:4]) and j < 64)
-        params = [f'id({a[len(_OBJECT) - 2:]})' if a.startswith(_OBJECT[:4]) else a for a in args[1:]]
+        # (the mask has 64 bits: an array in a later slot goes as its data pointer)
+        params = [f'dp({a[3:-1]})' if j >= 64 and a.startswith('id(') else a for j, a in enumerate(args[1:])]
+        mask = sum(1 << j for j, a in enumerate(params) if a.startswith('id('))
         w.env.update(ENTRY=entry.func, RECORD=entry.record.pack, StructError=struct.error)
         w.put('try:')
         w.put(f'record = RECORD({args[0]}.value, checks, {mask}, {HEADER_OFFSET or 0}, {", ".join(params)})', 2)
