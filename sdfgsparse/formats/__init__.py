@@ -1,9 +1,10 @@
 """Level formats and the format catalogue (CSR, CSC, COO, DCSR, BSR, ELL, DIA)."""
 from sdfgsparse.formats.levels import Level, Dense, Compressed, Singleton, Offset
-from sdfgsparse.formats.format import SparseFormat, SparseType, sparse_type_of, is_sparse_desc, get_format
+from sdfgsparse.formats.format import (SparseFormat, SparseType, sparse_type_of, is_sparse_desc, get_format,
+                                       own_size_symbols)
 from sdfgsparse.formats.catalogue import CSR, CSC, COO, DCSR, BSR, ELL, DIA, CATALOGUE
 
 __all__ = [
     'Level', 'Dense', 'Compressed', 'Singleton', 'Offset', 'SparseFormat', 'SparseType', 'sparse_type_of',
-    'is_sparse_desc', 'get_format', 'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'CATALOGUE'
+    'own_size_symbols', 'is_sparse_desc', 'get_format', 'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'CATALOGUE'
 ]

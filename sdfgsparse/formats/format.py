@@ -337,6 +337,31 @@ class SparseType:
         return f'{self.fmt!r}[{self.dtype}, {self.rows}, {self.cols}, index={self.index_dtype}]'
 
 
+_AUTO_SIZE = re.compile(r'ss[0-9a-f]{8}_\w+')
+
+
+def own_size_symbols(descs) -> None:
+    """Give each sparse parameter its own generated size symbols, in the mapping ``descs``
+    (parameter name -> descriptor or None), in place.
+
+    An annotation makes its size symbols once (``ss<site>_n1``, the number of stored
+    entries), so one alias annotating two parameters (``T = ss.CSR[...]``;
+    ``def f(A: T, B: T)``) gave both one entry count. A parameter whose generated symbols
+    an earlier one has gets renamed copies (``ss<site>_n1_B``); sizes the user named
+    (``ss.CSR.type(..., n1='NNZ')``) stay shared."""
+    seen = set()
+    for name, desc in list(descs.items()):
+        if not is_sparse_desc(desc):
+            continue
+        st = sparse_type_of(desc)
+        auto = {k: str(v) for k, v in st.sizes.items() if _AUTO_SIZE.fullmatch(str(v))}
+        if set(auto.values()) & seen:
+            sizes = {k: (f'{auto[k]}_{name}' if k in auto else v) for k, v in st.sizes.items()}
+            own = SparseType(st.fmt, st.dtype, st.rows, st.cols, st.index_dtype, sizes, uid=-1)
+            descs[name] = own.structure(transient=desc.transient)
+        seen |= set(auto.values())
+
+
 _NAME_RE = re.compile(r'ss_(?P<fmt>\w+?)_(?P<dt>float32|float64|int32|int64)_(?P<it>int32|int64)'
                       r'(_r(?P<r>\d+))?(_c(?P<c>\d+))?')
 

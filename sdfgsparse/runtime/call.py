@@ -15,7 +15,7 @@ from sdfgsparse import errors
 from sdfgsparse._dace_compat import lock_of
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse._warnings import benign_dace_warnings
-from sdfgsparse.formats import is_sparse_desc
+from sdfgsparse.formats import is_sparse_desc, own_size_symbols
 from sdfgsparse.runtime.aliasing import ArgumentAccess, access_of, check_after, separate
 from sdfgsparse.runtime.arguments import (_dense_shape_symbols, _merge, copy_back, marshal_arguments,
                                           written_arguments)
@@ -39,6 +39,7 @@ def _annotation_descs(prog) -> Dict[str, Optional[dace.data.Data]]:
             descs[name] = dace.data.create_datadescriptor(ann)
         except Exception:
             descs[name] = None
+    own_size_symbols(descs)  # as DaCe's parse gets them (runtime/hooks.py)
     return descs
 
 

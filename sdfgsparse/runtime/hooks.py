@@ -9,6 +9,12 @@
   zero-copy) plus the size symbols they determine; warm calls of a known signature run
   its plan (:mod:`sdfgsparse.runtime.plan`), calling the compiled function itself; other
   calls go to DaCe unchanged.
+- ``DaceProgram._get_type_annotations``: the size symbols a sparse annotation makes
+  (``ss<site>_n1``: number of stored entries) belong to the annotation, so one alias
+  annotating two parameters (``T = ss.CSR[...]``; ``def f(A: T, B: T)``) gave both one
+  entry count, and a call with two matrices of different counts was refused. Each further
+  parameter of the same annotation gets its own size symbols (:func:`sdfgsparse.formats.own_size_symbols`);
+  symbols the user named (``ss.CSR.type(..., n1='NNZ')``) stay shared.
 - ``CompiledSDFG._initialize_return_values`` / ``_convert_return_values``: a returned
   ``Structure`` cannot be allocated as a NumPy array. Sparse return structures are
   allocated member by member (:func:`~sdfgsparse.runtime.results.allocate_return`) and
@@ -25,7 +31,7 @@ from dace.codegen import compiled_sdfg
 from dace.frontend.python import parser
 
 from sdfgsparse import errors
-from sdfgsparse.formats import is_sparse_desc
+from sdfgsparse.formats import is_sparse_desc, own_size_symbols
 from sdfgsparse.ops.shape_checks import rules as shape_rules
 from sdfgsparse.ops.shape_checks import violation
 from sdfgsparse.runtime.call import call_program
@@ -48,6 +54,22 @@ def _install_program_call():
     __call__.__doc__ = orig.__doc__
     __call__.__wrapped__ = orig
     parser.DaceProgram.__call__ = __call__
+
+
+def _install_annotations():
+    orig = parser.DaceProgram._get_type_annotations
+    if getattr(orig, '_sdfgsparse', False):
+        return
+
+    def _get_type_annotations(self, given_args, given_kwargs):
+        result = orig(self, given_args, given_kwargs)
+        own_size_symbols(result[0])
+        return result
+
+    _get_type_annotations._sdfgsparse = True
+    _get_type_annotations.__doc__ = orig.__doc__
+    _get_type_annotations.__wrapped__ = orig
+    parser.DaceProgram._get_type_annotations = _get_type_annotations
 
 
 def _install_results():
@@ -121,5 +143,6 @@ def install() -> None:
     """Install the wrappers above (after ``sdfgsparse._dace_compat.apply()``, whose fixes of
     the same DaCe methods they wrap); once."""
     _install_program_call()
+    _install_annotations()
     _install_results()
     _install_shape_rules()

@@ -83,6 +83,44 @@ def test_each_annotation_gets_its_own_size_symbols():
     assert make().sizes['n1'] == first
 
 
+T_ALIAS = ss.CSR[dace.float64, M, N]
+D_ALIAS = ss.DIA[dace.float64, M, N]
+
+
+@dace.program
+def _alias_twice(A: T_ALIAS, B: T_ALIAS, C: D_ALIAS, D: D_ALIAS, x: dace.float64[N]):
+    return (A - B) @ x + C @ x - D @ x
+
+
+def test_one_alias_for_two_parameters_gives_each_its_own_sizes():
+    """``T = ss.CSR[...]``; ``def f(A: T, B: T)``: the entry counts (and DIA's diagonal
+    counts) are per parameter; a call with different counts was refused (ShapeError)."""
+    rng = np.random.default_rng(3)
+    A, B = (sp.random(7, 5, density=d, format='csr', random_state=s) for d, s in ((0.5, 1), (0.2, 2)))
+    C, D = sp.dia_matrix(sp.diags([1.0, 2.0], [0, 1], shape=(7, 5))), sp.dia_matrix(sp.eye(7, 5, k=-2))
+    x = rng.standard_normal(5)
+    want = (A - B) @ x + C @ x - D @ x
+    np.testing.assert_allclose(_alias_twice(A, B, C, D, x), want, rtol=1e-12)
+    np.testing.assert_allclose(ss.compile(_alias_twice)(A, B, C, D, x), want, rtol=1e-12)
+    sdfg = _alias_twice.to_sdfg()
+    assert sparse_type_of(sdfg.arrays['A']).sizes['n1'] != sparse_type_of(sdfg.arrays['B']).sizes['n1']
+    assert sparse_type_of(sdfg.arrays['C']).sizes['nd'] != sparse_type_of(sdfg.arrays['D']).sizes['nd']
+    with pytest.raises(errors.ShapeError, match='B: symbol N is 4, but A fixed N = 5'):  # the shared M, N stay shared
+        _alias_twice(A, sp.random(7, 4, density=0.2, format='csr'), C, D, x)
+
+
+def test_sizes_the_user_named_stay_shared():
+    same = ss.CSR.type(dace.float64, M, N, n1='NNZ').structure()
+
+    @dace.program
+    def named(A: same, B: same, x: dace.float64[N]):
+        return (A + B) @ x
+
+    A = sp.random(4, 3, density=0.5, format='csr', random_state=1)
+    with pytest.raises(errors.ShapeError, match='NNZ'):
+        named(A, sp.random(4, 3, density=0.9, format='csr', random_state=2), np.ones(3))
+
+
 def test_constant_shape_annotation():
     st = sparse_type_of(ss.CSC[dace.float32, 5, 7])
     assert (st.rows, st.cols) == (5, 7) and st.fmt is ss.CSC
