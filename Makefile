@@ -37,9 +37,10 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=15 tests
 	SDFGSPARSE_IMPLEMENTATION=pure $(PY) -m pytest -q -n 2 --dist loadgroup -p no:warnings $(PURE_SUITE)
 
-# the checks to run first on a machine with a GPU (they skip without one): the GPU tests
+# the checks to run first on a machine with a GPU (the tests skip without one): the GPU tests
+# and bench --target gpu --quick (.ci/gpu-check: also how to run it where pip cannot install)
 gpu-check: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests/targets/test_gpu_build.py tests/targets/test_gpu_ops.py
+	PYTHON=$(PY) bash .ci/gpu-check
 
 # coverage-guided fuzzing of the argument checks (atheris); not part of `make test`
 fuzz: $(STAMP)

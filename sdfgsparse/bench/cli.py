@@ -62,6 +62,7 @@ Exit status:
 Wrong peer results are reported, not an error of the run.
 """
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -136,8 +137,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help='kernels (default): sparse kernels against peer libraries; ml: sparse torch models '
                    '(GCN inference and training step, sparse MLP) compiled with ss.torch.compile against eager '
                    'dense torch and torch.sparse (needs torch)')
-    p.add_argument('--target', choices=('cpu', 'fpga'), default='cpu',
-                   help='cpu (default): time against the peers; fpga: the FPGA designs ss.optimize chooses for '
+    p.add_argument('--target', choices=('cpu', 'gpu', 'fpga'), default='cpu',
+                   help='cpu (default): time against the peers; gpu: our GPU programs (spmv, spmm:16, spmm:64) '
+                   'against torch cuSPARSE with every operand in device memory (needs a CUDA device; --quick: the '
+                   'shipped matrices and the two largest generated ones); fpga: the FPGA designs ss.optimize '
+                   'chooses for '
                    'spmv, spmm:K, gcn:K and sddmm:K, their resource and performance model per matrix and a '
                    'C-simulation '
                    'check against scipy (needs g++; default matrices: the --quick set)')
@@ -201,6 +205,8 @@ def run(args) -> int:
     from sdfgsparse.bench.errors import BenchError
     if getattr(args, 'target', 'cpu') == 'fpga':
         return _run_fpga(args)
+    if getattr(args, 'target', 'cpu') == 'gpu':
+        return _run_gpu(args)
     try:
         config = config_from_args(args)
     except BenchError as exc:
@@ -338,6 +344,28 @@ def _run_fpga(args) -> int:
         import json
         with open(args.json, 'w') as f:
             json.dump({'rows': [r.__dict__ for r in result['rows']], 'pumping': result['pumping']}, f, indent=1)
+        print(f'sdfgsparse bench: results written to {args.json}')
+    return 1 if any(not r.correct for r in result['rows']) else 0
+
+
+def _run_gpu(args) -> int:
+    from sdfgsparse.bench.errors import BenchError
+    from sdfgsparse.bench.gpu import DEFAULT_KERNELS, format_gpu, quick_matrices, run_gpu
+    from sdfgsparse.bench.matrices import default_matrices, from_folder
+    try:
+        matrices = (from_folder(args.matrices) if args.matrices else quick_matrices() if args.quick else
+                    default_matrices())
+        kernels = args.kernels.split(',') if args.kernels else DEFAULT_KERNELS
+        result = run_gpu(matrices, kernels, repeat=max(args.repeat, 20),
+                         log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
+    except (BenchError, DeviceError) as exc:
+        print(f'sdfgsparse bench: --target gpu: {exc}', file=sys.stderr)
+        return 2
+    print(format_gpu(result), flush=True)
+    if args.json:
+        with open(args.json, 'w') as f:
+            json.dump({'device': result['device'], 'warm_call_us': result['warm_call_us'],
+                       'rows': [dataclasses.asdict(r) for r in result['rows']]}, f, indent=1)
         print(f'sdfgsparse bench: results written to {args.json}')
     return 1 if any(not r.correct for r in result['rows']) else 0
 

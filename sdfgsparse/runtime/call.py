@@ -354,7 +354,7 @@ class CompiledProgram:
         result = compiled(**call)
         if copies:
             copy_back(copies, out, written_arguments(compiled.sdfg))
-        torch_in = any(_torch_layout(v) is not None for v in values.values())
+        torch_in = any(_torch_layout(v) is not None or hasattr(v, '_ss_torch') for v in values.values())
         if set(values) == set(names) and self._runtime.plans:
             raw = _raw_key([values[n] for n in names])
             plans = self.__dict__.setdefault('_plans', {})

@@ -18,7 +18,8 @@
 - ``CompiledSDFG._initialize_return_values`` / ``_convert_return_values``: a returned
   ``Structure`` cannot be allocated as a NumPy array. Sparse return structures are
   allocated member by member (:func:`~sdfgsparse.runtime.results.allocate_return`) and
-  handed back as scipy sparse arrays.
+  handed back as scipy sparse arrays; results of GPU programs are allocated in device
+  memory (dense ones too: DaCe's own allocation of those needs CuPy).
 - ``CompiledSDFG._construct_args``: before the arguments are built, the capacity symbols
   of data-dependent results (:mod:`sdfgsparse.runtime.capacity`) are computed from the
   argument structs.
@@ -28,6 +29,7 @@
 """
 import numpy as np
 from dace.codegen import compiled_sdfg
+from dace.dtypes import StorageType
 from dace.frontend.python import parser
 
 from sdfgsparse import errors
@@ -36,7 +38,7 @@ from sdfgsparse.ops.shape_checks import rules as shape_rules
 from sdfgsparse.ops.shape_checks import violation
 from sdfgsparse.runtime.call import call_program
 from sdfgsparse.runtime.capacity import PREFIX, fill_capacities
-from sdfgsparse.runtime.results import allocate_return, is_sparse_return, struct_to_python
+from sdfgsparse.runtime.results import allocate_on_device, allocate_return, is_sparse_return, struct_to_python
 from sdfgsparse.runtime.symexpr import compile_rules
 
 __all__ = ['install']
@@ -82,11 +84,16 @@ def _install_results():
     def _initialize_return_values(self, kwargs):
         arrays = self.sdfg.arrays
         for name, desc in arrays.items():
-            if name.startswith('__return') and not desc.transient and is_sparse_desc(desc) and name not in kwargs:
+            if not name.startswith('__return') or desc.transient or name in kwargs:
+                continue
+            sparse = is_sparse_desc(desc)
+            if sparse or getattr(desc, 'storage', None) == StorageType.GPU_Global:
                 syms = {k: v for k, v in kwargs.items() if k not in arrays}
                 syms.update(self.sdfg.constants)
-                kwargs[name] = allocate_return(desc, syms)
-                self._create_new_arrays = True
+                made = allocate_return(desc, syms) if sparse else allocate_on_device(desc, syms)
+                if made is not None:
+                    kwargs[name] = made
+                    self._create_new_arrays = True
         return orig_init(self, kwargs)
 
     def _convert_return_values(self):

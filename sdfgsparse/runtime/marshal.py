@@ -167,12 +167,36 @@ class SparseArg:
 
     def make_struct(self, desc: dace.data.Structure):
         cls = struct_class(desc)
+        device = getattr(self.value, '_ss_device', None)
+        if device is not None:
+            return self._device_struct(cls, desc, device)
         fields = {m: a.ctypes.data for m, a in self.arrays.items()}
         for key, v in (('rows', self.shape[0]), ('cols', self.shape[1])):
             if key in desc.members:
                 fields[key] = v
         obj = cls(**fields)
         obj._ss_keepalive = self.arrays
+        obj._ss_arg = self
+        return obj
+
+
+    def _device_struct(self, cls, desc, device):
+        """The struct of a sparse value in device memory (a GPU program's argument): the
+        checks ran on its host copy (``self.value``, :func:`sdfgsparse.targets.cuda.device.
+        device_sparse_value`), the struct points at its device members; a member the
+        checks converted (another index width) is copied to the device converted."""
+        fields, keep = {}, [self.value._ss_keep]
+        for m, a in self.arrays.items():
+            pointer, dtype = device[m]
+            if dtype != a.dtype:
+                pointer, converted = self.value._ss_upload(a)
+                keep.append(converted)
+            fields[m] = pointer
+        for key, v in (('rows', self.shape[0]), ('cols', self.shape[1])):
+            if key in desc.members:
+                fields[key] = v
+        obj = cls(**fields)
+        obj._ss_keepalive = keep
         obj._ss_arg = self
         return obj
 
@@ -277,7 +301,7 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
             arrays[m] = np.ascontiguousarray(a)
     arg.arrays = arrays
     arg.sizes = _sizes(st.fmt, arrays, arg.shape)
-    if VALIDATE['on']:
+    if VALIDATE['on'] and not getattr(value, '_ss_checked', False):  # (a private copy, checked once)
         validate_storage(st.fmt, arrays, arg.shape, arg.sizes, argname)
     return arg
 

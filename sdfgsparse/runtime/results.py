@@ -10,7 +10,6 @@ from typing import Callable, Dict
 
 import dace
 import numpy as np
-import scipy.sparse as sp
 
 from sdfgsparse.formats import sparse_type_of
 from sdfgsparse.runtime.container import SparseMatrix
@@ -19,7 +18,7 @@ from sdfgsparse.runtime.marshal import struct_class
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.symexpr import compile_int
 
-__all__ = ['allocate_return', 'return_allocator', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return', 'to_torch']
+__all__ = ['allocate_return', 'allocate_on_device', 'return_allocator', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return', 'to_torch']
 
 
 def is_sparse_return(obj) -> bool:
@@ -54,6 +53,16 @@ def return_allocator(desc: dace.data.Structure) -> Callable[[Dict[str, int]], ob
     # zeroed members (padding slots of ELL / DIA / BSR must read as zeros).
     uninit = {'crd1', 'vals'} if st.fmt.name in ('CSR', 'CSC') else set()
     members = [(name, fn, dt, np.empty if name in uninit else np.zeros) for name, fn, dt in members]
+    on_device = any(getattr(m, 'storage', None) == dace.StorageType.GPU_Global for m in desc.members.values())
+
+    def allocate_on_device(syms: Dict[str, int]):  # a GPU program's result (zeroed device arrays)
+        from sdfgsparse.targets.cuda.device import device_return
+        shape = (int(rows(syms)), int(cols(syms)))
+        obj = device_return([(name, fn(syms), dt) for name, fn, dt, _ in members], fields,
+                            {k: v for k, v in zip(('rows', 'cols'), shape) if k in dims}, cls, shape)
+        obj._ss_result_type = st
+        obj._ss_on_device = True
+        return obj
 
     def allocate(syms: Dict[str, int]):
         arrays = {name: make(max(fn(syms), 0), dtype=dt) for name, fn, dt, make in members}
@@ -65,9 +74,24 @@ def return_allocator(desc: dace.data.Structure) -> Callable[[Dict[str, int]], ob
         obj._ss_shape = shape
         return obj
 
+    chosen = allocate_on_device if on_device else allocate
     if len(_ALLOCATORS) < 4096:
-        _ALLOCATORS[id(desc)] = (desc, allocate)
-    return allocate
+        _ALLOCATORS[id(desc)] = (desc, chosen)
+    return chosen
+
+
+def allocate_on_device(desc: dace.data.Array, syms: Dict[str, int]):
+    """A dense result of a GPU program in device memory (a
+    :class:`~sdfgsparse.targets.cuda.device.DeviceArray`; DaCe's own allocation needs
+    CuPy), or None where DaCe allocates it (not in device memory, or not C-ordered)."""
+    if desc.storage != dace.StorageType.GPU_Global or isinstance(desc, dace.data.Scalar):
+        return None
+    shape = tuple(int(dace.symbolic.evaluate(s, syms)) for s in desc.shape)
+    strides = tuple(int(dace.symbolic.evaluate(s, syms)) for s in desc.strides)
+    if strides != tuple(int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))):
+        return None
+    from sdfgsparse.targets.cuda.device import DeviceArray
+    return DeviceArray(shape, desc.dtype.as_numpy_dtype())
 
 
 def struct_to_python(obj):
@@ -75,6 +99,12 @@ def struct_to_python(obj):
     st = obj._ss_result_type
     a = dict(obj._ss_keepalive)
     fmt = st.fmt
+    if getattr(obj, '_ss_on_device', False):  # a GPU program's: stays in device memory
+        from sdfgsparse.targets.cuda.device import DeviceSparseMatrix
+        count = None
+        if 'pos1' in a and fmt.name in ('CSR', 'CSC') or fmt.name.startswith('BSR'):
+            count = int(a['pos1'].get()[-1]) if a['pos1'].size else 0
+        return DeviceSparseMatrix(fmt, a, obj._ss_shape, count=count)
     # Trim capacity-sized arrays to the real count recorded in the position array.
     if 'pos1' in a and fmt.name in ('CSR', 'CSC') or fmt.name.startswith('BSR'):
         n = int(a['pos1'][-1]) if a['pos1'].size else 0
@@ -113,4 +143,8 @@ def to_torch(result):
         return tuple(to_torch(r) for r in result)
     if hasattr(result, 'tocoo') and hasattr(result, 'format'):
         return scipy_to_torch(result)
+    if type(result).__name__ == 'DeviceSparseMatrix':  # a GPU program's
+        return result.to_torch()
+    if type(result).__name__ == 'DeviceArray':
+        return torch.as_tensor(result, device='cuda')
     return result

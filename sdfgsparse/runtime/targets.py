@@ -93,9 +93,16 @@ class GPU(Runtime):
         check_device_arguments(f'{sdfg.name}()', values, sdfg)
 
     def call(self, program, names, values):
-        """Device arrays pass as they are; marshalling takes the host values only."""
-        from sdfgsparse.targets.cuda.device import device_argument, is_device_array
+        """Device arrays pass as they are; sparse values in device memory pass as the host
+        copies their checks run on, carrying their device members (the struct points at
+        those); marshalling takes the host values only."""
+        from sdfgsparse.targets.cuda.device import device_argument, device_sparse_value, is_device_array
         arrays = program.sdfg.arrays
+        values = dict(values)
+        for n, v in values.items():
+            host = device_sparse_value(n, v) if n in arrays else None
+            if host is not None:
+                values[n] = host
         device = {n: v for n, v in values.items()
                   if n in arrays and is_device_array(v) and isinstance(arrays[n], dace.data.Array)}
         for n, v in device.items():

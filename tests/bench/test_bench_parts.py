@@ -293,3 +293,24 @@ def test_plot_with_matplotlib(tmp_path):
     pytest.importorskip('matplotlib')
     assert write_plot(_synthetic(), str(tmp_path / 'p.png')) is None
     assert (tmp_path / 'p.png').read_bytes()[:4] == b'\x89PNG'
+
+
+def test_gpu_target_without_a_device_exits_2(monkeypatch, capsys):
+    from sdfgsparse.targets.cuda import toolchain
+    monkeypatch.setitem(toolchain._CACHE, 'devices', 0)
+    assert cli.main(['bench', '--target', 'gpu', '--quick']) == 2
+    assert '--target gpu: needs a CUDA device, and this machine has none' in capsys.readouterr().err
+
+
+def test_gpu_quick_matrices_and_report():
+    """``--target gpu --quick``: the shipped matrices and the two largest generated ones;
+    the table names the device and the peer, flags a wrong result and gives the geomean."""
+    from sdfgsparse.bench.gpu import GpuRow, format_gpu, quick_matrices
+    names = [m.name for m in quick_matrices()]
+    assert names[-2:] == ['rmat-s20', 'banded-2M'] and len(names) > 2
+    rows = [GpuRow('spmv', 'cryg2500', 2500, 12349, 0.020, 0.021, 0.010, 1e-16, 7.5),
+            GpuRow('spmm:16', 'cryg2500', 2500, 12349, 0.040, 0.041, 0.080, 1e-3, 9.0, correct=False)]
+    text = format_gpu({'rows': rows, 'warm_call_us': 180.0, 'peer': 'torch cuSPARSE', 'device': 'NVIDIA H200'})
+    assert 'GPU: NVIDIA H200' in text and 'peer: torch cuSPARSE' in text
+    assert '0.50x' in text and '2.00x' in text and text.count('WRONG') == 1
+    assert 'geomean peer/ours: 1.00x' in text and '180.0 us' in text

@@ -235,6 +235,34 @@ def test_host_arguments_are_named(monkeypatch):
     assert prog._compiled is None
 
 
+def test_sparse_values_in_device_memory_pass_their_device_members():
+    """A sparse value in device memory reaches the checks as its host copy carrying its
+    device members (:func:`sdfgsparse.targets.cuda.device.device_sparse_value`): the
+    struct points at the device members, and a member the checks convert (another index
+    width) is copied to the device converted."""
+    from sdfgsparse.formats import sparse_type_of
+    from sdfgsparse.runtime.container import SparseMatrix
+    from sdfgsparse.runtime.marshal import marshal_sparse
+    A = sp.random(6, 5, density=0.4, format='csr', random_state=0)
+    host = SparseMatrix(ss.CSR, {'pos1': A.indptr, 'crd1': A.indices, 'vals': A.data}, A.shape)
+    host._ss_device = {'pos1': (0x1000, np.dtype(np.int32)), 'crd1': (0x2000, np.dtype(np.int32)),
+                       'vals': (0x3000, np.dtype(np.float64))}
+    host._ss_keep = 'the device arrays'
+    uploads = []
+    host._ss_upload = lambda a: (uploads.append(a.dtype) or 0x4000 + len(uploads), f'converted {a.dtype}')
+    desc = ss.CSR[dace.float64, M, N]
+    s = marshal_sparse('A', host, sparse_type_of(desc)).make_struct(desc)
+    assert (s.pos1, s.crd1, s.vals) == (0x1000, 0x2000, 0x3000) and uploads == []
+    assert s._ss_keepalive == ['the device arrays']
+    wide = ss.CSR[dace.float64, M, N, dace.int64]
+    with pytest.warns(UserWarning, match='copying them'):
+        s = marshal_sparse('A', host, sparse_type_of(wide)).make_struct(wide)
+    assert {s.pos1, s.crd1} == {0x4001, 0x4002} and s.vals == 0x3000 and uploads == [np.int64, np.int64]
+    host.arrays['crd1'] = np.where(A.indices == A.indices.max(), 5, A.indices).astype(np.int32)  # column 5 of 5
+    with pytest.raises(ss.errors.InvalidIndexError, match='A:'):  # checked on the host copy
+        marshal_sparse('A', host, sparse_type_of(desc))
+
+
 def device_stub(shape, dtype=np.float64):
     """An object that says it is a device array (never dereferenced: the call fails first)."""
 

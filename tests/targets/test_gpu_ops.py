@@ -167,9 +167,99 @@ def test_gpu_algorithm_on_the_cpu(prog, reference, rng):
             np.testing.assert_allclose(dense(g).reshape(w.shape), w, **tol(np.float64), err_msg=f'{name}: result {k}')
 
 
+@pytest.mark.parametrize('prog', [gpu_dense_ops, gpu_sparse_ops, dace_gpu_ops],
+                         ids=['dense-results', 'sparse-results', 'dace-transformation'])
+def test_every_stream_a_kernel_uses_is_created(prog):
+    """Fix 4 of :mod:`sdfgsparse.targets.cuda.compat`: DaCe made 5 streams for
+    ``dace_gpu_ops`` and launched ``ss.relu(A)``'s kernels on ``streams[5]`` (a segfault
+    on the GPU). The generated code creates every stream it uses."""
+    import re
+    code = '\n'.join(c.code for c in copy.deepcopy(gpu_sdfg(prog)).generate_code())
+    created = int(re.search(r'new dace::cuda::Context\((\d+), \d+\)', code).group(1))
+    used = {int(k) for k in re.findall(r'streams\[(\d+)\]', code)}
+    assert used and max(used) < created, (sorted(used), created)
+
+
+_BUILT = {}
+
+
+def gpu_built(prog):
+    """The program built for the GPU with nvcc (once per session)."""
+    if prog.name not in _BUILT:
+        _BUILT[prog.name] = ss.compile(gpu_sdfg(prog), target='gpu').build()
+    return _BUILT[prog.name]
+
+
 @needs_nvcc
 @pytest.mark.parametrize('prog', [gpu_dense_ops, gpu_sparse_ops, dace_gpu_ops],
                          ids=['dense-results', 'sparse-results', 'dace-transformation'])
 def test_gpu_program_compiles_with_nvcc(prog):
-    built = ss.compile(gpu_sdfg(prog), target='gpu').build()
-    assert built.compiled is not None
+    assert gpu_built(prog).compiled is not None
+
+
+def _fetched(r):
+    """A GPU program's result in host memory, dense."""
+    return dense(r.get() if hasattr(r, 'get') else r)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(toolchain.device_count() == 0, reason='no CUDA device')
+@pytest.mark.parametrize('prog,reference', [(gpu_dense_ops, dense_reference), (gpu_sparse_ops, sparse_reference)],
+                         ids=['dense-results', 'sparse-results'])
+def test_gpu_program_runs_on_the_gpu(prog, reference, rng):
+    """Every operation run on the device, with the sparse arguments copied there by
+    ``to_device`` (and the dense ones as device arrays), agrees with scipy over the zoo;
+    results come back in device memory (sparse ones as ``DeviceSparseMatrix``)."""
+    from sdfgsparse.targets.cuda import device
+    built = gpu_built(prog)
+    for name, A in _cases().items():
+        if prog is gpu_dense_ops:
+            args = dict(A=A, **_dense_args(A, rng))
+        else:
+            args = dict(A=A, B=sp.csr_array(sp.random(*A.shape, density=0.3, random_state=7)),
+                        C=sp.csr_array(sp.random(A.shape[1], A.shape[0], density=0.3, random_state=8)),
+                        x=rng.standard_normal(A.shape[1]))
+        got = built(**{k: device.to_device(v) for k, v in args.items()})
+        assert all(isinstance(r, (device.DeviceArray, device.DeviceSparseMatrix)) for r in got)
+        for k, (g, w) in enumerate(zip(got, reference(**args))):
+            np.testing.assert_allclose(_fetched(g).reshape(w.shape), w, **tol(np.float64),
+                                       err_msg=f'{name}: result {k}')
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(toolchain.device_count() == 0, reason='no CUDA device')
+def test_gpu_program_takes_torch_cuda_tensors(rng):
+    """torch CUDA sparse tensors (CSR, with torch's int64 indices where the program has
+    int32: converted, with a warning) and dense tensors in; torch CUDA tensors out."""
+    torch = pytest.importorskip('torch')
+    built = gpu_built(gpu_sparse_ops)
+    A = sp.csr_array(sp.random(30, 20, density=0.2, random_state=1))
+    B = sp.csr_array(sp.random(30, 20, density=0.3, random_state=2))
+    C = sp.csr_array(sp.random(20, 30, density=0.3, random_state=3))
+    x = rng.standard_normal(20)
+
+    def cuda(M):
+        return torch.sparse_csr_tensor(torch.from_numpy(M.indptr.astype(np.int64)),
+                                       torch.from_numpy(M.indices.astype(np.int64)), torch.from_numpy(M.data),
+                                       size=M.shape).cuda()
+
+    with pytest.warns(UserWarning, match='copying them'):
+        got = built(cuda(A), cuda(B), cuda(C), torch.from_numpy(x).cuda())
+    for k, (g, w) in enumerate(zip(got, sparse_reference(A, B, C, x))):
+        assert g.device.type == 'cuda', k
+        g = g.to_dense() if g.layout != torch.strided else g
+        np.testing.assert_allclose(g.cpu().numpy().reshape(w.shape), w, **tol(np.float64), err_msg=f'result {k}')
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(toolchain.device_count() == 0, reason='no CUDA device')
+def test_dace_gpu_transformation_runs_on_host_arguments(rng):
+    """``SDFG.apply_gpu_transformations()``: the program copies its host arguments in and
+    its results out itself."""
+    built = gpu_built(dace_gpu_ops)
+    for name, A in _cases().items():
+        B = sp.csr_array(sp.random(*A.shape, density=0.3, random_state=7))
+        x = rng.standard_normal(A.shape[1])
+        for k, (g, w) in enumerate(zip(built(A, B, x), dace_gpu_reference(A, B, x))):
+            np.testing.assert_allclose(_fetched(g).reshape(w.shape), w, **tol(np.float64),
+                                       err_msg=f'{name}: result {k}')

@@ -26,6 +26,13 @@ program only, not CMake's compiler-check projects) :data:`HEADER`, which under
 the headers does not work: DaCe includes them with quotes, which resolve beside
 ``dace.h`` first.
 
+4. Not CUDA 13's: ``CUDACodeGen._compute_cudastreams`` gives a node the next free stream
+   without counting it where that node is a view (a member of a sparse argument read in
+   a nested SDFG, as ``SDFG.apply_gpu_transformations()`` leaves ``ss.relu(A)``), and the
+   kernels after it inherit that stream: the program made 5 streams and launched on
+   ``streams[5]``, a segfault inside ``cudaLaunchKernel`` (seen on an H200, 2026-12-04).
+   :func:`count_streams` makes the count cover every stream a node was given.
+
 Where it applies: :func:`install` (run on ``import sdfgsparse``) adds :func:`cmake_args` to the CMake options
 of DaCe's CUDA code generator, which DaCe asks only for programs that contain CUDA code,
 so CPU builds (and their build-folder names and CMake seeds) are unchanged, and every GPU
@@ -41,7 +48,7 @@ import dace
 from dace.codegen import common
 from dace.codegen.targets.cuda import CUDACodeGen
 
-__all__ = ['RULES', 'HEADER', 'NO_GPU_ARCH', 'DACE_DEFAULT_ARCH', 'cmake_args', 'default_arch', 'install']
+__all__ = ['RULES', 'HEADER', 'NO_GPU_ARCH', 'DACE_DEFAULT_ARCH', 'cmake_args', 'default_arch', 'count_streams', 'install']
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: The CMake file read by ``enable_language(CUDA)`` (fix 2, and the force-include of fix 3).
@@ -81,14 +88,34 @@ def default_arch() -> bool:
     return True
 
 
+def count_streams(sdfg, streams: int, events: int):
+    """Fix 4: ``(streams, events)`` as ``_compute_cudastreams`` counted them for ``sdfg``,
+    with the stream count raised past the highest stream any node of ``sdfg`` (nested
+    SDFGs included) was given. With a fixed number of concurrent streams the ids wrap
+    around within it, and the count is already that number."""
+    if int(dace.Config.get('compiler', 'cuda', 'max_concurrent_streams')) != 0:
+        return streams, events
+    given = [n._cuda_stream for n, _ in sdfg.all_nodes_recursive() if isinstance(getattr(n, '_cuda_stream', None), int)]
+    return max([streams] + [g + 1 for g in given]), events
+
+
 def install() -> None:
     """Fix 1 (:func:`default_arch`), then fixes 2 and 3 for every CUDA build of the process:
     :func:`cmake_args` added to the CMake options of DaCe's CUDA code generator, which DaCe
-    asks only for programs that contain CUDA code; once."""
+    asks only for programs that contain CUDA code; and fix 4 (:func:`count_streams`) on
+    its stream count; once."""
     default_arch()
     orig = CUDACodeGen.cmake_options
     if getattr(orig, '_sdfgsparse', False):
         return
+    orig_streams = CUDACodeGen._compute_cudastreams
+
+    def _compute_cudastreams(self, sdfg, default_stream=0, default_event=0):
+        return count_streams(sdfg, *orig_streams(self, sdfg, default_stream, default_event))
+
+    _compute_cudastreams._sdfgsparse = True
+    _compute_cudastreams.__doc__ = orig_streams.__doc__
+    CUDACodeGen._compute_cudastreams = _compute_cudastreams
 
     def cmake_options():
         options = orig()
