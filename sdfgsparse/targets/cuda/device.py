@@ -267,6 +267,8 @@ def device_sparse_value(name: str, v):
     if not is_sparse_value(v):
         return None
     lay = _torch_layout(v)
+    if lay == 'sparse_coo':  # (the host copy and the device members must hold the same entries)
+        v = v.coalesce()
     host = _host_sparse(name, v.cpu())  # checked on every call: torch's arrays may change between calls
     if lay in TORCH_COMPRESSED:
         pos, crd = TORCH_COMPRESSED[lay]
@@ -274,7 +276,6 @@ def device_sparse_value(name: str, v):
     elif lay == 'sparse_bsr':
         members = {'pos1': v.crow_indices(), 'crd1': v.col_indices(), 'vals': v.values().reshape(-1)}
     else:
-        v = v.coalesce()
         idx = v.indices()
         members = {'crd0': idx[0].contiguous(), 'crd1': idx[1].contiguous(), 'vals': v.values()}
     members = {k: t.contiguous() for k, t in members.items()}
