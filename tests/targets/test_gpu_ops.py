@@ -251,6 +251,27 @@ def test_gpu_program_takes_torch_cuda_tensors(rng):
         np.testing.assert_allclose(g.cpu().numpy().reshape(w.shape), w, **tol(np.float64), err_msg=f'result {k}')
 
 
+@dace.program
+def gpu_coo_spmv(A: ss.COO[dace.float64, M, N], x: dace.float64[N], y: dace.float64[M]):
+    y[:] = A @ x
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(toolchain.device_count() == 0, reason='no CUDA device')
+def test_uncoalesced_torch_cuda_coo_tensor(rng):
+    """An uncoalesced torch CUDA COO tensor (duplicates, unsorted): checked and passed as
+    its coalesced entries (the sum of the duplicates), and the caller's tensor is unchanged."""
+    torch = pytest.importorskip('torch')
+    built = ss.compile(gpu_coo_spmv, target='gpu').build()
+    idx = torch.tensor([[3, 0, 3, 1, 0], [2, 1, 2, 0, 1]])
+    A = torch.sparse_coo_tensor(idx, torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=torch.float64), (4, 3)).cuda()
+    x = rng.standard_normal(3)
+    y = torch.zeros(4, dtype=torch.float64, device='cuda')
+    built(A, torch.from_numpy(x).cuda(), y)
+    np.testing.assert_allclose(y.cpu().numpy(), A.cpu().to_dense().numpy() @ x, rtol=1e-12)
+    assert not A.is_coalesced() and A._nnz() == 5
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(toolchain.device_count() == 0, reason='no CUDA device')
 def test_dace_gpu_transformation_runs_on_host_arguments(rng):
