@@ -20,6 +20,7 @@ from sdfgsparse.runtime.aliasing import ArgumentAccess, access_of, check_after, 
 from sdfgsparse.runtime.arguments import (_dense_shape_symbols, _merge, copy_back, marshal_arguments,
                                           written_arguments)
 from sdfgsparse.runtime.marshal import _torch_layout, is_sparse_value
+from sdfgsparse.runtime.outputs import OUT, Outputs, specs_of_result, specs_of_sdfg, take_out
 from sdfgsparse.runtime.plan import MISS, build_plan
 from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.targets import RUNTIMES
@@ -86,25 +87,41 @@ def call_program(prog, orig_call, args, kwargs):
     the parsed SDFG, the arguments and the return arrays of the last call, so two threads
     there received each other's results; and a second thread making the same first call
     waits for the first one's build and then takes its plan instead of parsing again."""
+    params = prog.signature.parameters
+    out = take_out(kwargs, params) if OUT in kwargs else None  # (runtime/outputs.py)
     plans = prog.__dict__.get('_ss_plans')
     if plans:
-        result = _run_plans(plans, prog.argnames, args, kwargs, prog.__dict__.get('_ss_by_type'))
+        result = _run_plans(plans, prog.argnames, args, kwargs, prog.__dict__.get('_ss_by_type'), out)
         if result is not MISS:
             return result
     names = list(prog.argnames)
-    params = prog.signature.parameters
     values = _bind(f'{prog.name}()', names, args, kwargs,
                    optional={n for n, p in params.items() if p.default is not p.empty})
     descs = _program_descs(prog)
     if not any(is_sparse_value(v) for v in values.values()) and \
             not any(d is not None and is_sparse_desc(d) for d in descs.values()):
+        if out is not None:
+            _check_out_kinds(f'{prog.name}()', out)
+            with lock_of(prog):
+                result = orig_call(prog, *args, **kwargs)
+            return Outputs(f'{prog.name}()', out, specs_of_result(result)).finish(result, written=False)
         return orig_call(prog, *args, **kwargs)
+    if out is not None:
+        _check_out_kinds(f'{prog.name}()', out)
     with lock_of(prog):
         if not plans and prog.__dict__.get('_ss_plans'):  # built while this thread waited
-            result = _run_plans(prog.__dict__['_ss_plans'], prog.argnames, args, kwargs)
+            result = _run_plans(prog.__dict__['_ss_plans'], prog.argnames, args, kwargs, out=out)
             if result is not MISS:
                 return result
-        return _full_call(prog, orig_call, names, values, descs, args, kwargs)
+        return _full_call(prog, orig_call, names, values, descs, args, kwargs, out)
+
+
+def _check_out_kinds(what: str, out) -> None:
+    """What ``out`` holds, checked before anything is parsed or built: arrays (or None
+    inside a tuple); shapes and dtypes are checked against the results once known."""
+    for k, o in enumerate(out if isinstance(out, tuple) else (out, )):
+        if o is not None or not isinstance(out, tuple):
+            Outputs.check_kind(OUT if not isinstance(out, tuple) else f'{OUT}[{k}]', o)
 
 
 def _bind(what: str, names, args, kwargs, optional=(), keep_others=False) -> Dict[str, Any]:
@@ -128,7 +145,7 @@ def _bind(what: str, names, args, kwargs, optional=(), keep_others=False) -> Dic
     return values
 
 
-def _full_call(prog, orig_call, names, values, descs, args, kwargs):
+def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=None):
     out, symbols, sparse, copies = marshal_arguments(values, descs)
     torch_in = any(_torch_layout(v) is not None for v in values.values())
     fast = prog.__dict__.setdefault('_ss_fast', {})
@@ -136,11 +153,19 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs):
     entry = fast.get(key) if key is not None else None
     # written arguments sharing memory with others: computed through copies (runtime/aliasing.py)
     pairs = separate(out, copies, access_of(entry[0].sdfg) if entry is not None else None, sparse)
+    outputs = None
     if entry is not None:
         csdfg, needed = entry
         call = {k: v for k, v in out.items() if k in needed}
         call.update({k: v for k, v in symbols.items() if k in needed})
-        result = csdfg(**call)
+        if result_out is not None:
+            outputs = Outputs(f'{prog.name}()', result_out, specs_of_sdfg(csdfg.sdfg, symbols), list(values.values()))
+            call.update(outputs.arguments())
+        try:
+            result = csdfg(**call)
+        finally:
+            if outputs is not None:
+                Outputs.forget_shapes(csdfg)
     else:
         prog.symbols |= set(symbols)
         newargs = [out[n] for n in names[:len(args)]]
@@ -157,10 +182,16 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs):
         copy_back(copies, out, written_arguments(csdfg.sdfg) if csdfg is not None else copies)
     if key is not None and key in fast:
         _add_plan(prog, fast[key][0], key, names, descs, values, out, sparse, torch_in)
+    if result_out is not None:
+        if outputs is None:  # the first call of the signature: DaCe ran it with its own arrays
+            outputs = Outputs(f'{prog.name}()', result_out, specs_of_result(result))
+            result = outputs.finish(result, written=False)
+        else:
+            result = outputs.finish(result)
     return to_torch(result) if torch_in else result
 
 
-def _run_plans(plans, argnames, args, kwargs, by_type=None):
+def _run_plans(plans, argnames, args, kwargs, by_type=None, out=None):
     """The result of the first plan that finishes the call, or MISS. Plans are keyed by the
     types and dtypes of *all* arguments, so a call that leaves some out matches none.
     ``by_type`` (:func:`_add_plan`) holds the same plans by the types alone: where the types
@@ -171,9 +202,9 @@ def _run_plans(plans, argnames, args, kwargs, by_type=None):
     if by_type:
         same = by_type.get(tuple(map(type, pos)))
         if same is not None and len(same) == 1:
-            return same[0].run(pos)
+            return same[0].run(pos) if out is None else same[0].run(pos, out)
     for plan in plans.get(_raw_key(pos), ()):
-        result = plan.run(pos)
+        result = plan.run(pos) if out is None else plan.run(pos, out)
         if result is not MISS:
             return result
     return MISS
@@ -312,17 +343,25 @@ class CompiledProgram:
 
     def __call__(self, *args, **kwargs):
         names = list(self.sdfg.arg_names)
+        out = take_out(kwargs, names) if OUT in kwargs else None  # (runtime/outputs.py)
         plans = self.__dict__.get('_plans')
         if plans:  # a warm call of a known signature (see call_program)
-            result = _run_plans(plans, names, args, kwargs)
+            result = _run_plans(plans, names, args, kwargs, out=out)
             if result is not MISS:
                 return result
         values = _bind(self.sdfg.name, names, args, kwargs, keep_others=True)
         self._runtime.before_call(self.sdfg, values)
+        if out is not None:
+            if not self._runtime.takes_out:
+                raise errors.UnsupportedOperationError(f'{self.sdfg.name}(): out= is supported for CPU programs '
+                                                       f'only (this one is built for {self.target})')
+            _check_out_kinds(f'{self.sdfg.name}()', out)
         with lock_of(self):  # the compiled program keeps a call's arguments and results
+            if out is not None:
+                return self._full_call(names, values, result_out=out)
             return self._runtime.call(self, names, values)
 
-    def _full_call(self, names, values, device=None):
+    def _full_call(self, names, values, device=None, result_out=None):
         """The call of the built program with ``values`` bound to ``names``: arguments
         checked and marshalled, symbols derived, results converted back; a warm plan kept
         for the next call of this signature where the runtime keeps plans. ``device``:
@@ -351,7 +390,18 @@ class CompiledProgram:
         call = {k: v for k, v in out.items() if k in self.sdfg.arrays}
         call.update({k: v for k, v in symbols.items() if k in needed})
         compiled = self.compiled
-        result = compiled(**call)
+        outputs = None
+        if result_out is not None:
+            outputs = Outputs(f'{self.sdfg.name}()', result_out, specs_of_sdfg(compiled.sdfg, symbols),
+                              list(values.values()))
+            call.update(outputs.arguments())
+        try:
+            result = compiled(**call)
+        finally:
+            if outputs is not None:
+                Outputs.forget_shapes(compiled)
+        if outputs is not None:
+            result = outputs.finish(result)
         if copies:
             copy_back(copies, out, written_arguments(compiled.sdfg))
         torch_in = any(_torch_layout(v) is not None or hasattr(v, '_ss_torch') for v in values.values())

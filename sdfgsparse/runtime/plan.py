@@ -126,12 +126,15 @@ class CallPlan:
         self.entry = entry.find(csdfg) if sparse_slots else None
         self.specialised = specialise(self)
 
-    def run(self, args: Sequence[Any]):
+    def run(self, args: Sequence[Any], out=None):
         """Call with positional ``args`` (all arguments); :data:`MISS` if the full path must.
         The plan's specialised function when it has one (:mod:`sdfgsparse.runtime.specialise`),
-        else :meth:`run_generic`."""
+        else :meth:`run_generic`. ``out``: the caller's ``out=`` (:mod:`sdfgsparse.runtime.outputs`;
+        the specialised function only)."""
         fast = self.specialised
-        return fast(args) if fast is not None else self.run_generic(args)
+        if fast is not None:
+            return fast(args, out) if out is not None else fast(args)
+        return self.run_generic(args) if out is None else MISS
 
     def run_generic(self, args: Sequence[Any]):
         """:meth:`run` by walking the slots: the specification of the specialised function."""

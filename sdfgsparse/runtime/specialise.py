@@ -45,6 +45,7 @@ from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.convert import SCIPY_COMPRESSED
 from sdfgsparse.runtime.marshal import TORCH_COMPRESSED, _torch_attr
+from sdfgsparse.runtime.outputs import plan_outputs
 from sdfgsparse.runtime.pointers import HEADER_OFFSET, data_pointer
 from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.slots import MISS, DenseReturn, DenseSlot, ScalarSlot
@@ -293,9 +294,23 @@ def specialise(plan) -> Optional[Callable]:
             w.put(f'if {" or ".join(crossings)}: return MISS')
     for j, (fa, fb) in enumerate(plan.shape_rules):
         w.miss_unless(f'{_size(w, f"RULE{j}A", fa)} == {_size(w, f"RULE{j}B", fb)}')
+    shapes = {}
     for j, (_, ret) in enumerate(plan.returns):
         shape = ', '.join(_size(w, f'RSHAPE{j}_{d}', fn) for d, fn in enumerate(ret.shape))
-        w.put(f'ret{j} = empty(({shape}{"," if len(ret.shape) == 1 else ""}), {w.const(f"RDT{j}", ret.dtype)})')
+        shapes[j] = f'({shape}{"," if len(ret.shape) == 1 else ""})'
+    if plan.returns:  # out= (runtime/outputs.py): the caller's arrays where they fit exactly
+        w.env['PLAN_OUTPUTS'] = plan_outputs
+        specs = ', '.join(f'({w.const(f"RDT{j}", plan.returns[j][1].dtype)}, {shapes[j]})' for j in plan.result_order)
+        w.put('if out is not None:')
+        w.put(f'outs = PLAN_OUTPUTS(out, args, ({specs},))', 2)
+        w.put('if outs is None: return MISS', 2)
+        for pos, j in enumerate(plan.result_order):
+            w.put(f'ret{j} = outs[{pos}] if outs[{pos}] is not None else empty({shapes[j]}, RDT{j})', 2)
+        w.put('else:')
+        for j in range(len(plan.returns)):
+            w.put(f'ret{j} = empty({shapes[j]}, RDT{j})', 2)
+    else:
+        w.put('if out is not None: return MISS')  # (the full path names the error)
     args = ['CSDFG._libhandle']
     objects = entry is not None and spans is None and bool(HEADER_OFFSET)
     for kind, key in plan.sources:
@@ -330,11 +345,13 @@ def specialise(plan) -> Optional[Callable]:
     else:
         results = [f'ret{j}' for j in plan.result_order]
         res = results[0] if len(results) == 1 else f'({", ".join(results)})'
+        if len(results) == 1:  # out=(y,): the result as a tuple, as NumPy's ufuncs give it
+            res = f'({res},) if type(out) is tuple else {res}'
         if plan.torch_out:
             w.env['to_torch'] = to_torch
             res = f'to_torch({res})'
         w.put(f'return {res}')
-    source = 'def run(args):\n' + '\n'.join(w.lines) + '\n'
+    source = 'def run(args, out=None):\n' + '\n'.join(w.lines) + '\n'
     namespace = dict(w.env)
     exec(compile(source, f'<sdfgsparse-call-plan-{id(plan):x}>', 'exec'), namespace)  # noqa: S102 (our source)
     run = namespace['run']

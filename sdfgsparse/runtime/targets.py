@@ -34,6 +34,8 @@ class Runtime:
     name = 'cpu'
     #: whether a call leaves a warm plan for the next call of its signature (host arrays only)
     plans = True
+    #: whether calls take ``out=`` (results written into the caller's host arrays)
+    takes_out = True
 
     def check_options(self, design) -> None:
         """Refuse options that are not the target's (``design`` is the FPGA's)."""
@@ -72,6 +74,7 @@ class GPU(Runtime):
     a call a CUDA device."""
     name = 'gpu'
     plans = False  # (plans pass host arrays only)
+    takes_out = False
 
     def lower(self, sdfg, design):
         from sdfgsparse.targets.cuda.lower import is_lowered, to_gpu
@@ -115,6 +118,7 @@ class FPGA(Runtime):
     :func:`sdfgsparse.targets.fpga.lower.to_fpga` (the program keeps its signature)."""
     name = 'fpga'
     plans = False
+    takes_out = False
 
     def check_options(self, design):
         from sdfgsparse.targets.fpga.streaming import Design
