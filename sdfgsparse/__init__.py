@@ -44,11 +44,13 @@ targets.cuda.install()  # CUDA 13 build fixes; the sparse-aware GPUTransformSDFG
 __version__ = '0.1.0'
 
 
-def to_device(array):
+def to_device(array, index_dtype=None):
     """A copy of ``array`` in GPU memory, for the arguments of programs compiled with
-    ``target='gpu'`` (see :func:`sdfgsparse.targets.cuda.to_device`)."""
-    from sdfgsparse.targets.cuda import to_device as _to_device
-    return _to_device(array)
+    ``target='gpu'``: a ``DeviceArray`` of a dense array, a ``DeviceSparseMatrix`` of a
+    sparse matrix (checked once; ``index_dtype``: its index width) (see
+    :func:`sdfgsparse.runtime.device.to_device`)."""
+    from sdfgsparse.runtime.device import to_device as _to_device
+    return _to_device(array, index_dtype)
 
 
 def __getattr__(name):

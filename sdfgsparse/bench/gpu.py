@@ -2,7 +2,7 @@
 process, with every operand already in device memory.
 
 Per kernel (``spmv``, ``spmm:K``) and matrix: our program built by
-``ss.compile(..., target='gpu')`` called on a :class:`~sdfgsparse.targets.cuda.device.
+``ss.compile(..., target='gpu')`` called on a :class:`~sdfgsparse.runtime.device.
 DeviceSparseMatrix` and device arrays, timed call to call with the device synchronised
 (so a time includes our Python call path, the launches and the kernels), against torch's
 CSR product on the same data (int32 and int64 indices; the faster counts); the error
@@ -89,6 +89,7 @@ def run_gpu(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, repeat: int = 20
     """Time each kernel on each matrix (see the module docstring); ``{'rows': [GpuRow],
     'warm_call_us': float, 'peer': str}``."""
     from sdfgsparse.bench.errors import OptionError
+    from sdfgsparse.runtime.device import to_device as to_sparse_device
     from sdfgsparse.targets.cuda import device, toolchain
     if toolchain.device_count() == 0:
         from sdfgsparse.errors import DeviceError
@@ -106,7 +107,7 @@ def run_gpu(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, repeat: int = 20
     for source in matrices:
         A = source.load()
         m, n = A.shape
-        dA = device.to_device(A)
+        dA = to_sparse_device(A)
         tA = None
         if torch:
             warnings.filterwarnings('ignore', message='Sparse (CSR tensor support|invariant checks)')  # torch's notes
@@ -134,7 +135,7 @@ def run_gpu(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, repeat: int = 20
             log(f'{kernel} on {source.name}: ours {ours[0]:.3f} ms' + (f', cuSPARSE {peer:.3f} ms' if peer else ''))
     import scipy.sparse as sp
     small = sp.random(100, 100, density=0.05, format='csr', random_state=1)
-    d_small, dx, dy = device.to_device(small), device.to_device(np.ones(100)), device.DeviceArray((100, ))
+    d_small, dx, dy = to_sparse_device(small), device.to_device(np.ones(100)), device.DeviceArray((100, ))
     warm = _timed(lambda: spmv(d_small, dx, dy), sync, 200)[0] * 1e3
     name = torch.cuda.get_device_name(0) if torch else f'CUDA device sm_{toolchain.device_arch()}'
     return {'rows': rows, 'warm_call_us': warm, 'peer': 'torch cuSPARSE' if torch else None, 'device': name}

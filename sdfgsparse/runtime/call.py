@@ -20,7 +20,7 @@ from sdfgsparse.runtime.aliasing import ArgumentAccess, access_of, check_after, 
 from sdfgsparse.runtime.arguments import (_dense_shape_symbols, _merge, copy_back, marshal_arguments,
                                           written_arguments)
 from sdfgsparse.runtime.marshal import _torch_layout, is_sparse_value
-from sdfgsparse.runtime.outputs import OUT, Outputs, specs_of_result, specs_of_sdfg, take_out
+from sdfgsparse.runtime.outputs import OUT, Outputs, call_compiled, specs_of_result, take_out
 from sdfgsparse.runtime.plan import MISS, build_plan
 from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.targets import RUNTIMES
@@ -158,14 +158,7 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=N
         csdfg, needed = entry
         call = {k: v for k, v in out.items() if k in needed}
         call.update({k: v for k, v in symbols.items() if k in needed})
-        if result_out is not None:
-            outputs = Outputs(f'{prog.name}()', result_out, specs_of_sdfg(csdfg.sdfg, symbols), list(values.values()))
-            call.update(outputs.arguments())
-        try:
-            result = csdfg(**call)
-        finally:
-            if outputs is not None:
-                Outputs.forget_shapes(csdfg)
+        result, outputs = call_compiled(f'{prog.name}()', csdfg, call, result_out, symbols, values)
     else:
         prog.symbols |= set(symbols)
         newargs = [out[n] for n in names[:len(args)]]
@@ -292,7 +285,7 @@ class CompiledProgram:
 
     ``target='gpu'`` lowers a copy of the SDFG for the GPU
     (:func:`sdfgsparse.targets.cuda.lower.to_gpu`): its array arguments are then device
-    arrays (torch CUDA tensors, CuPy arrays, ``sdfgsparse.targets.cuda.to_device``); a
+    arrays (torch CUDA tensors, CuPy arrays, ``ss.to_device``); a
     call checks that this machine has a CUDA device and that no argument is a host array
     (:class:`~sdfgsparse.errors.DeviceError` naming it) before anything runs. Building
     needs only nvcc, not a GPU. What differs per target is in its
@@ -390,16 +383,7 @@ class CompiledProgram:
         call = {k: v for k, v in out.items() if k in self.sdfg.arrays}
         call.update({k: v for k, v in symbols.items() if k in needed})
         compiled = self.compiled
-        outputs = None
-        if result_out is not None:
-            outputs = Outputs(f'{self.sdfg.name}()', result_out, specs_of_sdfg(compiled.sdfg, symbols),
-                              list(values.values()))
-            call.update(outputs.arguments())
-        try:
-            result = compiled(**call)
-        finally:
-            if outputs is not None:
-                Outputs.forget_shapes(compiled)
+        result, outputs = call_compiled(f'{self.sdfg.name}()', compiled, call, result_out, symbols, values)
         if outputs is not None:
             result = outputs.finish(result)
         if copies:

@@ -182,7 +182,7 @@ class SparseArg:
 
     def _device_struct(self, cls, desc, device):
         """The struct of a sparse value in device memory (a GPU program's argument): the
-        checks ran on its host copy (``self.value``, :func:`sdfgsparse.targets.cuda.device.
+        checks ran on its host copy (``self.value``, :func:`sdfgsparse.runtime.device.
         device_sparse_value`), the struct points at its device members; a member the
         checks converted (another index width) is copied to the device converted."""
         fields, keep = {}, [self.value._ss_keep]

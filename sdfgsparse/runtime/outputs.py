@@ -24,7 +24,8 @@ from sdfgsparse import errors
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse.formats import is_sparse_desc
 
-__all__ = ['OUT', 'take_out', 'return_names', 'specs_of_sdfg', 'specs_of_result', 'Outputs', 'plan_outputs']
+__all__ = ['OUT', 'take_out', 'return_names', 'specs_of_sdfg', 'specs_of_result', 'Outputs', 'call_compiled',
+           'plan_outputs']
 
 #: The keyword.
 OUT = 'out'
@@ -170,6 +171,19 @@ class Outputs:
             np.copyto(arr, np.asarray(results[k]).reshape(arr.shape))
         final = tuple(o if o is not None else r for o, r in zip(self.given, results))
         return final if self.tuple or len(final) > 1 else final[0]
+
+
+def call_compiled(what: str, csdfg, call: Dict[str, Any], out, symbols: Dict[str, int], values: Dict[str, Any]):
+    """``(csdfg(**call), the call's Outputs)``: with ``out`` (None: none given) checked
+    against the results and passed as their ``__return`` arguments where it can be."""
+    if out is None:
+        return csdfg(**call), None
+    outputs = Outputs(what, out, specs_of_sdfg(csdfg.sdfg, symbols), list(values.values()))
+    call.update(outputs.arguments())
+    try:
+        return csdfg(**call), outputs
+    finally:
+        Outputs.forget_shapes(csdfg)
 
 
 def plan_outputs(out, args, specs) -> Optional[list]:

@@ -56,7 +56,7 @@ def return_allocator(desc: dace.data.Structure) -> Callable[[Dict[str, int]], ob
     on_device = any(getattr(m, 'storage', None) == dace.StorageType.GPU_Global for m in desc.members.values())
 
     def allocate_on_device(syms: Dict[str, int]):  # a GPU program's result (zeroed device arrays)
-        from sdfgsparse.targets.cuda.device import device_return
+        from sdfgsparse.runtime.device import device_return
         shape = (int(rows(syms)), int(cols(syms)))
         obj = device_return([(name, fn(syms), dt) for name, fn, dt, _ in members], fields,
                             {k: v for k, v in zip(('rows', 'cols'), shape) if k in dims}, cls, shape)
@@ -100,7 +100,7 @@ def struct_to_python(obj):
     a = dict(obj._ss_keepalive)
     fmt = st.fmt
     if getattr(obj, '_ss_on_device', False):  # a GPU program's: stays in device memory
-        from sdfgsparse.targets.cuda.device import DeviceSparseMatrix
+        from sdfgsparse.runtime.device import DeviceSparseMatrix
         count = None
         if 'pos1' in a and fmt.name in ('CSR', 'CSC') or fmt.name.startswith('BSR'):
             count = int(a['pos1'].get()[-1]) if a['pos1'].size else 0

@@ -99,7 +99,8 @@ class GPU(Runtime):
         """Device arrays pass as they are; sparse values in device memory pass as the host
         copies their checks run on, carrying their device members (the struct points at
         those); marshalling takes the host values only."""
-        from sdfgsparse.targets.cuda.device import device_argument, device_sparse_value, is_device_array
+        from sdfgsparse.runtime.device import device_sparse_value
+        from sdfgsparse.targets.cuda.device import device_argument, is_device_array
         arrays = program.sdfg.arrays
         values = dict(values)
         for n, v in values.items():

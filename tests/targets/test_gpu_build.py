@@ -237,7 +237,7 @@ def test_host_arguments_are_named(monkeypatch):
 
 def test_sparse_values_in_device_memory_pass_their_device_members():
     """A sparse value in device memory reaches the checks as its host copy carrying its
-    device members (:func:`sdfgsparse.targets.cuda.device.device_sparse_value`): the
+    device members (:func:`sdfgsparse.runtime.device.device_sparse_value`): the
     struct points at the device members, and a member the checks convert (another index
     width) is copied to the device converted."""
     from sdfgsparse.formats import sparse_type_of

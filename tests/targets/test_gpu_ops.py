@@ -210,6 +210,7 @@ def test_gpu_program_runs_on_the_gpu(prog, reference, rng):
     """Every operation run on the device, with the sparse arguments copied there by
     ``to_device`` (and the dense ones as device arrays), agrees with scipy over the zoo;
     results come back in device memory (sparse ones as ``DeviceSparseMatrix``)."""
+    from sdfgsparse.runtime.device import DeviceSparseMatrix
     from sdfgsparse.targets.cuda import device
     built = gpu_built(prog)
     for name, A in _cases().items():
@@ -219,8 +220,8 @@ def test_gpu_program_runs_on_the_gpu(prog, reference, rng):
             args = dict(A=A, B=sp.csr_array(sp.random(*A.shape, density=0.3, random_state=7)),
                         C=sp.csr_array(sp.random(A.shape[1], A.shape[0], density=0.3, random_state=8)),
                         x=rng.standard_normal(A.shape[1]))
-        got = built(**{k: device.to_device(v) for k, v in args.items()})
-        assert all(isinstance(r, (device.DeviceArray, device.DeviceSparseMatrix)) for r in got)
+        got = built(**{k: ss.to_device(v) for k, v in args.items()})
+        assert all(isinstance(r, (device.DeviceArray, DeviceSparseMatrix)) for r in got)
         for k, (g, w) in enumerate(zip(got, reference(**args))):
             np.testing.assert_allclose(_fetched(g).reshape(w.shape), w, **tol(np.float64),
                                        err_msg=f'{name}: result {k}')

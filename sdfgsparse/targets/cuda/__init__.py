@@ -12,7 +12,7 @@
 from sdfgsparse.targets.cuda import compat, lower
 from sdfgsparse.targets.cuda.lower import to_gpu
 
-__all__ = ['to_gpu', 'to_device', 'DeviceArray', 'DeviceSparseMatrix', 'device_count', 'nvcc_path', 'install']
+__all__ = ['to_gpu', 'to_device', 'DeviceArray', 'device_count', 'nvcc_path', 'install']
 
 
 def install() -> None:
@@ -22,7 +22,7 @@ def install() -> None:
 
 
 def __getattr__(name):
-    if name in ('to_device', 'DeviceArray', 'DeviceSparseMatrix'):
+    if name in ('to_device', 'DeviceArray'):
         from sdfgsparse.targets.cuda import device
         return getattr(device, name)
     if name in ('device_count', 'nvcc_path'):
