@@ -347,6 +347,17 @@ def build(folder: str, compile_once: Callable[[], object]):
     return result
 
 
+def intact(folder: str, name: str) -> bool:
+    """Whether ``folder`` holds a complete build of the program ``name`` (its libraries
+    match the build record, and no build is marked as running)."""
+    try:
+        library, stub = _program_libraries(os.path.abspath(folder), name)
+        return not os.path.exists(os.path.join(os.path.abspath(folder), 'build', BUILDING)) and \
+            not problem(folder, [os.path.basename(library), os.path.basename(stub)])
+    except Exception:
+        return False
+
+
 def load_complete(sdfg, folder: str):
     """A loaded program for ``sdfg`` from ``folder``'s complete build, without generating
     code (see the module), or None where the folder's record, libraries or ``program.sdfg``

@@ -22,8 +22,17 @@ not match the folder's build record are removed first; see that module), DaCe's
 ``compiler.get_program_handle`` raises ``LibraryLoadError`` for a library DaCe cannot load
 (built once more before a ``BuildCacheError`` names the folder), and a read-only cache is
 loaded without writing to it.
+
+**One load per process.** DaCe renames a second SDFG object whose program this process has
+loaded already (``name_0``, ``name_1``, ...) and builds it again, seconds each time: the
+bench's ``--optimize`` compiled one program several times, and ``ss.compile(prog)`` after
+``prog(...)`` rebuilt it. A folder's program loaded in this process and still alive is
+handed out again instead, while the folder holds its complete build (:data:`_LOADED`; the
+compiled program is safe to share: its calls hold its lock and start from cleared results,
+patch 13 of ``sdfgsparse._dace_compat``).
 """
 import os
+import weakref
 
 import dace
 from dace.codegen import compiler
@@ -34,6 +43,25 @@ from sdfgsparse.build.naming import canonical_edge_order, content_hash, source_f
 from sdfgsparse.formats.format import widen_size_symbols
 
 __all__ = ['install']
+
+#: absolute build folder -> the compiled program loaded from it in this process (while alive)
+_LOADED: 'weakref.WeakValueDictionary' = weakref.WeakValueDictionary()
+
+
+def _loaded(folder: str, sdfg):
+    """The compiled program of ``folder`` this process loaded and still holds, if it is
+    ``sdfg``'s (same name and arguments) and its library is still loaded; else None."""
+    found = _LOADED.get(os.path.abspath(folder))
+    if found is None:
+        return None
+    try:
+        if found.sdfg.name != sdfg.name or list(found.sdfg.arg_names) != list(sdfg.arg_names) or \
+                not found._lib.is_loaded():
+            return None
+    except Exception:  # a half-finalised object: load as usual
+        return None
+    # the folder still holds its complete build (pruned or broken since: built again, as before)
+    return found if cache.intact(folder, sdfg.name) else None
 
 
 def install() -> None:
@@ -76,8 +104,9 @@ def install() -> None:
             if not cache.writable(folder):
                 return cache.load_read_only(self, folder, 'the folder is not writable', *args, **kwargs)
             result = None
-            if not args and set(kwargs) <= {'validate'}:  # a library, loaded: a warm load will do
-                result = cache.load_complete(self, folder)
+            plain = not args and set(kwargs) <= {'validate'}  # a library, loaded: a warm load will do
+            if plain:
+                result = _loaded(folder, self) or cache.load_complete(self, folder)
             if result is None:
                 self._build_folder = folder  # computed once for this build
                 try:
@@ -88,6 +117,9 @@ def install() -> None:
                 os.utime(folder, None)
             except OSError:
                 pass
+            if plain and result is not None and getattr(result, 'sdfg', None) is not None and \
+                    result.sdfg.name == self.name:  # (not a renamed copy: DaCe built that one elsewhere)
+                _LOADED[os.path.abspath(folder)] = result
             return result
         finally:
             lock.release()

@@ -152,3 +152,21 @@ def test_cli(build, capsys):
     assert 'removed 1 of 3' in capsys.readouterr().out and not os.path.exists(stale)
     assert main(['cache', '--folder', str(build / 'missing')]) == 0
     assert '0 build folders' in capsys.readouterr().out
+
+
+def test_a_loaded_program_is_handed_out_again_not_rebuilt(build):
+    """Within one process a second compile of a loaded program (a new program object, or
+    ``ss.compile`` after a call) gets the loaded one: DaCe renamed it (``name_0``) and
+    built it again, seconds each time. A folder whose build is gone is built again."""
+    first = _program()
+    _run(first)
+    loaded = ss.compile(first).build().compiled
+    again = ss.compile(_program()).build().compiled
+    assert again is loaded and loaded.sdfg.name == 'test_buildcache_cached_spmv'
+    _run(ss.compile(_program()))
+    assert len(buildcache.scan(str(build))) == 1  # no renamed copy was built
+    (folder, ) = buildcache.scan(str(build))
+    os.remove(os.path.join(folder.path, 'build', 'libtest_buildcache_cached_spmv.so'))
+    rebuilt = ss.compile(_program()).build().compiled
+    assert rebuilt is not loaded
+    _run(ss.compile(_program()))

@@ -208,8 +208,9 @@ def test_a_complete_build_loads_without_generating_code(child, built):
     path, which records it again."""
     path = _complete(child, built)
     _ok(child(built, mode='no-codegen'))
-    # within one process, a second load of a loaded library takes DaCe's path (a renamed build)
-    assert 'code was generated' in child(built, mode='no-codegen', calls=2).stderr
+    # within one process, a second compile of the loaded program hands out the loaded one
+    # (DaCe's own path built a renamed copy: build/folder.py)
+    _ok(child(built, mode='no-codegen', calls=2))
     with open(os.path.join(path, 'program.sdfg'), 'a') as f:
         f.write(' ')  # still valid JSON, no longer the recorded file
     refused = child(built, mode='no-codegen')
