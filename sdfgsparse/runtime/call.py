@@ -20,7 +20,7 @@ from sdfgsparse.runtime.aliasing import ArgumentAccess, access_of, check_after, 
 from sdfgsparse.runtime.arguments import (_dense_shape_symbols, _merge, copy_back, marshal_arguments,
                                           written_arguments)
 from sdfgsparse.runtime.marshal import _torch_layout, is_sparse_value
-from sdfgsparse.runtime.outputs import OUT, Outputs, call_compiled, specs_of_result, take_out
+from sdfgsparse.runtime.outputs import OUT, Outputs, call_compiled, check_kinds, specs_of_result, take_out
 from sdfgsparse.runtime.plan import MISS, build_plan
 from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.targets import RUNTIMES
@@ -101,27 +101,19 @@ def call_program(prog, orig_call, args, kwargs):
     if not any(is_sparse_value(v) for v in values.values()) and \
             not any(d is not None and is_sparse_desc(d) for d in descs.values()):
         if out is not None:
-            _check_out_kinds(f'{prog.name}()', out)
+            check_kinds(out)
             with lock_of(prog):
                 result = orig_call(prog, *args, **kwargs)
             return Outputs(f'{prog.name}()', out, specs_of_result(result)).finish(result, written=False)
         return orig_call(prog, *args, **kwargs)
     if out is not None:
-        _check_out_kinds(f'{prog.name}()', out)
+        check_kinds(out)
     with lock_of(prog):
         if not plans and prog.__dict__.get('_ss_plans'):  # built while this thread waited
             result = _run_plans(prog.__dict__['_ss_plans'], prog.argnames, args, kwargs, out=out)
             if result is not MISS:
                 return result
         return _full_call(prog, orig_call, names, values, descs, args, kwargs, out)
-
-
-def _check_out_kinds(what: str, out) -> None:
-    """What ``out`` holds, checked before anything is parsed or built: arrays (or None
-    inside a tuple); shapes and dtypes are checked against the results once known."""
-    for k, o in enumerate(out if isinstance(out, tuple) else (out, )):
-        if o is not None or not isinstance(out, tuple):
-            Outputs.check_kind(OUT if not isinstance(out, tuple) else f'{OUT}[{k}]', o)
 
 
 def _bind(what: str, names, args, kwargs, optional=(), keep_others=False) -> Dict[str, Any]:
@@ -348,7 +340,7 @@ class CompiledProgram:
             if not self._runtime.takes_out:
                 raise errors.UnsupportedOperationError(f'{self.sdfg.name}(): out= is supported for CPU programs '
                                                        f'only (this one is built for {self.target})')
-            _check_out_kinds(f'{self.sdfg.name}()', out)
+            check_kinds(out)
         with lock_of(self):  # the compiled program keeps a call's arguments and results
             if out is not None:
                 return self._full_call(names, values, result_out=out)

@@ -124,6 +124,12 @@ def _torch_pointer(t) -> int:
     return int(t.data_ptr())
 
 
+def _upload(a: np.ndarray):
+    """``(pointer, keep-alive)`` of a device copy of the converted member ``a``."""
+    d = DeviceArray.from_host(a)
+    return d.pointer, d
+
+
 def device_sparse_value(name: str, v):
     """What the argument checks take for a sparse value in device memory (None: ``v`` is
     not one): a host ``SparseMatrix`` whose checks stand for ``v``, carrying ``v``'s device
@@ -136,7 +142,7 @@ def device_sparse_value(name: str, v):
         host = v._host
         host._ss_device = {k: (a.pointer, a.dtype) for k, a in v.arrays.items()}
         host._ss_keep = v
-        host._ss_upload = lambda a: (lambda d: (d.pointer, d))(DeviceArray.from_host(a))
+        host._ss_upload = _upload
         return host
     if type(v).__module__.split('.')[0] != 'torch' or getattr(getattr(v, 'device', None), 'type', 'cpu') == 'cpu':
         return None

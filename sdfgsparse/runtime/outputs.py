@@ -24,8 +24,8 @@ from sdfgsparse import errors
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse.formats import is_sparse_desc
 
-__all__ = ['OUT', 'take_out', 'return_names', 'specs_of_sdfg', 'specs_of_result', 'Outputs', 'call_compiled',
-           'plan_outputs']
+__all__ = ['OUT', 'take_out', 'return_names', 'check_kinds', 'specs_of_sdfg', 'specs_of_result', 'Outputs',
+           'call_compiled', 'plan_outputs']
 
 #: The keyword.
 OUT = 'out'
@@ -61,6 +61,21 @@ def _array(label: str, v) -> np.ndarray:
         return v.numpy()
     kind = 'None' if v is None else type(v).__name__
     raise errors.ArgumentError(f'{label}: expected a NumPy array or a CPU torch tensor, got {kind}')
+
+
+def _label(k: int, given_tuple: bool, count: int) -> str:
+    """How errors name result ``k`` of ``out``: ``out`` for one array, else ``out[k]``."""
+    return OUT if count == 1 and not given_tuple else f'{OUT}[{k}]'
+
+
+def check_kinds(out) -> None:
+    """Refuse what can never be an ``out`` array, before anything is parsed or built:
+    arrays (or None inside a tuple); shapes and dtypes are checked against the results
+    once they are known (:class:`Outputs`)."""
+    given = out if isinstance(out, tuple) else (out, )
+    for k, o in enumerate(given):
+        if o is not None or not isinstance(out, tuple):
+            _array(_label(k, isinstance(out, tuple), len(given)), o)
 
 
 def specs_of_sdfg(sdfg: dace.SDFG, symbols: Dict[str, int]) -> List[tuple]:
@@ -118,7 +133,7 @@ class Outputs:
         for k, ((name, kind, want, shape), o) in enumerate(zip(specs, given)):
             if o is None:
                 continue
-            label = OUT if len(specs) == 1 and not self.tuple else f'{OUT}[{k}]'
+            label = _label(k, self.tuple, len(specs))
             if kind == 'sparse':
                 raise errors.UnsupportedOperationError(f'{what}: {label}: the result is sparse; out= takes dense '
                                                        'results only')
@@ -141,11 +156,6 @@ class Outputs:
                 self.copied[k] = arr
             else:
                 self.direct[name] = arr
-
-    @staticmethod
-    def check_kind(label: str, o) -> None:
-        """Refuse what can never be an ``out`` array (before anything is built)."""
-        _array(label, o)
 
     @staticmethod
     def forget_shapes(csdfg) -> None:
@@ -252,20 +262,13 @@ _SCIPY_ARRAYS = {'csr': ('data', 'indices', 'indptr'), 'csc': ('data', 'indices'
                  'bsr': ('data', 'indices', 'indptr'), 'coo': ('data', 'row', 'col'), 'dia': ('data', 'offsets')}
 
 
-def _overlaps(arr: np.ndarray, v, shares=np.shares_memory) -> bool:
+def _overlaps(arr: np.ndarray, v) -> bool:
     """Whether ``arr`` shares memory with the argument ``v`` (an array, a torch tensor, a
-    sparse matrix's arrays), by ``shares`` (exact, or ``np.may_share_memory``: bounds)."""
+    sparse matrix's arrays)."""
     if isinstance(v, np.ndarray):
-        return shares(arr, v)
+        return np.shares_memory(arr, v)
     if type(v).__module__.split('.')[0] == 'torch' and hasattr(v, 'numpy') and getattr(v, 'layout', None) is not None:
         if str(v.layout) == 'torch.strided' and v.device.type == 'cpu':
-            return shares(arr, v.detach().numpy())
+            return np.shares_memory(arr, v.detach().numpy())
         return False
-    members = getattr(v, 'arrays', None)  # SparseMatrix
-    if isinstance(members, dict):
-        return any(isinstance(a, np.ndarray) and shares(arr, a) for a in members.values())
-    for attr in ('data', 'indices', 'indptr', 'row', 'col', 'offsets'):  # scipy
-        a = getattr(v, attr, None)
-        if isinstance(a, np.ndarray) and shares(arr, a):
-            return True
-    return False
+    return any(np.shares_memory(arr, a) for a in _arrays_of(v) or ())

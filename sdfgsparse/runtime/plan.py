@@ -30,6 +30,7 @@ from sdfgsparse.targets.cpu import entry, kernel_checks
 from sdfgsparse.ops import shape_checks
 from sdfgsparse.runtime import marshal
 from sdfgsparse.runtime.aliasing import access_of
+from sdfgsparse.runtime.outputs import return_names
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.slots import (MISS, DenseReturn, DenseSlot, Holder, NoPlan, ScalarSlot, SparseReturn,
@@ -97,10 +98,7 @@ class CallPlan:
         returns = [(n, d) for n, d in sorted(sdfg.arrays.items()) if n.startswith('__return') and not d.transient]
         self.returns = [(n, SparseReturn(d) if is_sparse_desc(d) else DenseReturn(d)) for n, d in returns]
         names = [n for n, _ in returns]
-        order = list(range(len(names)))
-        if len(names) > 1 and all(n.startswith('__return_') for n in names):
-            order.sort(key=lambda j: int(names[j][len('__return_'):]))
-        self.result_order = order
+        self.result_order = [names.index(n) for n in return_names(sdfg)]
 
         # The compiled function's argument list.
         index = {n: i for i, n in enumerate(argnames)}

@@ -22,6 +22,7 @@ from sdfgsparse.runtime.capacity import PREFIX as CAPACITY_PREFIX
 from sdfgsparse.runtime.capacity import fill_capacities
 from sdfgsparse.runtime.host_convert import convert
 from sdfgsparse.runtime.marshal import _torch_layout
+from sdfgsparse.runtime.outputs import return_names
 from sdfgsparse.runtime.results import allocate_return, struct_to_python, to_torch
 from sdfgsparse.targets.cpu.dense_products import sparse_program_defaults
 
@@ -183,10 +184,8 @@ class FPGA(Runtime):
         if copies:
             copy_back(copies, out, written_arguments(compiled.sdfg))
         if results:  # the program's results in its order: dense ones as DaCe returns them
-            order = sorted((n for n, d in sdfg.arrays.items() if n.startswith('__return') and not d.transient),
-                           key=lambda n: int(n[len('__return_'):]) if n[len('__return_'):].isdigit() else -1)
             dense = list(result) if isinstance(result, tuple) else [] if result is None else [result]
-            whole = [struct_to_python(results[n]) if n in results else dense.pop(0) for n in order]
+            whole = [struct_to_python(results[n]) if n in results else dense.pop(0) for n in return_names(sdfg)]
             result = whole[0] if len(whole) == 1 else tuple(whole)
         if any(_torch_layout(v) is not None for v in values.values()):
             result = to_torch(result)
