@@ -23,6 +23,7 @@ import numpy as np
 from sdfgsparse import errors
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse.formats import is_sparse_desc
+from sdfgsparse.runtime.marshal import _torch_layout, _torch_members
 
 __all__ = ['OUT', 'take_out', 'return_names', 'check_kinds', 'specs_of_sdfg', 'specs_of_result', 'Outputs',
            'call_compiled', 'plan_outputs']
@@ -249,13 +250,18 @@ _SCALARS = (int, float, complex, bool, np.float64, np.float32, np.int64, np.int3
 
 
 def _arrays_of(v) -> Optional[list]:
-    """The NumPy arrays behind a sparse argument of a warm plan (scipy, ``SparseMatrix``),
-    or None for anything else."""
+    """The NumPy arrays behind an argument (scipy, ``SparseMatrix``, a CPU torch tensor,
+    sparse or dense), or None for anything else."""
     names = _SCIPY_ARRAYS.get(getattr(v, 'format', None))  # scipy (before any other attribute: scipy
-    if names is None:                                        # raises inside for a missing one, slowly)
-        members = getattr(v, 'arrays', None)  # SparseMatrix
-        return [a for a in members.values() if type(a) is np.ndarray] if isinstance(members, dict) else None
-    return [a for a in (getattr(v, n) for n in names) if type(a) is np.ndarray]
+    if names is not None:                                    # raises inside for a missing one, slowly)
+        return [a for a in (getattr(v, n) for n in names) if type(a) is np.ndarray]
+    layout = _torch_layout(v)
+    if layout is not None:  # (a sparse tensor's members are the NumPy views the call passes)
+        if v.device.type != 'cpu':
+            return []
+        return [v.detach().numpy()] if layout == 'strided' else list(_torch_members(v)[0].values())
+    members = getattr(v, 'arrays', None)  # SparseMatrix
+    return [a for a in members.values() if type(a) is np.ndarray] if isinstance(members, dict) else None
 
 
 _SCIPY_ARRAYS = {'csr': ('data', 'indices', 'indptr'), 'csc': ('data', 'indices', 'indptr'),
@@ -267,8 +273,4 @@ def _overlaps(arr: np.ndarray, v) -> bool:
     sparse matrix's arrays)."""
     if isinstance(v, np.ndarray):
         return np.shares_memory(arr, v)
-    if type(v).__module__.split('.')[0] == 'torch' and hasattr(v, 'numpy') and getattr(v, 'layout', None) is not None:
-        if str(v.layout) == 'torch.strided' and v.device.type == 'cpu':
-            return np.shares_memory(arr, v.detach().numpy())
-        return False
     return any(np.shares_memory(arr, a) for a in _arrays_of(v) or ())

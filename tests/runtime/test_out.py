@@ -99,6 +99,24 @@ def test_out_overlapping_an_argument_gives_the_result_without_out(rng):
         np.testing.assert_allclose(x, want, rtol=1e-12)
 
 
+def test_out_that_is_a_sparse_arguments_own_values():
+    """``out`` = the values array of the sparse argument (scipy's ``data``, a CPU torch
+    tensor's ``values()``): row 1 reads entries 0 and 1 after row 0's result would have
+    been written over entry 0. Filled by a copy; a warm torch call wrote over it (error 1.0)."""
+    torch = pytest.importorskip('torch')
+    indptr, indices, data = np.array([0, 0, 2, 3, 4, 5, 6]), np.arange(6), np.arange(1.0, 7.0)
+    want = sp.csr_matrix((data, indices, indptr), shape=(6, 6)) @ np.ones(6)
+    for _ in range(3):
+        T = torch.sparse_csr_tensor(torch.from_numpy(indptr), torch.from_numpy(indices), torch.from_numpy(data.copy()),
+                                    size=(6, 6))
+        out = T.values().numpy()
+        out_spmv(T, torch.ones(6, dtype=torch.float64), out=out)
+        np.testing.assert_array_equal(out, want)
+        S6 = sp.csr_matrix((data.copy(), indices, indptr), shape=(6, 6))
+        out_spmv(S6, np.ones(6), out=S6.data)
+        np.testing.assert_array_equal(S6.data, want)
+
+
 def test_out_and_an_argument_viewing_one_buffer(rng):
     """Views of one buffer: apart, out is written directly; overlapping, by a copy; both
     give the result without out."""
