@@ -40,6 +40,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.after_zoo  # the programs of test_ops_zoo and test_sparse_sparse_zoo (float64, int32)
 @pytest.mark.parametrize('formats', [['CSR', 'CSC', 'COO'], ['DCSR', 'BSR', 'ELL']])
 def test_zoo_ops_with_four_openmp_threads(formats):
     tests = os.path.dirname(HERE)
