@@ -216,17 +216,22 @@ def _add_plan(prog, csdfg, key, names, descs, values, out, sparse, torch_in):
     built = prog.__dict__.setdefault('_ss_plan_built', {})
     if (key, raw) not in built:
         built[(key, raw)] = build_plan(csdfg, names, descs, out, sparse, values, torch_in)
-    plan = built[(key, raw)]
+    _keep_plan(prog.__dict__, raw, built[(key, raw)])
+
+
+def _keep_plan(store: dict, raw: tuple, plan) -> None:
+    """Keep ``plan`` in ``store`` (the ``__dict__`` of a ``@dace.program`` or of a
+    :class:`CompiledProgram`) for :func:`_run_plans`: ``_ss_plans`` by types and dtypes,
+    ``_ss_by_type`` by the arguments' types alone (where the types have one plan,
+    :func:`_run_plans` runs it without reading dtypes: a dtype costs more to read and hash
+    than a type, and every plan checks the dtypes itself)."""
     if plan is None:
         return
-    plans = prog.__dict__.setdefault('_ss_plans', {})
+    by_type = store.setdefault('_ss_by_type', {})  # (first: a thread that sees plans finds it)
+    plans = store.setdefault('_ss_plans', {})
     have = plans.get(raw, ())
     if plan not in have and len(have) < 8:
         plans[raw] = have + (plan, )
-        # the same plans by the arguments' types alone: _run_plans runs the plan of a type
-        # signature that has only one (a dtype costs more to read and hash than a type,
-        # and every plan checks the dtypes itself)
-        by_type = prog.__dict__.setdefault('_ss_by_type', {})
         types = tuple(t for t, _ in raw)
         same = by_type.get(types, ())
         if len(same) < 16:
@@ -327,13 +332,16 @@ class CompiledProgram:
         return self
 
     def __call__(self, *args, **kwargs):
-        names = list(self.sdfg.arg_names)
-        out = take_out(kwargs, names) if OUT in kwargs else None  # (runtime/outputs.py)
-        plans = self.__dict__.get('_plans')
-        if plans:  # a warm call of a known signature (see call_program)
-            result = _run_plans(plans, names, args, kwargs, out=out)
+        plans = self.__dict__.get('_ss_plans')
+        if plans:  # a warm call of a known signature (see call_program); names as compiled
+            names = self._ss_names
+            out = take_out(kwargs, names) if OUT in kwargs else None  # (runtime/outputs.py)
+            result = _run_plans(plans, names, args, kwargs, self._ss_by_type, out)
             if result is not MISS:
                 return result
+        else:
+            names = list(self.sdfg.arg_names)
+            out = take_out(kwargs, names) if OUT in kwargs else None
         values = _bind(self.sdfg.name, names, args, kwargs, keep_others=True)
         self._runtime.before_call(self.sdfg, values)
         if out is not None:
@@ -383,10 +391,11 @@ class CompiledProgram:
         torch_in = any(_torch_layout(v) is not None or hasattr(v, '_ss_torch') for v in values.values())
         if set(values) == set(names) and self._runtime.plans:
             raw = _raw_key([values[n] for n in names])
-            plans = self.__dict__.setdefault('_plans', {})
-            if raw not in plans:
-                plan = build_plan(compiled, names, descs, out, sparse, values, torch_in)
-                plans[raw] = (plan, ) if plan is not None else ()
+            built = self.__dict__.setdefault('_ss_plan_built', {})
+            if raw not in built:
+                self._ss_names = tuple(names)  # (the compiled SDFG's, fixed from now on)
+                built[raw] = build_plan(compiled, names, descs, out, sparse, values, torch_in)
+                _keep_plan(self.__dict__, raw, built[raw])
         if torch_in:
             result = to_torch(result)
         return result

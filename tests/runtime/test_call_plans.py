@@ -420,3 +420,28 @@ def test_specialised_plans_agree_with_the_generic_walk(rng):
         assert _same_outcome(small, (unsorted, np.ones(4)))
     finally:
         ss.set_validation(True)
+
+
+@pytest.mark.parametrize('how', ['compile', 'optimize'])
+def test_compiled_programs_take_the_plan_by_type(how, rng, monkeypatch):
+    """``ss.compile`` and ``ss.optimize`` callables reach their warm plan as a program does:
+    by the arguments' types alone where those have one plan (no dtype read, no marshalling),
+    with the names of the compiled SDFG kept once."""
+    from sdfgsparse.runtime import call as call_module
+    fresh = dace.program(plan_axpy.f)
+    A0 = _random(rng, 40, 30, 0.2)
+    prog = ss.compile(fresh) if how == 'compile' else ss.optimize(fresh, matrices={'A': A0})
+    for _ in range(2):
+        prog(A0, rng.standard_normal(30), rng.standard_normal(40), 1.5)
+    counted = {'raw': 0, 'marshal': 0}
+    raw, marshal = call_module._raw_key, call_module.marshal_arguments
+    monkeypatch.setattr(call_module, '_raw_key', lambda a: counted.__setitem__('raw', counted['raw'] + 1) or raw(a))
+    monkeypatch.setattr(call_module, 'marshal_arguments',
+                        lambda *a: counted.__setitem__('marshal', counted['marshal'] + 1) or marshal(*a))
+    for m, n, d in _shapes():
+        A, x, y = _random(rng, m, n, d), rng.standard_normal(n), rng.standard_normal(m)
+        np.testing.assert_allclose(prog(A, x, y, -0.5), -0.5 * (A @ x) + y, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(prog(A=A, x=x, y=y, alpha=2.0), 2.0 * (A @ x) + y, rtol=1e-12, atol=1e-12)
+    assert counted == {'raw': 0, 'marshal': 0}
+    with pytest.raises(errors.ArgumentError):  # a call the plan cannot bind: the full path's error
+        prog(A0, rng.standard_normal(30), y=rng.standard_normal(40))

@@ -314,7 +314,7 @@ def test_checked_rows_apply_a_fused_epilogue(rng, in_kernel):
     x = rng.standard_normal(45)
     for _ in range(2):
         np.testing.assert_allclose(fused(A=A, x=x), np.maximum(2 * (A @ x), 0), rtol=1e-12)
-    plan = next(p for ps in fused._plans.values() for p in ps)
+    plan = next(p for ps in fused._ss_plans.values() for p in ps)
     assert plan.sparse_slots[0].in_kernel_from == 0
     B = A.copy()
     B.indices[2] = 45
