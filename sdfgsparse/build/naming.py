@@ -7,6 +7,7 @@ re-parse — ever share a folder. sdfgsparse names it
 """
 import hashlib
 import json
+import os
 import pathlib
 
 import dace
@@ -64,7 +65,8 @@ def content_hash(sdfg) -> str:
     """The build folder's key: the SDFG's JSON without its random GUIDs (names, symbols,
     instrumentation and debug information kept), plus DaCe's compiler, library and
     instrumentation settings as the build reads them (``DACE_compiler_cpu_args`` and the
-    other ``DACE_*`` variables included: two flag sets gave one folder and a stale build)."""
+    other ``DACE_*`` variables included: two flag sets gave one folder and a stale build),
+    and ``SDFGSPARSE_LIBMVEC`` (whether the ``cpu`` kernels' environment links libmvec)."""
 
     def strip(o):
         if isinstance(o, dict):
@@ -84,5 +86,7 @@ def content_hash(sdfg) -> str:
             config[key] = effective((key, ), dace.Config.get(key))
         except KeyError:
             pass
+    # the cpu kernels' environment links libmvec unless this says no (targets/cpu/environment.py)
+    config['SDFGSPARSE_LIBMVEC'] = os.environ.get('SDFGSPARSE_LIBMVEC', '1').strip()
     text = json.dumps([strip(sdfg.to_json()), config], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -6,33 +6,54 @@ generated code of every program that holds such a kernel and puts ``include/`` o
 compiler's include path. The headers hold the C++ leaves of the kernels: the vector width
 and argument pointers of the row tasklets (``sdfgsparse_cpu.h``), the per-call thread
 choice of the row loops (``sdfgsparse_team.h``), the row walks of the products
-(``sdfgsparse_rows.h``) and the row union of ``A + B`` (``sdfgsparse_row_union.h``). They are part of sdfgsparse's source
+(``sdfgsparse_rows.h``), the row union of ``A + B`` (``sdfgsparse_row_union.h``) and the vector
+versions of ``exp`` / ``log`` / ``tanh`` for the loops that call them (``sdfgsparse_vecmath.h``,
+glibc's libmvec: :func:`libmvec`). They are part of sdfgsparse's source
 fingerprint (:func:`sdfgsparse.build.naming.source_fingerprint`), so a change of a header
 rebuilds the programs that include it.
 """
+import ctypes.util
 import os
+import platform
+import sys
 
 import dace.library
 
-__all__ = ['SdfgsparseCPU', 'INCLUDE', 'HEADERS']
+__all__ = ['SdfgsparseCPU', 'INCLUDE', 'HEADERS', 'libmvec']
 
 #: The folder of the C++ headers.
 INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include')
 #: What every program with a ``cpu`` kernel includes (``sdfgsparse_cpu.h`` includes the team
 #: header); the SpGEMM workspaces and the in-kernel checks come with the kernels that use them,
 #: as their global code.
-HEADERS = ['sdfgsparse_cpu.h', 'sdfgsparse_rows.h', 'sdfgsparse_row_union.h']
+HEADERS = ['sdfgsparse_cpu.h', 'sdfgsparse_rows.h', 'sdfgsparse_row_union.h', 'sdfgsparse_vecmath.h']
+
+
+def libmvec() -> bool:
+    """Whether generated loops may call glibc's vector math library (libmvec): x86-64 Linux
+    where the library is installed, unless ``SDFGSPARSE_LIBMVEC=0``. The environment then
+    defines ``SS_LIBMVEC`` (``sdfgsparse_vecmath.h`` declares the vector versions of ``exp``,
+    ``log``, ``tanh``; GCC only) and links ``-lmvec``. Read when sdfgsparse is imported:
+    the setting is part of every build's CMake command, so builds with and without it
+    are kept apart."""
+    if os.environ.get('SDFGSPARSE_LIBMVEC', '1').strip() in ('0', 'false', 'no', 'off'):
+        return False
+    return sys.platform.startswith('linux') and platform.machine() == 'x86_64' and \
+        ctypes.util.find_library('mvec') is not None
+
+
+_LIBMVEC = libmvec()
 
 
 @dace.library.environment
 class SdfgsparseCPU:
-    """sdfgsparse's C++ headers for the ``cpu`` kernels (no library to link)."""
+    """sdfgsparse's C++ headers for the ``cpu`` kernels (and glibc's libmvec where :func:`libmvec`)."""
     cmake_minimum_version = None
     cmake_packages = []
     cmake_variables = {}
     cmake_includes = [INCLUDE]
-    cmake_libraries = []
-    cmake_compile_flags = []
+    cmake_libraries = ['mvec'] if _LIBMVEC else []  # (after the objects: the linker keeps it)
+    cmake_compile_flags = ['-DSS_LIBMVEC'] if _LIBMVEC else []
     cmake_link_flags = []
     cmake_files = []
     headers = list(HEADERS)
