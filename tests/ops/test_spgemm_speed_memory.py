@@ -168,3 +168,23 @@ def test_two_openmp_threads_and_concurrent_calls(tmp_path):
     assert line.startswith('BAD [] '), line
     held = float(line.split('HELD')[1])
     assert held < 16, f'{held:.1f} MiB more resident after the calls'
+
+
+def test_results_far_below_their_capacity_are_not_copied(rng, monkeypatch):
+    """A product whose entries are far fewer than its products (the capacity bound) comes
+    back without a copy: its members are shrunk in place (runtime/results.py), so scipy's
+    constructor, which copies a view of less than half its base, keeps them. Then the
+    same product once more (the warm plan's path) and against scipy."""
+    import scipy.sparse._compressed as compressed
+    copied = []
+    prune = compressed._prune_array
+    monkeypatch.setattr(compressed, '_prune_array', lambda a: (lambda r: copied.append(r is not a) or r)(prune(a)))
+    A = sp.random_array((60, 60), density=0.5, format='csr', rng=rng)  # ~1800 entries, ~54000 products
+    B = sp.random_array((60, 60), density=0.5, format='csr', rng=rng)
+    for _ in range(2):
+        copied.clear()
+        got = spgemm_sm(A, B)
+        _canonical_equal(got, A, B)
+        assert copied and not any(copied)
+    empty = sp.csr_array((60, 60))
+    _canonical_equal(spgemm_sm(empty, B), empty, B)  # (no entries: shrunk to none)
