@@ -133,3 +133,32 @@ def test_column_major_results(rng):
         _check(sub_cr(A32, B32), A32 - B32, rtol=1e-5, fmt='csc')
     C = sub_cr(A32, sp.csr_array(A32))
     assert C.nnz == A32.nnz and not C.data.any()  # cancellation kept
+
+
+def test_rows_with_the_same_columns(rng):
+    """Rows of A and B with the same columns take a shortcut (a compare of the rows, one
+    vector loop: row_union.h): symmetric patterns with different values (A + A.T), rows of
+    the same length with other columns, one column apart, empty rows, and cancellation."""
+    n = 500
+    U = sp.random_array((n, n), density=0.02, format='csr', rng=rng)
+    S = sp.csr_array(U + U.T)  # a symmetric pattern
+    S.data = rng.standard_normal(S.nnz)  # values that are not symmetric
+    D = S.tolil()
+    for i in range(0, n, 7):  # the same number of entries, one of them in another column
+        cols = D.rows[i]
+        if cols and cols[-1] + 1 < n:
+            v = D[i, cols[-1]]
+            D[i, cols[-1]] = 0
+            D[i, cols[-1] + 1] = v
+    D[3, :] = 0
+    S2 = sp.csr_array(D)
+    S2.eliminate_zeros()
+    for A in (S, S2):
+        _check(add_t(A), A + A.T)
+        _check(add_rr(A, sp.csr_array(A.T)), A + A.T)
+        B = A.copy()
+        B.data = rng.standard_normal(B.nnz)
+        _check(add_rr(A, B), A + B)  # every row: the same columns
+    C = sub_rc(S, S.tocsc())  # A - A: every entry kept, every value zero
+    assert C.nnz == S.nnz and not C.data.any()
+    np.testing.assert_array_equal(C.indices, S.indices)

@@ -6,6 +6,7 @@
 // zeros from cancellation are kept.
 #ifndef SDFGSPARSE_ROW_UNION_H
 #define SDFGSPARSE_ROW_UNION_H
+#include <cstring>
 #include <vector>
 
 namespace sdfgsparse {
@@ -83,10 +84,15 @@ static inline void rows_of_columns(P* tp_, C* tc_, T* tv_, const SP* sp_, const 
     }
 }
 
-// The size of the union of row i of A and of B (a two-pointer merge).
+// The size of the union of row i of A and of B: the length of both where the rows hold the same
+// columns (one memcmp: A + A.T of a symmetric pattern, A - A), else a two-pointer merge without
+// branches (rows that interleave at random mispredict a branchy one; on equal rows the merge's
+// dependent loads cost 5-20x the compare: docs/performance.md).
 template <typename AP, typename AC, typename BP, typename BC>
 static inline long long union_count(const AP* ap, const AC* ac, const BP* bp, const BC* bc, long long i) {
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], n = 0;
+    if (sizeof(AC) == sizeof(BC) && ae - a == be - b && std::memcmp(ac + a, bc + b, sizeof(AC) * (ae - a)) == 0)
+        return ae - a;
     while (a < ae && b < be) {
         const long long ca = ac[a], cb = bc[b];
         a += ca <= cb;
@@ -96,13 +102,27 @@ static inline long long union_count(const AP* ap, const AC* ac, const BP* bp, co
     return n + (ae - a) + (be - b);
 }
 
-// Row i of A + sign * B at op[i] (the same merge, writing columns and values in V).
+// Row i of A + sign * B at op[i] (the same merge, writing columns and values in V). Where the
+// union (op[i + 1] - op[i], from union_count) is as long as both rows, the rows hold the same
+// columns (sorted, without duplicates, as the call checks): one vector loop over them.
 template <typename V, typename OC, typename AP, typename AC, typename AV, typename BP, typename BC, typename BV,
           typename OP>
 static inline void union_fill(OC* oc, V* ov, const AP* ap, const AC* ac, const AV* av, const BP* bp, const BC* bc,
                               const BV* bv, const OP* op, long long i, int sign) {
     const V s = (V)sign;
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], d = op[i];
+    if ((long long)op[i + 1] - d == ae - a && ae - a == be - b) {
+        OC* __restrict__ o = oc + d;
+        V* __restrict__ w = ov + d;
+        const AC* __restrict__ x = ac + a;
+        const AV* __restrict__ u = av + a;
+        const BV* __restrict__ v = bv + b;
+        for (long long k = 0; k < ae - a; ++k) {
+            o[k] = x[k];
+            w[k] = (V)u[k] + s * (V)v[k];
+        }
+        return;
+    }
     while (a < ae && b < be) {
         const long long ca = ac[a], cb = bc[b];
         if (ca < cb) {
