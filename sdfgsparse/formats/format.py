@@ -30,19 +30,24 @@ __all__ = [
 ]
 
 _FORMATS: Dict[str, 'SparseFormat'] = {}
-# per creation site (module, function, line): how many types were made there so far
+# per creation site (module, function, line) and type (format, dtypes, shape, named sizes):
+# how many such types were made there so far
 _SITE_COUNTS: Dict[tuple, int] = collections.defaultdict(int)
 _FORMATS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-def _site_uid() -> str:
-    """A name part for the size symbols of a new type, fixed by where the type is made.
+def _site_uid(content: tuple = ()) -> str:
+    """A name part for the size symbols of a new type, fixed by where the type is made and
+    what it is.
 
     The caller's module, function and line (the first frame outside this package folder),
-    and how many types that line made before in this process; two parameters annotated
-    on one line get two names, and a program gets the same names in every process
-    whatever types were made before it elsewhere (a global counter gave a program other
-    symbol names, so another build, when another module made its types first)."""
+    the type's ``content`` (format, dtypes, shape, named sizes), and how many such types
+    that line made before in this process: two parameters annotated alike on one line get
+    two names, and a program gets the same names in every process whatever types were made
+    before it elsewhere. A global counter gave a program other symbol names, so another
+    build, when another module made its types first; a count per line alone did the same
+    for a line that makes types in a loop or a factory (``F[vt, M, N, it]`` for each
+    format: the ELL program of a process that made DCSR's type first was another build)."""
     frame = sys._getframe(1)
     while frame is not None and os.path.dirname(os.path.abspath(frame.f_code.co_filename)) == _FORMATS_DIR:
         frame = frame.f_back
@@ -51,6 +56,7 @@ def _site_uid() -> str:
     else:
         code = frame.f_code
         site = (frame.f_globals.get('__name__', '?'), getattr(code, 'co_qualname', code.co_name), frame.f_lineno)
+    site = site + tuple(content)
     k = _SITE_COUNTS[site]
     _SITE_COUNTS[site] = k + 1
     return hashlib.sha1(repr((site, k)).encode()).hexdigest()[:8]
@@ -287,8 +293,10 @@ class SparseType:
         self.index_dtype = index_dtype
         self.rows = dace.symbolic.pystr_to_symbolic(rows) if isinstance(rows, str) else rows
         self.cols = dace.symbolic.pystr_to_symbolic(cols) if isinstance(cols, str) else cols
-        uid = _site_uid() if uid is None else uid
         sizes = dict(sizes or {})
+        if uid is None:
+            uid = _site_uid((fmt.name, _typename(dtype), str(self.rows), str(self.cols), _typename(index_dtype)) +
+                            tuple(sorted((k, str(v)) for k, v in sizes.items())))
         for key in fmt.size_keys:
             if key not in sizes:
                 sizes[key] = dace.symbol(f'ss{uid}_{key}', dace.int64)

@@ -83,6 +83,28 @@ def test_each_annotation_gets_its_own_size_symbols():
     assert make().sizes['n1'] == first
 
 
+def test_a_line_that_makes_several_types_names_each_alike_in_every_order():
+    """A factory line (``F[vt, M, N, it]`` for each format, as the zoo tests make their
+    programs) gives a type the same size symbols whatever it made before in this process:
+    another order of tests, or another process, builds the same program, not another one."""
+    from sdfgsparse.formats import format as format_module
+
+    def make(fmt, vt=dace.float64):
+        return sparse_type_of(getattr(ss, fmt)[vt, M, N]).sizes
+
+    saved = dict(format_module._SITE_COUNTS)
+    try:
+        format_module._SITE_COUNTS.clear()
+        alone = make('ELL')
+        format_module._SITE_COUNTS.clear()
+        make('DCSR'), make('CSR'), make('ELL', dace.float32)
+        assert make('ELL') == alone
+        assert make('ELL') != alone  # the same type made again by the line: new names
+    finally:
+        format_module._SITE_COUNTS.clear()
+        format_module._SITE_COUNTS.update(saved)
+
+
 T_ALIAS = ss.CSR[dace.float64, M, N]
 D_ALIAS = ss.DIA[dace.float64, M, N]
 

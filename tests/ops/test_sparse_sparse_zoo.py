@@ -61,7 +61,7 @@ def _pairs(fmt, dtype):
 @pytest.mark.parametrize('fmt,vt,it', list(signatures(one_pair=True)))
 def test_sparse_sparse(fmt, vt, it):
     """The zoo in :func:`sparse_zoo.signatures` (CSR in all four dtype pairs, the other
-    formats in one, alternating; ``test_openmp_threads`` runs them in float64 / int32);
+    formats in one, alternating; ``test_openmp_threads`` runs the same programs on four threads);
     real matrices (A and A.T) with CSR float64 / int32."""
     cases = list(_pairs(fmt, np.dtype(vt.type)).items())
     if fmt == 'CSR' and vt == dace.float64 and it == dace.int32:
