@@ -5,10 +5,13 @@ With DaCe's ``hash`` cache, DaCe 1.0.2 names a build folder by an MD5 of the SDF
 re-parse — ever share a folder. sdfgsparse names it
 ``<program>_<content_hash>_ss<source_fingerprint>`` instead (:mod:`.folder`).
 """
+import ctypes.util
 import hashlib
 import json
 import os
 import pathlib
+import platform
+import sys
 
 import dace
 
@@ -61,12 +64,28 @@ def canonical_edge_order(sdfg) -> None:
                 state.add_edge(e.src, e.src_conn, e.dst, e.dst_conn, e.data)
 
 
+def _libmvec() -> bool:
+    """Whether generated loops may call glibc's vector math library (libmvec): x86-64 Linux
+    where the library is installed, unless ``SDFGSPARSE_LIBMVEC=0``."""
+    if os.environ.get('SDFGSPARSE_LIBMVEC', '1').strip().lower() in ('0', 'false', 'no', 'off'):
+        return False
+    return sys.platform.startswith('linux') and platform.machine() == 'x86_64' and \
+        ctypes.util.find_library('mvec') is not None
+
+
+#: :func:`_libmvec`, decided once when sdfgsparse is imported: the ``cpu`` kernels'
+#: environment (targets/cpu/environment.py) links libmvec and defines ``SS_LIBMVEC`` by it,
+#: and it is part of every build's key (:func:`content_hash`), so a build with it and one
+#: without never share a folder.
+LIBMVEC = _libmvec()
+
+
 def content_hash(sdfg) -> str:
     """The build folder's key: the SDFG's JSON without its random GUIDs (names, symbols,
     instrumentation and debug information kept), plus DaCe's compiler, library and
     instrumentation settings as the build reads them (``DACE_compiler_cpu_args`` and the
     other ``DACE_*`` variables included: two flag sets gave one folder and a stale build),
-    and ``SDFGSPARSE_LIBMVEC`` (whether the ``cpu`` kernels' environment links libmvec)."""
+    and :data:`LIBMVEC` (whether the ``cpu`` kernels' environment links libmvec)."""
 
     def strip(o):
         if isinstance(o, dict):
@@ -86,7 +105,6 @@ def content_hash(sdfg) -> str:
             config[key] = effective((key, ), dace.Config.get(key))
         except KeyError:
             pass
-    # the cpu kernels' environment links libmvec unless this says no (targets/cpu/environment.py)
-    config['SDFGSPARSE_LIBMVEC'] = os.environ.get('SDFGSPARSE_LIBMVEC', '1').strip()
+    config['libmvec'] = LIBMVEC
     text = json.dumps([strip(sdfg.to_json()), config], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

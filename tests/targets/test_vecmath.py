@@ -5,6 +5,7 @@ the programs that use them agree with NumPy either way."""
 import os
 import shutil
 import subprocess
+import sys
 
 import dace
 import numpy as np
@@ -134,11 +135,24 @@ def test_vectorised_functions_of_sparse_values_match_numpy(dtype, rng):
 
 
 def test_the_switch_is_part_of_the_build_key(monkeypatch):
-    """SDFGSPARSE_LIBMVEC=0 and =1 name different build folders (their CMake flags differ)."""
-    from sdfgsparse.build.naming import content_hash
+    """Builds with and without libmvec have different keys, so different folders."""
+    from sdfgsparse.build import naming
     sdfg = vm_functions64.to_sdfg()
-    monkeypatch.setenv('SDFGSPARSE_LIBMVEC', '0')
-    off = content_hash(sdfg)
-    monkeypatch.setenv('SDFGSPARSE_LIBMVEC', '1')
-    assert content_hash(sdfg) != off
-    assert os.environ['SDFGSPARSE_LIBMVEC'] == '1'
+    monkeypatch.setattr(naming, 'LIBMVEC', False)
+    off = naming.content_hash(sdfg)
+    monkeypatch.setattr(naming, 'LIBMVEC', True)
+    assert naming.content_hash(sdfg) != off
+
+
+def test_the_switch_is_read_once_at_import():
+    """``SDFGSPARSE_LIBMVEC=0`` in the environment of a new process turns it off there; the
+    decision and the environment's flags agree."""
+    code = ('from sdfgsparse.build import naming; from sdfgsparse.targets.cpu.environment import SdfgsparseCPU as E; '
+            'print(naming.LIBMVEC, E.cmake_libraries, E.cmake_compile_flags)')
+    for value, want in (('0', 'False [] []'), ('off', 'False [] []')):
+        done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                              env=dict(os.environ, SDFGSPARSE_LIBMVEC=value))
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split('\n')[-2] == want
+    if libmvec():
+        assert SdfgsparseCPU.cmake_libraries == ['mvec'] and SdfgsparseCPU.cmake_compile_flags == ['-DSS_LIBMVEC']

@@ -12,12 +12,11 @@ glibc's libmvec: :func:`libmvec`). They are part of sdfgsparse's source
 fingerprint (:func:`sdfgsparse.build.naming.source_fingerprint`), so a change of a header
 rebuilds the programs that include it.
 """
-import ctypes.util
 import os
-import platform
-import sys
 
 import dace.library
+
+from sdfgsparse.build import naming
 
 __all__ = ['SdfgsparseCPU', 'INCLUDE', 'HEADERS', 'libmvec']
 
@@ -30,16 +29,12 @@ HEADERS = ['sdfgsparse_cpu.h', 'sdfgsparse_rows.h', 'sdfgsparse_row_union.h', 's
 
 
 def libmvec() -> bool:
-    """Whether generated loops may call glibc's vector math library (libmvec): x86-64 Linux
-    where the library is installed, unless ``SDFGSPARSE_LIBMVEC=0``. The environment then
-    defines ``SS_LIBMVEC`` (``sdfgsparse_vecmath.h`` declares the vector versions of ``exp``,
-    ``log``, ``tanh``; GCC only) and links ``-lmvec``. Read when sdfgsparse is imported:
-    the setting is part of every build's CMake command, so builds with and without it
-    are kept apart."""
-    if os.environ.get('SDFGSPARSE_LIBMVEC', '1').strip() in ('0', 'false', 'no', 'off'):
-        return False
-    return sys.platform.startswith('linux') and platform.machine() == 'x86_64' and \
-        ctypes.util.find_library('mvec') is not None
+    """Whether the generated loops call glibc's vector math library (libmvec): decided when
+    sdfgsparse is imported (:data:`sdfgsparse.build.naming.LIBMVEC`: x86-64 Linux where the
+    library is installed, unless ``SDFGSPARSE_LIBMVEC=0``). The environment then defines
+    ``SS_LIBMVEC`` (``sdfgsparse_vecmath.h`` declares the vector versions of ``exp``, ``log``,
+    ``tanh``; GCC only) and links ``-lmvec``; the decision is part of every build's key."""
+    return naming.LIBMVEC
 
 
 _LIBMVEC = libmvec()

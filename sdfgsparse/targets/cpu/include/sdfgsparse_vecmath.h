@@ -21,14 +21,14 @@
     defined(__GLIBC__) && !defined(__FAST_MATH__)
 // (under __FAST_MATH__ glibc declares them itself)
 #if __GLIBC_PREREQ(2, 22)
-extern "C" double exp(double) throw() __attribute__((__simd__("notinbranch")));
-extern "C" double log(double) throw() __attribute__((__simd__("notinbranch")));
-extern "C" float expf(float) throw() __attribute__((__simd__("notinbranch")));
-extern "C" float logf(float) throw() __attribute__((__simd__("notinbranch")));
+extern "C" double exp(double) noexcept __attribute__((__simd__("notinbranch")));
+extern "C" double log(double) noexcept __attribute__((__simd__("notinbranch")));
+extern "C" float expf(float) noexcept __attribute__((__simd__("notinbranch")));
+extern "C" float logf(float) noexcept __attribute__((__simd__("notinbranch")));
 #endif
 #if __GLIBC_PREREQ(2, 35)
-extern "C" double tanh(double) throw() __attribute__((__simd__("notinbranch")));
-extern "C" float tanhf(float) throw() __attribute__((__simd__("notinbranch")));
+extern "C" double tanh(double) noexcept __attribute__((__simd__("notinbranch")));
+extern "C" float tanhf(float) noexcept __attribute__((__simd__("notinbranch")));
 #endif
 #endif
 
