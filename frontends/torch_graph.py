@@ -753,7 +753,9 @@ def _lines(seg: Segment, step: Step) -> List[str]:
         keep = f'({m}, 1)' if axis == 1 else f'(1, {n})'
         lines = [f'{out}_max = np.reshape(np.max({x}, axis={axis}), {keep})',
                  f'{out}_shift = {x} - {out}_max',
-                 f'{out}_exp = np.exp({out}_shift)',
+                 # exp over the flat array: one loop of m * n (vectorised with libmvec); over the
+                 # rows' few columns (a GCN's 7 classes) GCC left the 2-D loop's exp scalar
+                 f'{out}_exp = np.reshape(np.exp(np.reshape({out}_shift, ({m} * {n},))), ({m}, {n}))',
                  f'{out}_sum = np.reshape(np.sum({out}_exp, axis={axis}), {keep})']
         if log:
             lines.append(f'{out} = {out}_shift - np.log({out}_sum)')
