@@ -333,15 +333,12 @@ class CompiledProgram:
 
     def __call__(self, *args, **kwargs):
         plans = self.__dict__.get('_ss_plans')
-        if plans:  # a warm call of a known signature (see call_program); names as compiled
-            names = self._ss_names
-            out = take_out(kwargs, names) if OUT in kwargs else None  # (runtime/outputs.py)
+        names = self._ss_names if plans else list(self.sdfg.arg_names)  # (kept when the plans were)
+        out = take_out(kwargs, names) if OUT in kwargs else None  # (runtime/outputs.py)
+        if plans:  # a warm call of a known signature (see call_program)
             result = _run_plans(plans, names, args, kwargs, self._ss_by_type, out)
             if result is not MISS:
                 return result
-        else:
-            names = list(self.sdfg.arg_names)
-            out = take_out(kwargs, names) if OUT in kwargs else None
         values = _bind(self.sdfg.name, names, args, kwargs, keep_others=True)
         self._runtime.before_call(self.sdfg, values)
         if out is not None:

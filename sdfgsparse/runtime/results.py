@@ -123,12 +123,9 @@ def _shrunk(array: np.ndarray, n: int) -> np.ndarray:
     (web-indochina-2004 A @ A: 3.5 ms of 16). The member was allocated for this call only
     (:func:`return_allocator`) and nothing else refers to it (the struct that pointed at it
     is dropped)."""
-    if n < array.shape[0] and array.flags.owndata and array.base is None:
-        try:
-            array.resize((n, ), refcheck=False)
-            return array
-        except ValueError:  # (numpy refuses: a view after all)
-            pass
+    if n < array.shape[0] and array.flags.owndata:  # (always, as allocated; a slice otherwise)
+        array.resize((n, ), refcheck=False)
+        return array
     return array[:n]
 
 

@@ -37,9 +37,6 @@ def libmvec() -> bool:
     return naming.LIBMVEC
 
 
-_LIBMVEC = libmvec()
-
-
 @dace.library.environment
 class SdfgsparseCPU:
     """sdfgsparse's C++ headers for the ``cpu`` kernels (and glibc's libmvec where :func:`libmvec`)."""
@@ -47,8 +44,8 @@ class SdfgsparseCPU:
     cmake_packages = []
     cmake_variables = {}
     cmake_includes = [INCLUDE]
-    cmake_libraries = ['mvec'] if _LIBMVEC else []  # (after the objects: the linker keeps it)
-    cmake_compile_flags = ['-DSS_LIBMVEC'] if _LIBMVEC else []
+    cmake_libraries = ['mvec'] if naming.LIBMVEC else []  # (after the objects: the linker keeps it)
+    cmake_compile_flags = ['-DSS_LIBMVEC'] if naming.LIBMVEC else []
     cmake_link_flags = []
     cmake_files = []
     headers = list(HEADERS)
