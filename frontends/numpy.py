@@ -14,6 +14,8 @@ import ast
 import contextlib
 
 import dace
+import numpy as np
+import sympy
 from dace.frontend.common import op_repository as oprepo
 from dace.frontend.python.common import DaceSyntaxError
 from dace.frontend.python.newast import ProgramVisitor
@@ -21,6 +23,7 @@ from dace.frontend.python.newast import ProgramVisitor
 from sdfgsparse import errors
 from sdfgsparse import formats as _formats
 from sdfgsparse.formats import CSC, CSR, SparseFormat, is_sparse_desc, sparse_type_of
+from sdfgsparse.formats.views import Slice, normalise_slice
 from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.dense_spmm import DenseSpMM
@@ -43,13 +46,15 @@ __all__ = []
 
 
 def _stype(sdfg, name):
-    base_name, tr = base.resolve_alias(name)
-    st = sparse_type_of(sdfg.arrays[base_name])
-    return st.T if tr else st
+    """The type of sparse data ``name`` as the program sees it (a view: its own shape)."""
+    return base.view_type(sdfg, name)
 
 
-def _shown(name: str) -> str:
-    """How an operand appears in an error: its name, ``A.T`` for a transposed view."""
+def _shown(name: str, sdfg=None) -> str:
+    """How an operand appears in an error: its name, ``A.T`` for a transposed view,
+    ``A[2:5, :]`` for a slice."""
+    if sdfg is not None and isinstance(name, str) and name in sdfg.arrays:
+        return base.shown_name(sdfg, name)
     base_name, tr = base.resolve_alias(name)
     return f'{base_name}.T' if tr else base_name
 
@@ -60,18 +65,42 @@ def _check_inner(sdfg, a_shape, b_shape, what):
     require_equal(sdfg, a_shape[-1], b_shape[0], f'{what}: inner dimensions')
 
 
+def _is_view(sdfg, name) -> bool:
+    return isinstance(name, str) and name in sdfg.arrays and bool(base.resolve_view(sdfg, name)[2])
+
+
+def _materialise(sdfg, state, name: str) -> str:
+    """A sparse result holding the view ``name`` (a slice, ...): canonical (sorted, no
+    duplicates), CSR, or CSC where the stored layout is column-major (a CSC, or a CSR read
+    transposed)."""
+    st = _stype(sdfg, name)
+    return _convert(sdfg, state, name, 'CSC' if st.fmt.outer_dim == 1 else 'CSR')
+
+
+def _insert(state, node, sparse_in=None, dense_in=None, dense_out=None, sparse_out=None) -> str:
+    """:func:`base.insert_node`, after materialising the views among ``sparse_in`` that
+    ``node`` does not read as views (:attr:`~sdfgsparse.ops.base.SparseLibraryNode.ACCEPTS_VIEWS`)."""
+    sdfg = state.parent
+    sparse_in = dict(sparse_in or {})
+    if not node.ACCEPTS_VIEWS:
+        for prefix, name in sparse_in.items():
+            if _is_view(sdfg, name):
+                sparse_in[prefix] = _materialise(sdfg, state, name)
+    return base.insert_node(state, node, sparse_in, dense_in, dense_out, sparse_out)
+
+
 @oprepo.replaces_operator('Structure', 'MatMult', otherclass='Array')
 def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b: str):
     st = _stype(sdfg, a)
     bdesc = sdfg.arrays[b]
-    _check_inner(sdfg, st.shape, bdesc.shape, f'{_shown(a)} @ {_shown(b)}')
+    _check_inner(sdfg, st.shape, bdesc.shape, f'{_shown(a, sdfg)} @ {_shown(b, sdfg)}')
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
     if len(bdesc.shape) == 1:
         out, _ = sdfg.add_temp_transient([st.rows], dtype)
-        return base.insert_node(state, SpMV(), {'A': a}, {'_x': b}, ('_y', out))
+        return _insert(state, SpMV(), {'A': a}, {'_x': b}, ('_y', out))
     if len(bdesc.shape) == 2:
         out, _ = sdfg.add_temp_transient([st.rows, bdesc.shape[1]], dtype)
-        return base.insert_node(state, SpMM(), {'A': a}, {'_B': b}, ('_Y', out))
+        return _insert(state, SpMM(), {'A': a}, {'_B': b}, ('_Y', out))
     raise errors.UnsupportedOperationError(f'sparse @ dense with a {len(bdesc.shape)}-D right operand')
 
 
@@ -79,13 +108,13 @@ def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b:
 def _dense_matmult_sparse(pv, sdfg: dace.SDFG, state: dace.SDFGState, b: str, a: str):
     st = _stype(sdfg, a)
     bdesc = sdfg.arrays[b]
-    _check_inner(sdfg, bdesc.shape, st.shape, f'{_shown(b)} @ {_shown(a)}')
+    _check_inner(sdfg, bdesc.shape, st.shape, f'{_shown(b, sdfg)} @ {_shown(a, sdfg)}')
     if len(bdesc.shape) not in (1, 2):
         raise errors.UnsupportedOperationError(f'dense @ sparse with a {len(bdesc.shape)}-D left operand')
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
     shape = [st.cols] if len(bdesc.shape) == 1 else [bdesc.shape[0], st.cols]
     out, _ = sdfg.add_temp_transient(shape, dtype)
-    return base.insert_node(state, DenseSpMM(), {'A': a}, {'_B': b}, ('_C', out))
+    return _insert(state, DenseSpMM(), {'A': a}, {'_B': b}, ('_C', out))
 
 
 @oprepo.replaces_attribute('Structure', 'T')
@@ -110,7 +139,7 @@ def _map_values(sdfg, state, a: str, function: str, alpha=None):
     elif function in ('sqrt', 'exp', 'sigmoid', 'sin', 'tanh') and st.dtype in (dace.int32, dace.int64):
         out_dtype = dace.float64
     out_type = st if out_dtype == st.dtype else st.fmt.type(out_dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
-    return base.insert_node(state, node, {'A': a}, dense_in, sparse_out=('out', out_type, 'mapped'))
+    return _insert(state, node, {'A': a}, dense_in, sparse_out=('out', out_type, 'mapped'))
 
 
 for _other in ('NumConstant', 'symbol', 'Scalar'):
@@ -132,12 +161,12 @@ for _other in ('NumConstant', 'symbol', 'Scalar'):
 
     @oprepo.replaces_operator('Structure', 'MatMult', otherclass=_other)
     def _sparse_matmult_scalar(pv, sdfg, state, a, alpha):
-        raise errors.UnsupportedOperationError(f"{_shown(a)} @ {alpha}: the right operand is a scalar; use '*' "
+        raise errors.UnsupportedOperationError(f"{_shown(a, sdfg)} @ {alpha}: the right operand is a scalar; use '*' "
                                                "to scale a sparse matrix (as NumPy and scipy do)")
 
     @oprepo.replaces_operator(_other, 'MatMult', otherclass='Structure')
     def _scalar_matmult_sparse(pv, sdfg, state, alpha, a):
-        raise errors.UnsupportedOperationError(f"{alpha} @ {_shown(a)}: the left operand is a scalar; use '*' "
+        raise errors.UnsupportedOperationError(f"{alpha} @ {_shown(a, sdfg)}: the left operand is a scalar; use '*' "
                                                "to scale a sparse matrix (as NumPy and scipy do)")
 
 
@@ -171,19 +200,19 @@ def _same_shape(sdfg, st, ddesc, what):
 def _mul_dense(sdfg, state, a, d):
     st = _stype(sdfg, a)
     ddesc = sdfg.arrays[d]
-    _same_shape(sdfg, st, ddesc, f'{_shown(a)} * {_shown(d)}')
+    _same_shape(sdfg, st, ddesc, f'{_shown(a, sdfg)} * {_shown(d, sdfg)}')
     dtype = dace.dtypes.result_type_of(st.dtype, ddesc.dtype)
     out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
-    return base.insert_node(state, SparseMulDense(), {'A': a}, {'_D': d}, sparse_out=('out', out_type, 'prod'))
+    return _insert(state, SparseMulDense(), {'A': a}, {'_D': d}, sparse_out=('out', out_type, 'prod'))
 
 
 def _add_dense(sdfg, state, a, d, sparse_sign, dense_sign):
     st = _stype(sdfg, a)
     ddesc = sdfg.arrays[d]
-    _same_shape(sdfg, st, ddesc, f'{_shown(a)} + {_shown(d)}')
+    _same_shape(sdfg, st, ddesc, f'{_shown(a, sdfg)} + {_shown(d, sdfg)}')
     out, _ = sdfg.add_temp_transient(list(ddesc.shape), dace.dtypes.result_type_of(st.dtype, ddesc.dtype))
     node = SparseAddDense(sparse_sign=sparse_sign, dense_sign=dense_sign)
-    return base.insert_node(state, node, {'A': a}, {'_D': d}, ('_out', out))
+    return _insert(state, node, {'A': a}, {'_D': d}, ('_out', out))
 
 
 @oprepo.replaces_operator('Structure', 'Mult', otherclass='Array')
@@ -247,7 +276,7 @@ def _sum_node(sdfg, state, a, shape, axis, dtype, count):
     out, _ = sdfg.add_temp_transient(shape, dtype)
     node = SparseSum(axis=axis)
     node.count = count
-    return base.insert_node(state, node, {'A': a}, dense_out=('_out', out))
+    return _insert(state, node, {'A': a}, dense_out=('_out', out))
 
 
 def _sddmm(pv, sdfg, state, S, X, Y):
@@ -255,12 +284,12 @@ def _sddmm(pv, sdfg, state, S, X, Y):
     xd, yd = sdfg.arrays[X], sdfg.arrays[Y]
     if len(xd.shape) != 2 or len(yd.shape) != 2:
         raise errors.ShapeError('ss.sddmm(S, X, Y): X and Y must be 2-D')
-    _check_inner(sdfg, xd.shape, yd.shape, f'ss.sddmm({_shown(S)}, {X}, {Y}): {X} @ {Y}')
+    _check_inner(sdfg, xd.shape, yd.shape, f'ss.sddmm({_shown(S, sdfg)}, {X}, {Y}): {X} @ {Y}')
     _same_shape(sdfg, st, dace.data.Array(xd.dtype, [xd.shape[0], yd.shape[1]]),
-                f'ss.sddmm({_shown(S)}, {X}, {Y}): {_shown(S)} and {X} @ {Y}')
+                f'ss.sddmm({_shown(S, sdfg)}, {X}, {Y}): {_shown(S, sdfg)} and {X} @ {Y}')
     dtype = dace.dtypes.result_type_of(st.dtype, xd.dtype, yd.dtype)
     out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
-    return base.insert_node(state, SDDMM(), {'S': S}, {'_X': X, '_Y': Y}, sparse_out=('out', out_type, 'sddmm'))
+    return _insert(state, SDDMM(), {'S': S}, {'_X': X, '_Y': Y}, sparse_out=('out', out_type, 'sddmm'))
 
 
 oprepo.replaces('sdfgsparse.sddmm')(_sddmm)
@@ -275,7 +304,7 @@ def _softmax(pv, sdfg, state, S, axis=1):
     node = SparseSoftmax(axis=normalise_axis(axis))
     dtype = st.dtype if st.dtype in (dace.float32, dace.float64) else dace.float64
     out_type = st if dtype == st.dtype else st.fmt.type(dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
-    return base.insert_node(state, node, {'A': S}, sparse_out=('out', out_type, 'softmax'))
+    return _insert(state, node, {'A': S}, sparse_out=('out', out_type, 'softmax'))
 
 
 oprepo.replaces('sdfgsparse.softmax')(_softmax)
@@ -291,7 +320,7 @@ def _sparse_shape(pv, sdfg, state, a):
 def _sparse_nnz(pv, sdfg, state, a):
     """Number of stored entries: a symbol for formats that store no padding, else a count."""
     st = _stype(sdfg, a)
-    if st.fmt.name in ('ELL', 'DIA') or st.fmt.name.rstrip('T') in ('ELL', 'DIA'):
+    if _is_view(sdfg, a) or st.fmt.name in ('ELL', 'DIA') or st.fmt.name.rstrip('T') in ('ELL', 'DIA'):
         return _sum_node(sdfg, state, a, [1], -1, dace.int64, count=True)
     return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
 
@@ -317,14 +346,14 @@ def _convert(sdfg, state, a: str, target: str = 'CSR') -> str:
     cap = _vals_count(st)
     out_type = _csr_type(st.dtype, st.rows, st.cols, st.index_dtype, cap) if target == 'CSR' else \
         CSC.type(st.dtype, st.rows, st.cols, st.index_dtype, n1=cap)
-    return base.insert_node(state, Convert(target=target), {'A': a}, sparse_out=('out', out_type, 'converted'))
+    return _insert(state, Convert(target=target), {'A': a}, sparse_out=('out', out_type, 'converted'))
 
 
 def _sparse_binary(sdfg, state, a, b, kind, sign=1):
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
     op = '*' if kind == 'mul' else '+' if sign > 0 else '-'
     for d, (x, y) in enumerate(zip(sta.shape, stb.shape)):
-        require_equal(sdfg, x, y, f'{_shown(a)} {op} {_shown(b)}: {"rows" if d == 0 else "columns"}')
+        require_equal(sdfg, x, y, f'{_shown(a, sdfg)} {op} {_shown(b, sdfg)}: {"rows" if d == 0 else "columns"}')
     if kind == 'mul':
         if not all(l.unique for l in sta.fmt.levels):
             a, sta = _convert(sdfg, state, a), None
@@ -336,7 +365,7 @@ def _sparse_binary(sdfg, state, a, b, kind, sign=1):
     node = SparseAdd(sign_B=sign) if kind == 'add' else SparseMul()
     cap = _vals_count(sta) + _vals_count(stb)
     out_type = result_format(sta).type(dtype, sta.rows, sta.cols, _index_type(sta, stb), n1=cap)
-    return base.insert_node(state, node, {'A': a, 'B': b}, sparse_out=('out', out_type, kind))
+    return _insert(state, node, {'A': a, 'B': b}, sparse_out=('out', out_type, kind))
 
 
 @oprepo.replaces_operator('Structure', 'Add', otherclass='Structure')
@@ -357,7 +386,7 @@ def _sparse_mul_sparse(pv, sdfg, state, a, b):
 @oprepo.replaces_operator('Structure', 'MatMult', otherclass='Structure')
 def _sparse_matmult_sparse(pv, sdfg, state, a, b):
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
-    _check_inner(sdfg, sta.shape, stb.shape, f'{_shown(a)} @ {_shown(b)}')
+    _check_inner(sdfg, sta.shape, stb.shape, f'{_shown(a, sdfg)} @ {_shown(b, sdfg)}')
     (abase, ta), (bbase, tb) = base.resolve_alias(a), base.resolve_alias(b)
     for name in (abase, bbase):
         if sdfg.arrays[name].transient:
@@ -368,7 +397,7 @@ def _sparse_matmult_sparse(pv, sdfg, state, a, b):
         b = _convert(sdfg, state, b)
     dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
     out_type = _csr_type(dtype, sta.rows, stb.cols, _index_type(sta, stb), cap)
-    return base.insert_node(state, SpGEMM(), {'A': a, 'B': b}, sparse_out=('out', out_type, 'spgemm'))
+    return _insert(state, SpGEMM(), {'A': a, 'B': b}, sparse_out=('out', out_type, 'spgemm'))
 
 
 def _convert_call(pv, sdfg, state, a, fmt):
@@ -390,8 +419,8 @@ def _sparse_name(sdfg, value) -> bool:
     return isinstance(value, str) and value in sdfg.arrays and is_sparse_desc(sdfg.arrays[value])
 
 
-def _unsupported(what: str, names) -> errors.UnsupportedOperationError:
-    shown = ', '.join(_shown(n) for n in names)
+def _unsupported(what: str, names, sdfg=None) -> errors.UnsupportedOperationError:
+    shown = ', '.join(_shown(n, sdfg) for n in names)
     return errors.UnsupportedOperationError(
         f'{what}: {shown} {"is a sparse matrix" if len(names) == 1 else "are sparse matrices"}, which it does not '
         'take inside a program (sparse operands support @, +, -, *, .T, .sum(), .shape, .nnz, ss.convert and the '
@@ -402,8 +431,8 @@ def _copy_out(pv, sdfg, name: str) -> str:
     """A new sparse result holding ``name`` as the program sees it: a copy of an argument
     (so that a returned matrix never aliases the caller's), or of the arrays of a
     transposed view read as the transposed format (``X.T`` of a CSR: a CSC)."""
-    state = pv._add_state(f'copy_{_shown(name).replace(".", "_")}')
-    return base.insert_node(state, SparseCopy(), {'A': name}, sparse_out=('out', _stype(sdfg, name), 'copy'))
+    state = pv._add_state(f'copy_{base.resolve_view(sdfg, name)[0]}')
+    return _insert(state, SparseCopy(), {'A': name}, sparse_out=('out', _stype(sdfg, name), 'copy'))
 
 
 def _leaving(pv, name):
@@ -413,6 +442,8 @@ def _leaving(pv, name):
     sdfg = pv.sdfg
     if not _sparse_name(sdfg, name):
         return name
+    if _is_view(sdfg, name):
+        return _materialise(sdfg, pv._add_state(f'materialise_{base.resolve_view(sdfg, name)[0]}'), name)
     base_name, transposed = base.resolve_alias(name)
     if transposed or base_name != name or not sdfg.arrays[base_name].transient:
         return _copy_out(pv, sdfg, name)
@@ -471,7 +502,7 @@ def _visit_assign(pv, node, node_target, op, dtype=None, is_return=False, _dace=
         for t in targets:
             data = _defined_data(pv, t)
             if data is not None and _sparse_name(pv.sdfg, data) and (op or isinstance(t, ast.Subscript)):
-                raise errors.UnsupportedOperationError(f'assignment into {_shown(data)}: a sparse matrix (or its '
+                raise errors.UnsupportedOperationError(f'assignment into {_shown(data, pv.sdfg)}: a sparse matrix (or its '
                                                        'pattern) cannot be written inside a program')
     values = node.value.elts if isinstance(node.value, (ast.Tuple, ast.List)) else [node.value]
     paired = targets if len(targets) == len(values) else [None] * len(values)
@@ -484,7 +515,7 @@ def _visit_assign(pv, node, node_target, op, dtype=None, is_return=False, _dace=
             if not _sparse_name(pv.sdfg, v):
                 return v
             if op or not isinstance(t, ast.Name) or _defined_data(pv, t) is not None:
-                what = f'{_shown(v)} assigned into {dace.frontend.python.astutils.unparse(node_target)}'
+                what = f'{_shown(v, pv.sdfg)} assigned into {dace.frontend.python.astutils.unparse(node_target)}'
                 raise errors.UnsupportedOperationError(f'{what}: a sparse matrix cannot be stored into dense data '
                                                        'or existing data inside a program')
             if pv.sdfg.arrays[v].transient:  # a result, or a view (``B = A.T``): B names it
@@ -498,18 +529,76 @@ def _visit_assign(pv, node, node_target, op, dtype=None, is_return=False, _dace=
         return _dace(pv, node, node_target, op, dtype, is_return)
 
 
+class _SparseValue(Exception):
+    """Raised from inside DaCe's subscript once its value is known to be sparse data."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.name = name
+
+
 def _visit_subscript(pv, node, inference=False, _dace=ProgramVisitor.visit_Subscript):
-    """DaCe's subscript, refused on sparse data (its memlet would index the structure)."""
+    """DaCe's subscript; on sparse data a slice (:func:`_sparse_subscript`)."""
 
     def on_value(v):
         if _sparse_name(pv.sdfg, v):
-            raise errors.UnsupportedOperationError(
-                f'{_shown(v)}[{dace.frontend.python.astutils.unparse(node.slice)}]: indexing or slicing a sparse '
-                'matrix is not supported inside a program (its .shape, .nnz, @, .sum() and ss.convert are)')
+            raise _SparseValue(v)
         return v
 
-    with _watching(pv, '_gettype', [(node.value, _each(on_value))]):
-        return _dace(pv, node, inference)
+    try:
+        with _watching(pv, '_gettype', [(node.value, _each(on_value))]):
+            return _dace(pv, node, inference)
+    except _SparseValue as sv:
+        return _sparse_subscript(pv, node, sv.name, inference)
+
+
+def _slice_bound(pv, v, what):
+    """A slice bound as a symbolic integer (None stays None); symbols it names become symbols
+    of the program (a data scalar is already promoted to one by DaCe's slice parser)."""
+    if v is None or isinstance(v, (int, np.integer)):
+        return None if v is None else int(v)
+    if isinstance(v, str) and v in pv.sdfg.arrays:
+        raise errors.UnsupportedOperationError(f'{what}: bound {v!r} is an array, not an integer')
+    e = dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v
+    if not dace.symbolic.issymbolic(e) and not isinstance(e, (int, np.integer)):
+        raise errors.UnsupportedOperationError(f'{what}: bound {v!r} is not an integer or a symbol')
+    for sym in sympy.sympify(e).free_symbols:
+        if str(sym) not in pv.sdfg.symbols:
+            pv.sdfg.add_symbol(str(sym), getattr(sym, 'dtype', dace.int64))
+    return e
+
+
+def _sparse_subscript(pv, node, name, inference):
+    """``A[a:b, c:d:s]`` of sparse data: a view (:func:`base.view_alias`), no copy. Slices
+    only, one or two of them, with NumPy's rules (negative bounds, clipping, negative
+    steps); an integer index, ``None`` or ``...`` is refused."""
+    sdfg = pv.sdfg
+    text = f'{_shown(name, sdfg)}[{dace.frontend.python.astutils.unparse(node.slice)}]'
+    if not isinstance(node.ctx, ast.Load):
+        raise errors.UnsupportedOperationError(f'assignment into {text}: a sparse matrix (or its pattern) cannot be '
+                                               'written inside a program')
+    parsed = pv._parse_subscript_slice(node.slice)
+    parsed = parsed if isinstance(parsed, tuple) and parsed and isinstance(parsed[0], tuple) else (parsed, )
+    st = _stype(sdfg, name)
+    if len(parsed) > 2:
+        raise errors.ShapeError(f'{text}: too many indices for a 2-D sparse matrix ({len(parsed)} given)')
+    steps = []
+    for axis, item in enumerate(parsed):
+        if not isinstance(item, tuple) or len(item) != 3:
+            raise errors.UnsupportedOperationError(
+                f'{text}: only slices (start:stop:step) select from a sparse matrix inside a program; an integer '
+                f'index, None or ... is not supported (write {_shown(name, sdfg)}[i:i + 1] for row i)')
+        start, stop, step = (_slice_bound(pv, v, text) for v in item)
+        if start is None and stop is None and step in (None, 1):
+            continue  # ':' keeps the dimension as it is
+        first, count, step = normalise_slice(st.shape[axis], start, stop, step)
+        steps.append(Slice(axis, first, count, step))
+    if inference:
+        shape = list(st.shape)
+        for s in steps:
+            shape[s.axis] = s.extent
+        return st.dtype, shape
+    return base.view_alias(sdfg, name, steps, text) if steps else name
 
 
 def _create_callback(pv, node, *args, _dace=ProgramVisitor.create_callback, **kwargs):
@@ -521,7 +610,7 @@ def _create_callback(pv, node, *args, _dace=ProgramVisitor.create_callback, **kw
     def check(parsed):
         found = _sparse_operands(pv.sdfg, parsed)
         if found:
-            raise _unsupported(f'{qualname} (a Python callback)', found)
+            raise _unsupported(f'{qualname} (a Python callback)', found, pv.sdfg)
         return parsed
 
     arg_nodes = list(node.args) + [kw.value for kw in node.keywords]
@@ -563,7 +652,7 @@ def _guarded_function(fn, name: str):
             if found:
                 sparse_impl = SPARSE_FUNCTIONS.get(name)
                 if sparse_impl is None:
-                    raise _unsupported(name, found)
+                    raise _unsupported(name, found, sdfg)
                 return sparse_impl(pv, sdfg, state, *args, **kwargs)
             return fn(pv, sdfg, state, *args, **kwargs)
 
@@ -579,7 +668,7 @@ def _guarded_ufunc(fn, method):
         def guarded(pv, node, sdfg, state, ufunc_name, args, kwargs):
             found = _sparse_operands(sdfg, (args, kwargs))
             if found:
-                raise _unsupported(f'numpy.{ufunc_name}' + (f'.{method}' if method else ''), found)
+                raise _unsupported(f'numpy.{ufunc_name}' + (f'.{method}' if method else ''), found, sdfg)
             return fn(pv, node, sdfg, state, ufunc_name, args, kwargs)
 
         hit = _GUARDS[key] = (fn, guarded)
@@ -593,12 +682,12 @@ def _guarded_method(fn, classname: str, method: str):
 
         def guarded(pv, sdfg, state, obj, *args, **kwargs):
             if _sparse_name(sdfg, obj):
-                raise _unsupported(f'{_shown(obj)}.{method}()', [obj])
+                raise _unsupported(f'{_shown(obj, sdfg)}.{method}()', [obj], sdfg)
             if fn is None:  # DaCe's own answer for a method it does not know
                 raise DaceSyntaxError(pv, None, f'Method "{method}" is not registered for object type "{classname}"')
             found = _sparse_operands(sdfg, (args, kwargs))
             if found:
-                raise _unsupported(f'{obj}.{method}()', found)
+                raise _unsupported(f'{obj}.{method}()', found, sdfg)
             return fn(pv, sdfg, state, obj, *args, **kwargs)
 
         hit = _GUARDS[key] = (fn, guarded)
@@ -625,13 +714,13 @@ def _get_method(class_or_name, method_name, _dace=oprepo.Replacements.get_method
 
 def _np_copy(pv, sdfg, state, a, *args, **kwargs):
     if args or kwargs or not _sparse_name(sdfg, a):
-        raise _unsupported('numpy.copy with arguments besides the matrix', _sparse_operands(sdfg, (a, args, kwargs)))
-    return base.insert_node(state, SparseCopy(), {'A': a}, sparse_out=('out', _stype(sdfg, a), 'copy'))
+        raise _unsupported('numpy.copy with arguments besides the matrix', _sparse_operands(sdfg, (a, args, kwargs)), sdfg)
+    return _insert(state, SparseCopy(), {'A': a}, sparse_out=('out', _stype(sdfg, a), 'copy'))
 
 
 def _np_transpose(pv, sdfg, state, a, axes=None, *args):
     if args or axes is not None or not _sparse_name(sdfg, a):
-        raise _unsupported(f'numpy.transpose with axes={axes!r}', _sparse_operands(sdfg, (a, axes, args)))
+        raise _unsupported(f'numpy.transpose with axes={axes!r}', _sparse_operands(sdfg, (a, axes, args)), sdfg)
     return base.transposed_alias(sdfg, a)
 
 

@@ -33,6 +33,13 @@ class _PyPrinter(StrPrinter):
     def _print_Not(self, expr):
         return f'not ({self._print(expr.args[0])})'
 
+    def _print_Equality(self, expr):
+        return f'(({self._print(expr.lhs)}) == ({self._print(expr.rhs)}))'
+
+    def _print_Mod(self, expr):  # a view's step test; the operand is non-negative where it is read
+        a, b = expr.args
+        return f'(({self._print(a)}) % ({self._print(b)}))'
+
     def _print_int_floor(self, expr):
         a, b = expr.args
         return f'(({self._print(a)}) // ({self._print(b)}))'

@@ -164,6 +164,10 @@ class Kernel:
 
     def operand(self, prefix: str, st: SparseType) -> Operand:
         """The sparse operand wired to the node's ``_<prefix>_<member>`` connectors, seen as ``st``."""
+        for e in (st.rows, st.cols, *getattr(st.fmt, 'symbol_exprs', ())):  # a view's bounds
+            for s in sympy.sympify(e).free_symbols:
+                if str(s) not in self.sdfg.symbols:
+                    self.sdfg.add_symbol(str(s), self.parent.symbols.get(str(s), dace.int64))
         return Operand(st, {m: f'_{prefix}_{m}' for m in st.fmt.member_names})
 
     def transient(self, name: str, shape, dtype) -> str:

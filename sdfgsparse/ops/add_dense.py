@@ -43,6 +43,7 @@ class SparseAddDense(SparseLibraryNode):
     implementations = {'pure': ExpandSparseAddDensePure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
+    ACCEPTS_VIEWS = True
 
     sparse_sign = properties.Property(dtype=int, default=1, desc='+1 or -1: sign of the sparse operand')
     dense_sign = properties.Property(dtype=int, default=1, desc='+1 or -1: sign of the dense operand')

@@ -19,15 +19,17 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 import dace
+import sympy
 from dace import properties
 from dace.sdfg import nodes
 from dace.sdfg.state import SDFGState
 
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
+from sdfgsparse.formats import views as _views
 
 __all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'member_memlet', 'resolve_alias',
-           'transposed_alias', 'alias', 'add_sparse_input',
+           'transposed_alias', 'alias', 'view_alias', 'resolve_view', 'shown_name', 'add_sparse_input',
            'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node',
            'retype_sparse', 'sparse_consumers', 'change_argument_format', 'use_implementation',
            'implementation_override']
@@ -62,6 +64,8 @@ def resolve_alias(name: str) -> Tuple[str, bool]:
 
 def transposed_alias(sdfg: dace.SDFG, name: str) -> str:
     """Register (once) the name that stands for ``name.T``; returns it."""
+    if getattr(sdfg.arrays.get(name), VIEW_ATTR, None) is not None:
+        return view_alias(sdfg, name, [_views.Transpose()], f'{shown_name(sdfg, name)}.T')
     base, tr = resolve_alias(name)
     alias = base if tr else base + T_SUFFIX
     if alias not in sdfg.arrays:
@@ -69,6 +73,50 @@ def transposed_alias(sdfg: dace.SDFG, name: str) -> str:
         desc = st.T.structure(transient=True)
         sdfg.add_datadesc(alias, desc)
     return alias
+
+
+#: Attribute of the descriptor that stands for a view in a program (:func:`view_alias`):
+#: ``(stored data name, transposed, steps as JSON, how the view is shown in errors)``
+VIEW_ATTR = '_ss_view'
+
+
+def resolve_view(sdfg: dace.SDFG, name: str) -> Tuple[str, bool, str]:
+    """``(stored data name, transposed, steps)`` of sparse data ``name``: an argument or a
+    result (no steps: ``''``), an ``X.T`` alias, or a view made by :func:`view_alias`."""
+    view = getattr(sdfg.arrays.get(name), VIEW_ATTR, None)
+    if view is not None:
+        return view[0], view[1], view[2]
+    base, tr = resolve_alias(name)
+    return base, tr, ''
+
+
+def shown_name(sdfg: dace.SDFG, name: str) -> str:
+    """How sparse data ``name`` appears in an error: ``A``, ``A.T``, ``A[2:5, :]``."""
+    view = getattr(sdfg.arrays.get(name), VIEW_ATTR, None)
+    if view is not None:
+        return view[3]
+    base, tr = resolve_alias(name)
+    return f'{base}.T' if tr else base
+
+
+def view_type(sdfg: dace.SDFG, name: str) -> SparseType:
+    """The type of sparse data ``name`` as a program sees it (a view's own shape)."""
+    base, tr, steps = resolve_view(sdfg, name)
+    st = sparse_type_of(sdfg.arrays[base])
+    st = st.T if tr else st
+    return _views.view_type(st, _views.decode_steps(steps)) if steps else st
+
+
+def view_alias(sdfg: dace.SDFG, name: str, steps, shown: str) -> str:
+    """A new name that stands for sparse data ``name`` seen through ``steps`` (a list of
+    :mod:`sdfgsparse.formats.views` steps): no storage; the operations that read it iterate
+    the stored data through the view (a node's ``views``). ``shown``: the view in errors."""
+    base, tr, old = resolve_view(sdfg, name)
+    allsteps = _views.decode_steps(old) + list(steps)
+    st = sparse_type_of(sdfg.arrays[base])
+    desc = st.structure(transient=True)
+    setattr(desc, VIEW_ATTR, (base, tr, _views.encode_steps(allsteps), shown))
+    return sdfg.add_datadesc(f'{base}_ssV', desc, find_new_name=True)
 
 
 def alias(sdfg: dace.SDFG, name: str) -> str:
@@ -115,6 +163,15 @@ class SparseLibraryNode(nodes.LibraryNode):
     #: names of the sparse operand prefixes (``('A',)``)
     SPARSE_INPUTS: Tuple[str, ...] = ()
     SPARSE_OUTPUTS: Tuple[str, ...] = ()
+    #: whether the expansions iterate a sparse input through a view (``views``); the
+    #: frontends materialise a view before a node that does not
+    ACCEPTS_VIEWS: bool = False
+
+    views = properties.DictProperty(key_type=str,
+                                    value_type=str,
+                                    desc='Sparse input prefix -> the view of it the operation reads (slices and '
+                                    'transpositions as JSON, sdfgsparse.formats.views), applied after '
+                                    'transpose_<prefix>; no entry: the operand as it is')
 
     schedule_hint = properties.Property(dtype=str,
                                         default='auto',
@@ -146,9 +203,22 @@ class SparseLibraryNode(nodes.LibraryNode):
         raise errors.UnsupportedOperationError(f'{self.label}: cannot find the structure of sparse operand {prefix}')
 
     def operand_type(self, state: SDFGState, prefix: str) -> SparseType:
-        """The operand's type as the operation sees it (transposed view applied)."""
+        """The operand's type as the operation sees it (transposed view, then the view in
+        ``views``, applied)."""
         st = self.sparse_type(state, prefix)
-        return st.T if getattr(self, f'transpose_{prefix}', False) else st
+        st = st.T if getattr(self, f'transpose_{prefix}', False) else st
+        steps = self.views.get(prefix) if self.views else None
+        return _views.view_type(st, _views.decode_steps(steps)) if steps else st
+
+    @property
+    def free_symbols(self):
+        """DaCe's (symbolic properties), and the symbols of the views' bounds."""
+        res = set(super().free_symbols)
+        for steps in (self.views or {}).values():
+            for s in _views.decode_steps(steps):
+                if isinstance(s, _views.Slice):
+                    res |= {str(x) for e in (s.start, s.count) for x in sympy.sympify(e).free_symbols}
+        return res
 
     def member_arrays(self, state: SDFGState, prefix: str) -> Dict[str, dace.data.Data]:
         """Member name -> descriptor of the array connected for that member."""
@@ -208,7 +278,7 @@ def add_sparse_input(state: SDFGState, node: SparseLibraryNode, prefix: str, nam
     ``node.transpose_<prefix>`` accordingly when the node has that property.
     """
     sdfg = state.parent
-    base, transposed = resolve_alias(name)
+    base, transposed, steps = resolve_view(sdfg, name)
     desc = sdfg.arrays[base]
     st = sparse_type_of(desc)
     # Read from the node that wrote the data in this state, if any, so that the
@@ -227,7 +297,14 @@ def add_sparse_input(state: SDFGState, node: SparseLibraryNode, prefix: str, nam
         setattr(node, f'transpose_{prefix}', transposed)
     elif transposed:
         raise errors.UnsupportedOperationError(f'{node.label} does not take a transposed operand {prefix}')
-    return st.T if transposed else st
+    st = st.T if transposed else st
+    if steps:
+        if not node.ACCEPTS_VIEWS:
+            raise errors.UnsupportedOperationError(f'{node.label} does not read a view ({shown_name(sdfg, name)}); '
+                                                   'materialise it first (a Convert node)')
+        node.views = {**(node.views or {}), prefix: steps}
+        st = _views.view_type(st, _views.decode_steps(steps))
+    return st
 
 
 def new_sparse_result(sdfg: dace.SDFG, st: SparseType, hint: str = 'S') -> str:

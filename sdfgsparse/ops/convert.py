@@ -50,6 +50,7 @@ class Convert(SparseLibraryNode):
     implementations = {'pure': ExpandConvertPure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
+    ACCEPTS_VIEWS = True
     SPARSE_OUTPUTS = ('out', )
 
     target = properties.Property(dtype=str, default='CSR', choices=list(TARGETS), desc='Result format')

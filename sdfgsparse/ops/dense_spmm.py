@@ -51,6 +51,7 @@ class DenseSpMM(SparseLibraryNode):
     implementations = {'pure': ExpandDenseSpMMPure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
+    ACCEPTS_VIEWS = True
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
 

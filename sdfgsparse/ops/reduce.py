@@ -54,6 +54,7 @@ class SparseSum(SparseLibraryNode):
     implementations = {'pure': ExpandSparseSumPure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
+    ACCEPTS_VIEWS = True
 
     axis = properties.Property(dtype=int, default=-1, desc='-1: total, 0: per column, 1: per row')
     count = properties.Property(dtype=bool, default=False, desc='Count stored entries instead of summing values')

@@ -54,6 +54,7 @@ class SpMM(FusableSparseNode):
     implementations = {'pure': ExpandSpMMPure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
+    ACCEPTS_VIEWS = True
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
     dense_tile = properties.Property(dtype=int,

@@ -40,6 +40,7 @@ class SpMV(FusableSparseNode):
     implementations = {'pure': ExpandSpMVPure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
+    ACCEPTS_VIEWS = True
 
     transpose_A = properties.Property(dtype=bool, default=False, desc='Use the transposed view of A (no copy)')
     row_chunk = properties.Property(

@@ -20,6 +20,12 @@ class _TablePrinter(_PyPrinter):
     def _print_Symbol(self, expr):
         return f's[{str(expr)!r}]'
 
+    def _print_Min(self, expr):  # a view's shape: NumPy's clipping of slice bounds
+        return f'min({", ".join(self._print(a) for a in expr.args)})'
+
+    def _print_Max(self, expr):
+        return f'max({", ".join(self._print(a) for a in expr.args)})'
+
 
 _CACHE: Dict[object, Callable] = {}
 

@@ -159,7 +159,7 @@ class Entries:
         """Emit the loop nest; ``pro``/``epi`` run once per outer iteration around the
         inner loops (after the outer coordinate is defined), ``inner`` once per entry."""
         st = self.type
-        kb.symbols_of(st.rows, st.cols, *st.sizes.values())
+        kb.symbols_of(st.rows, st.cols, *st.sizes.values(), *getattr(st.fmt, 'symbol_exprs', ()))
         ind = indent
         outer_body = None
         for k, piece in enumerate(self.pieces):

@@ -6,6 +6,7 @@ ones) and let DaCe's own frontend turn it into an SDFG. Level formats contribute
 loop headers (:meth:`SparseFormat.iteration`), so every format gets every operation.
 """
 import collections
+import copy
 import hashlib
 import itertools
 import json
@@ -28,6 +29,36 @@ from sdfgsparse.targets.cpu import storage_check
 from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
 
 __all__ = ['KernelBuilder', 'pyexpr', 'cpp_tasklet']
+
+_MIN_MAX = re.compile(r'(?<![\w.])(Min|Max)\(')
+
+
+def bind(kernel: dace.SDFG, symbols: Dict[str, str]) -> dace.SDFG:
+    """``kernel`` inside an SDFG of the same arguments that sets ``symbols`` (name ->
+    expression of the kernel's other symbols) as it calls it (the nested SDFG's symbol
+    mapping): the kernel reads them as plain symbols from its start, transients sized by
+    them included. Returns ``kernel`` itself when ``symbols`` is empty."""
+    if not symbols:
+        return kernel
+    outer = dace.SDFG(kernel.name)
+    state = outer.add_state('bounds', is_start_block=True)
+    reads = {n for n, d in kernel.arrays.items() if not d.transient}
+    writes = {n.data for st in kernel.all_states() for n in st.data_nodes() if n.data in reads and st.in_degree(n) > 0}
+    for name, desc in kernel.arrays.items():
+        if not desc.transient:
+            outer.add_datadesc(name, copy.deepcopy(desc))
+    mapping = {str(x): x for x in kernel.free_symbols if str(x) not in symbols}
+    mapping.update({n: dace.symbolic.pystr_to_symbolic(e) for n, e in symbols.items()})
+    for e in list(mapping.values()) + [s for d in outer.arrays.values() for s in d.free_symbols]:
+        for x in dace.symbolic.pystr_to_symbolic(str(e)).free_symbols:
+            if str(x) not in outer.symbols:
+                outer.add_symbol(str(x), kernel.symbols.get(str(x), dace.int64))
+    node = state.add_nested_sdfg(kernel, outer, reads, writes, symbol_mapping=mapping)
+    for n in sorted(reads):
+        state.add_edge(state.add_read(n), None, node, n, dace.Memlet.from_array(n, outer.arrays[n]))
+    for n in sorted(writes):
+        state.add_edge(node, n, state.add_write(n), None, dace.Memlet.from_array(n, outer.arrays[n]))
+    return outer
 
 
 def cpp_tasklet(inputs: Sequence[Tuple[str, str]], outputs: Sequence[Tuple[str, str]], code: str,
@@ -62,6 +93,7 @@ class KernelBuilder:
         self._tmp = itertools.count()
         self.sparse_operands: List[dace.data.Data] = []  # their compiled storage checks go along
         self.balanced: set = set()  # variables of row maps scheduled dynamically (:meth:`balance`)
+        self.bindings: Dict[str, object] = {}  # symbols set before the loops (a view's slice bounds) -> expression
         self.teams: Dict[str, TeamWork] = {}  # variables of row maps whose thread count is chosen per call
 
     def param(self, name: str, desc: dace.data.Data) -> str:
@@ -115,7 +147,32 @@ class KernelBuilder:
     def source(self) -> str:
         args = ', '.join(f'{n}: {self.const(d)}' for n, d in self.params.items())
         body = self.lines or ['pass']
-        return f'def {self.name}({args}):\n' + '\n'.join('    ' + l for l in body) + '\n'
+        return self._bind_min_max(f'def {self.name}({args}):\n' + '\n'.join('    ' + l for l in body) + '\n')
+
+    def _bind_min_max(self, src: str) -> str:
+        """``src`` with each ``Min(...)`` / ``Max(...)`` of the kernel's symbols (a view's
+        bounds, NumPy's clipping of a slice) read through a symbol that :meth:`build` sets
+        before the kernel's loops (:attr:`bindings`): DaCe 1.0.2's frontend cannot parse
+        them in a map range."""
+        out, at = [], 0
+        for m in _MIN_MAX.finditer(src):
+            if m.start() < at:
+                continue  # inside an expression bound already
+            depth, end = 0, m.end() - 1
+            for end in range(m.end() - 1, len(src)):
+                depth += {'(': 1, ')': -1}.get(src[end], 0)
+                if depth == 0:
+                    break
+            expr = src[m.start():end + 1]
+            names = set(re.findall(r'[A-Za-z_]\w*', expr)) - {'Min', 'Max'}
+            if not all(isinstance(self.globals.get(n), dace.symbol) for n in names):
+                continue
+            name = 'ssbound_' + hashlib.sha1(expr.encode()).hexdigest()[:10]
+            self.bindings[name] = expr
+            self.symbol(name)
+            out.append(src[at:m.start()] + name)
+            at = end + 1
+        return ''.join(out) + src[at:]
 
     def build(self) -> dace.SDFG:
         src = self.source()
@@ -149,7 +206,7 @@ class KernelBuilder:
         add_teams(sdfg, self.teams)
         for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
             storage_check.add_to(sdfg, d)
-        return sdfg
+        return bind(sdfg, self.bindings)
 
     def _parse(self, src: str) -> dace.SDFG:
         """The SDFG of ``src`` by DaCe's frontend (and its simplification)."""
