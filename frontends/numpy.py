@@ -77,6 +77,12 @@ def _materialise(sdfg, state, name: str) -> str:
     return _convert(sdfg, state, name, 'CSC' if st.fmt.outer_dim == 1 else 'CSR')
 
 
+def _stored(sdfg, state, name: str) -> str:
+    """``name``, or its materialised copy where it is a view: for the operations whose
+    result has their operand's pattern and storage (its type is the operand's)."""
+    return _materialise(sdfg, state, name) if _is_view(sdfg, name) else name
+
+
 def _insert(state, node, sparse_in=None, dense_in=None, dense_out=None, sparse_out=None) -> str:
     """:func:`base.insert_node`, after materialising the views among ``sparse_in`` that
     ``node`` does not read as views (:attr:`~sdfgsparse.ops.base.SparseLibraryNode.ACCEPTS_VIEWS`)."""
@@ -124,6 +130,7 @@ def _sparse_transpose(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str):
 
 # ---------------------------------------------------------------------- element-wise on values
 def _map_values(sdfg, state, a: str, function: str, alpha=None):
+    a = _stored(sdfg, state, a)
     st = _stype(sdfg, a)
     node = MapValues(function=function)
     dense_in = {}
@@ -198,6 +205,7 @@ def _same_shape(sdfg, st, ddesc, what):
 
 
 def _mul_dense(sdfg, state, a, d):
+    a = _stored(sdfg, state, a)
     st = _stype(sdfg, a)
     ddesc = sdfg.arrays[d]
     _same_shape(sdfg, st, ddesc, f'{_shown(a, sdfg)} * {_shown(d, sdfg)}')
@@ -280,6 +288,7 @@ def _sum_node(sdfg, state, a, shape, axis, dtype, count):
 
 
 def _sddmm(pv, sdfg, state, S, X, Y):
+    S = _stored(sdfg, state, S)
     st = _stype(sdfg, S)
     xd, yd = sdfg.arrays[X], sdfg.arrays[Y]
     if len(xd.shape) != 2 or len(yd.shape) != 2:
@@ -300,6 +309,7 @@ def _softmax(pv, sdfg, state, S, axis=1):
     name = base.resolve_alias(S)[0] if isinstance(S, str) else None
     if name not in sdfg.arrays or not is_sparse_desc(sdfg.arrays[name]):
         raise errors.UnsupportedOperationError(f'ss.softmax(S): S must be a sparse matrix inside a program, got {S!r}')
+    S = _stored(sdfg, state, S)
     st = _stype(sdfg, S)
     node = SparseSoftmax(axis=normalise_axis(axis))
     dtype = st.dtype if st.dtype in (dace.float32, dace.float64) else dace.float64
@@ -573,7 +583,9 @@ def _sparse_subscript(pv, node, name, inference):
     only, one or two of them, with NumPy's rules (negative bounds, clipping, negative
     steps); an integer index, ``None`` or ``...`` is refused."""
     sdfg = pv.sdfg
-    text = f'{_shown(name, sdfg)}[{dace.frontend.python.astutils.unparse(node.slice)}]'
+    unparse = dace.frontend.python.astutils.unparse
+    items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    text = f'{_shown(name, sdfg)}[{", ".join(unparse(e) for e in items)}]'
     if not isinstance(node.ctx, ast.Load):
         raise errors.UnsupportedOperationError(f'assignment into {text}: a sparse matrix (or its pattern) cannot be '
                                                'written inside a program')
@@ -715,6 +727,8 @@ def _get_method(class_or_name, method_name, _dace=oprepo.Replacements.get_method
 def _np_copy(pv, sdfg, state, a, *args, **kwargs):
     if args or kwargs or not _sparse_name(sdfg, a):
         raise _unsupported('numpy.copy with arguments besides the matrix', _sparse_operands(sdfg, (a, args, kwargs)), sdfg)
+    if _is_view(sdfg, a):
+        return _materialise(sdfg, state, a)
     return _insert(state, SparseCopy(), {'A': a}, sparse_out=('out', _stype(sdfg, a), 'copy'))
 
 

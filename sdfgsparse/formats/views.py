@@ -235,7 +235,7 @@ class ViewFormat(SparseFormat):
     @property
     def symbol_exprs(self) -> list:
         """Expressions whose symbols the view's iteration uses beyond the stored type's."""
-        return [e for s in self.steps if isinstance(s, Slice) for e in (s.start, s.count)]
+        return [self.base.rows, self.base.cols] + [e for s in self.steps if isinstance(s, Slice) for e in (s.start, s.count)]
 
     @property
     def T(self) -> 'ViewFormat':

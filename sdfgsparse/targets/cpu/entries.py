@@ -58,14 +58,16 @@ def render(nest, member_vars: Dict[str, str]) -> Tuple[List[LevelPiece], Callabl
         return pyexpr(e.xreplace(subs), member_vars) if isinstance(e, sympy.Basic) else pyexpr(e, member_vars)
 
     for k, l in enumerate(nest.levels):
-        piece = LevelPiece(coord=py(l.coord), pos=py(l.pos), guard=py(l.guard) if l.guard is not None else None,
-                           bounds=(py(l.begin), py(l.end)) if l.has_loop else None,
+        piece = LevelPiece(coord=py(l.coord), pos=py(l.pos), bounds=(py(l.begin), py(l.end)) if l.has_loop else None,
                            var=str(l.var) if l.has_loop else None)
         if l.base is not None:
             b = sympy.Symbol(f'b{k}')
             piece.pre = [f'b{k} = dace.int64({py(l.base)})']
             piece.pos = py(b + l.var)
             subs[l.pos] = b + l.var
+        # the guard after the level's own base: a guard on a coordinate it reads (a view's
+        # slice of ELL's columns) indexes through b{k} too
+        piece.guard = py(l.guard) if l.guard is not None else None
         pieces.append(piece)
     return pieces, py
 
@@ -80,6 +82,25 @@ class Entries:
         self.pieces, py = render(self.nest, member_vars)
         self.i, self.j, self.v = (py(e) for e in (self.nest.row, self.nest.col, self.nest.value_pos))
         self.vals = member_vars['vals']
+        #: lines that define the entry's coordinates before a body reads them (see below)
+        self.coordinate_lines: List[str] = []
+        self.bound_row = False
+        if getattr(st.fmt, 'steps', None):
+            # A view's coordinate (``start - 2 * c0 - c2`` of a reversed slice of BSR rows)
+            # goes through a scalar: DaCe 1.0.2 propagates the subset of an index with a
+            # negative coefficient wrongly and wrote out of bounds.
+            # A stepped slice's ``(c - start) // step`` divides the scalar: DaCe's frontend
+            # prints a floor division of loop variables through SymPy, which cannot.
+            for attr, e in (('i', self.nest.row), ('j', self.nest.col)):
+                if e.is_Symbol or isinstance(e, sympy.core.function.AppliedUndef):
+                    continue
+                if type(e).__name__ == 'int_floor':
+                    q, m = e.args
+                    self.coordinate_lines += [f'vq{attr} = dace.int64({py(q)})', f'v{attr} = vq{attr} // {py(m)}']
+                else:
+                    self.coordinate_lines.append(f'v{attr} = dace.int64({getattr(self, attr)})')
+                setattr(self, attr, f'v{attr}')
+                self.bound_row = self.bound_row or attr == 'i'
 
     @property
     def val(self) -> str:
@@ -181,7 +202,7 @@ class Entries:
             if piece.guard:
                 kb.line(f'if {piece.guard}:', ind)
                 ind += 1
-        for l in inner:
+        for l in self.coordinate_lines + list(inner):
             kb.line(l, ind)
         for l in epi:
             kb.line(l, outer_body)

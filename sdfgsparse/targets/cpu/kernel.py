@@ -33,6 +33,27 @@ __all__ = ['KernelBuilder', 'pyexpr', 'cpp_tasklet']
 _MIN_MAX = re.compile(r'(?<![\w.])(Min|Max)\(')
 
 
+def _bound_name(text: str) -> str:
+    return 'ssbound_' + hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def _clipped(e) -> list:
+    """The outermost ``Min`` / ``Max`` subexpressions of ``e``."""
+    if not dace.symbolic.issymbolic(e):
+        return []
+    found = []
+
+    def walk(x):
+        if isinstance(x, (sympy.Min, sympy.Max)):
+            found.append(x)
+            return
+        for a in x.args:
+            walk(a)
+
+    walk(sympy.sympify(e))
+    return found
+
+
 def bind(kernel: dace.SDFG, symbols: Dict[str, str]) -> dace.SDFG:
     """``kernel`` inside an SDFG of the same arguments that sets ``symbols`` (name ->
     expression of the kernel's other symbols) as it calls it (the nested SDFG's symbol
@@ -44,9 +65,15 @@ def bind(kernel: dace.SDFG, symbols: Dict[str, str]) -> dace.SDFG:
     state = outer.add_state('bounds', is_start_block=True)
     reads = {n for n, d in kernel.arrays.items() if not d.transient}
     writes = {n.data for st in kernel.all_states() for n in st.data_nodes() if n.data in reads and st.in_degree(n) > 0}
+    back = {dace.symbol(n, dace.int64): dace.symbolic.pystr_to_symbolic(e) for n, e in symbols.items()}
     for name, desc in kernel.arrays.items():
         if not desc.transient:
-            outer.add_datadesc(name, copy.deepcopy(desc))
+            desc = copy.deepcopy(desc)
+            if isinstance(desc, dace.data.Array):  # sized as the caller's data are
+                desc.set_shape([sympy.sympify(x).xreplace(back) for x in desc.shape],
+                               [sympy.sympify(x).xreplace(back) for x in desc.strides],
+                               sympy.sympify(desc.total_size).xreplace(back), desc.offset)
+            outer.add_datadesc(name, desc)
     mapping = {str(x): x for x in kernel.free_symbols if str(x) not in symbols}
     mapping.update({n: dace.symbolic.pystr_to_symbolic(e) for n, e in symbols.items()})
     for e in list(mapping.values()) + [s for d in outer.arrays.values() for s in d.free_symbols]:
@@ -93,6 +120,7 @@ class KernelBuilder:
         self._tmp = itertools.count()
         self.sparse_operands: List[dace.data.Data] = []  # their compiled storage checks go along
         self.balanced: set = set()  # variables of row maps scheduled dynamically (:meth:`balance`)
+        self.view_symbols: set = set()  # (view_symbols_of)
         self.bindings: Dict[str, object] = {}  # symbols set before the loops (a view's slice bounds) -> expression
         self.teams: Dict[str, TeamWork] = {}  # variables of row maps whose thread count is chosen per call
 
@@ -102,6 +130,10 @@ class KernelBuilder:
         d.transient = False
         if isinstance(d, dace.data.View):
             d = dace.data.Array(d.dtype, d.shape)
+        if isinstance(d, dace.data.Array) and any(_clipped(e) for e in (*d.shape, *d.strides, d.total_size)):
+            # sized by a view's bounds: the kernel's symbols for them (see _bind_min_max)
+            d.set_shape([self._bound(e) for e in d.shape], [self._bound(e) for e in d.strides],
+                        self._bound(d.total_size), d.offset)
         self.params[name] = d
         for s in d.free_symbols:
             self.symbol(str(s))
@@ -121,10 +153,22 @@ class KernelBuilder:
         the faster of one thread and the team as measured on recent calls)."""
         self.teams[var] = work
 
-    def symbols_of(self, *exprs):
+    def view_symbols_of(self, *exprs):
+        """The symbols of a view's bounds: read through :meth:`_bind_min_max`'s symbols, so
+        that a program's ``c`` or ``d`` does not meet the kernel's own names."""
         for e in exprs:
             if dace.symbolic.issymbolic(e):
-                for s in sympy.sympify(e).free_symbols:
+                self.view_symbols |= {str(s) for s in sympy.sympify(e).free_symbols}
+
+    def symbols_of(self, *exprs):
+        """Declare the symbols of ``exprs``; those read only inside a ``Min`` / ``Max`` (a
+        view's bounds) are left to :meth:`_bind_min_max` (:meth:`view_symbols_of`)."""
+        for e in exprs:
+            if dace.symbolic.issymbolic(e):
+                e = sympy.sympify(e)
+                clipped = [a for a in sympy.preorder_traversal(e) if isinstance(a, (sympy.Min, sympy.Max))]
+                self.view_symbols_of(*clipped)
+                for s in e.xreplace({a: sympy.Integer(0) for a in clipped}).free_symbols:
                     self.symbol(str(s))
 
     def const(self, value) -> str:
@@ -149,6 +193,19 @@ class KernelBuilder:
         body = self.lines or ['pass']
         return self._bind_min_max(f'def {self.name}({args}):\n' + '\n'.join('    ' + l for l in body) + '\n')
 
+    def _bound(self, e):
+        """``e`` with each outermost ``Min`` / ``Max`` replaced by the symbol that
+        :meth:`_bind_min_max` gives its text."""
+        e = sympy.sympify(e)
+        repl = {}
+        for a in _clipped(e):
+            text = pyexpr(a)
+            name = _bound_name(text)
+            self.bindings[name] = text
+            self.view_symbols_of(a)
+            repl[a] = dace.symbol(name, dace.int64)
+        return e.xreplace(repl) if repl else e
+
     def _bind_min_max(self, src: str) -> str:
         """``src`` with each ``Min(...)`` / ``Max(...)`` of the kernel's symbols (a view's
         bounds, NumPy's clipping of a slice) read through a symbol that :meth:`build` sets
@@ -165,9 +222,9 @@ class KernelBuilder:
                     break
             expr = src[m.start():end + 1]
             names = set(re.findall(r'[A-Za-z_]\w*', expr)) - {'Min', 'Max'}
-            if not all(isinstance(self.globals.get(n), dace.symbol) for n in names):
+            if not all(n in self.view_symbols or isinstance(self.globals.get(n), dace.symbol) for n in names):
                 continue
-            name = 'ssbound_' + hashlib.sha1(expr.encode()).hexdigest()[:10]
+            name = _bound_name(expr)
             self.bindings[name] = expr
             self.symbol(name)
             out.append(src[at:m.start()] + name)

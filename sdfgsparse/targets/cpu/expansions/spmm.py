@@ -56,10 +56,11 @@ class ExpandSpMMCPU(ExpandTransformation):
         zero_fill(kb, Y, y.shape)
         if ent.strategy(0, node.schedule_hint) != 'sequential':
             # A direct row index may use +=; an indirect one (DCSR) needs the explicit update
-            acc = f'{Y}[{ent.i}, k] += {ent.val} * {B}[{ent.j}, k]' if '[' not in ent.i else \
+            direct = '[' not in ent.i and not ent.bound_row
+            acc = f'{Y}[{ent.i}, k] += {ent.val} * {B}[{ent.j}, k]' if direct else \
                 update(f'{Y}[{ent.i}, k]', f'{ent.val} * {B}[{ent.j}, k]')
             inner = [f'for k in {krange}:', '    ' + acc]
-            if not T and '[' not in ent.i and contiguous_rows(bdesc, y):
+            if not T and direct and contiguous_rows(bdesc, y):
                 # one SIMD loop over the K columns per stored entry (see targets/cpu/dense_loops)
                 inner = axpy_row(Y, ent.i, B, ent.j, ent.val, K, pyexpr(bdesc.strides[0]), y.dtype.ctype)
             if T:  # the tile loop hoisted outside the parallel row loop: B[:, tile] stays in cache
