@@ -433,8 +433,9 @@ def _unsupported(what: str, names, sdfg=None) -> errors.UnsupportedOperationErro
     shown = ', '.join(_shown(n, sdfg) for n in names)
     return errors.UnsupportedOperationError(
         f'{what}: {shown} {"is a sparse matrix" if len(names) == 1 else "are sparse matrices"}, which it does not '
-        'take inside a program (sparse operands support @, +, -, *, .T, .sum(), .shape, .nnz, ss.convert and the '
-        'ss functions); convert to a dense array outside the program, or use the scipy object there')
+        'take inside a program (sparse operands support @, +, -, *, .T, slices A[a:b, c:d:s], .sum(), .shape, .nnz, '
+        'ss.convert and the ss functions); convert to a dense array outside the program, or use the scipy object '
+        'there')
 
 
 def _copy_out(pv, sdfg, name: str) -> str:

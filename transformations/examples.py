@@ -22,6 +22,7 @@ sparse models.
 from typing import Any, Dict, Mapping, Optional
 
 import dace
+import numpy as np
 
 from sdfgsparse import errors
 from sdfgsparse.notes import NOTES
@@ -46,12 +47,18 @@ def bind_sizes(sdfg: dace.SDFG, examples: Optional[Mapping[str, Any]]) -> Dict[s
     if not examples:
         return {}
     from sdfgsparse.runtime.arguments import marshal_arguments
-    unknown = [n for n in examples if n not in sdfg.arrays or n not in sdfg.arg_names]
+    free = {str(s) for s in sdfg.free_symbols}
+    values = {n: v for n, v in examples.items() if n in free and n not in sdfg.arrays}  # a slice's bounds
+    for n, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise errors.DTypeError(f'examples for {sdfg.name}: symbol {n!r} takes an integer, got {v!r}')
+    data = {n: v for n, v in examples.items() if n not in values}
+    unknown = [n for n in data if n not in sdfg.arrays or n not in sdfg.arg_names]
     if unknown:
         raise errors.ShapeError(f'examples for {sdfg.name}: {", ".join(map(repr, unknown))} is not an argument '
                                 f'(arguments: {", ".join(sdfg.arg_names)})')
-    _, symbols, _, _ = marshal_arguments(dict(examples), {n: sdfg.arrays[n] for n in examples})
-    return {k: int(v) for k, v in symbols.items()}
+    _, symbols, _, _ = marshal_arguments(dict(data), {n: sdfg.arrays[n] for n in data})
+    return {**{k: int(v) for k, v in symbols.items()}, **{n: int(v) for n, v in values.items()}}
 
 
 def given_format(value) -> Optional[str]:
@@ -92,7 +99,8 @@ def record_examples(sdfg: dace.SDFG, examples: Mapping[str, Any], threads: Optio
     an earlier record) and return the record.
 
     :param examples: argument name -> value as it would be passed (scipy / torch sparse,
-                     ``ss.SparseMatrix``, NumPy arrays); checked like call arguments.
+                     ``ss.SparseMatrix``, NumPy arrays), or symbol name -> integer (a slice's
+                     bounds); checked like call arguments.
     :param threads: threads the models assume (default: ``OMP_NUM_THREADS`` or the CPU count).
     :param cache_bytes: last-level cache size the models assume (default: this machine's,
                         found when a model runs).
@@ -104,8 +112,8 @@ def record_examples(sdfg: dace.SDFG, examples: Mapping[str, Any], threads: Optio
     sizes = bind_sizes(sdfg, examples)
     stats, given = {}, {}
     for name, value in examples.items():
-        if not is_sparse_desc(sdfg.arrays[name]):
-            continue
+        if name not in sdfg.arrays or not is_sparse_desc(sdfg.arrays[name]):
+            continue  # dense data, or a symbol's value
         matrix = as_scipy(value)
         if matrix is None:
             continue

@@ -38,7 +38,7 @@ from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import LevelLoop
 
-__all__ = ['Kernel', 'Operand', 'Scope', 'Local', 'read', 'array_reads', 'emit', 'local', 'reduce_local', 'fill', 'leaf',
+__all__ = ['Kernel', 'connector_desc', 'Operand', 'Scope', 'Local', 'read', 'array_reads', 'emit', 'local', 'reduce_local', 'fill', 'leaf',
            'epilogue_pass', 'SUM',
            'MAX', 'MIN']
 
@@ -65,6 +65,30 @@ def _has_read(expr) -> bool:
 
 def _s(e) -> str:
     return pyexpr(e)
+
+
+def connector_desc(sdfg: dace.SDFG, edge, rank: Optional[int] = None) -> dace.data.Data:
+    """The data a node's connector takes through ``edge``: the connected descriptor, or,
+    where the memlet selects part of it (``X[0:N, 0]`` once DaCe has removed the view
+    ``X[:, 0]``), an array of that part's shape and the data's strides, without the unit
+    dimensions beyond ``rank`` (None: without every unit dimension). Kernels built from the
+    whole 2-D descriptor indexed a strided column as a matrix: a wrong result."""
+    desc = sdfg.arrays[edge.data.data]
+    subset = edge.data.subset
+    if not isinstance(desc, dace.data.Array) or isinstance(desc, dace.data.View) or subset is None or \
+            subset == dace.subsets.Range.from_array(desc):
+        return desc
+    sizes = subset.size()
+    keep = list(range(len(sizes)))
+    for d in range(len(sizes)):
+        if len(keep) <= (rank or 0):
+            break
+        if str(sizes[d]) == '1':
+            keep.remove(d)
+    if not keep:
+        keep = [len(sizes) - 1]
+    return dace.data.Array(desc.dtype, [sizes[d] for d in keep], strides=[desc.strides[d] for d in keep],
+                           total_size=desc.total_size, storage=desc.storage)
 
 
 class Operand:
@@ -138,7 +162,7 @@ class Kernel:
         for e in list(state.in_edges(node)) + list(state.out_edges(node)):
             conn = e.dst_conn if e.dst is node else e.src_conn
             if conn and conn not in self.sdfg.arrays and e.data.data is not None:
-                self._param(conn, sdfg.arrays[e.data.data])
+                self._param(conn, connector_desc(sdfg, e, (getattr(node, 'dense_ranks', None) or {}).get(conn)))
         # sparse data reach the node member by member; the sizes of its structure name
         # symbols the views may not (their index dtypes are those of the structures)
         for d in sdfg.arrays.values():
@@ -154,8 +178,8 @@ class Kernel:
     def _param(self, name: str, desc: dace.data.Data):
         d = desc.clone()
         d.transient = False
-        if isinstance(d, dace.data.View):
-            d = dace.data.Array(d.dtype, d.shape)
+        if isinstance(d, dace.data.View):  # strides kept: ``X[:, 0]`` reaches the kernel as a strided vector
+            d = dace.data.Array(d.dtype, d.shape, strides=d.strides, total_size=d.total_size)
         if isinstance(d, dace.data.Array) and all(str(s) == '1' for s in d.shape):
             # a one-element operand: DaCe passes it to the nested kernel by value
             d = dace.data.Scalar(d.dtype)

@@ -27,6 +27,7 @@ from dace.sdfg.state import SDFGState
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseType, is_sparse_desc, sparse_type_of
 from sdfgsparse.formats import views as _views
+from sdfgsparse.lowering.graph import connector_desc
 
 __all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'member_memlet', 'resolve_alias',
            'transposed_alias', 'alias', 'view_alias', 'resolve_view', 'shown_name', 'add_sparse_input',
@@ -167,6 +168,12 @@ class SparseLibraryNode(nodes.LibraryNode):
     #: frontends materialise a view before a node that does not
     ACCEPTS_VIEWS: bool = False
 
+    dense_ranks = properties.DictProperty(key_type=str,
+                                          value_type=int,
+                                          desc='Dense connector -> the rank of the array it takes (set by the '
+                                          'frontend; X[:, 0] reaches a 1-D connector through a 2-D memlet once DaCe '
+                                          'removes the view)')
+
     views = properties.DictProperty(key_type=str,
                                     value_type=str,
                                     desc='Sparse input prefix -> the view of it the operation reads (slices and '
@@ -243,11 +250,13 @@ class SparseLibraryNode(nodes.LibraryNode):
         return None
 
     def connected(self, state: SDFGState, conn: str) -> dace.data.Data:
-        """The descriptor of the data at connector ``conn`` (KeyError when not connected)."""
+        """The descriptor of the data at connector ``conn`` as the node sees it (KeyError
+        when not connected): the connected data, or the part its memlet selects
+        (:func:`connector_desc`)."""
         e = self.edge(state, conn)
         if e is None:
             raise KeyError(f'{self.label}: connector {conn} is not connected')
-        return state.parent.arrays[e.data.data]
+        return connector_desc(state.parent, e, self.dense_ranks.get(conn) if self.dense_ranks else None)
 
 
 @properties.make_properties
@@ -331,12 +340,16 @@ def add_sparse_output(state: SDFGState, node: SparseLibraryNode, prefix: str, na
 
 def add_dense_input(state: SDFGState, node: nodes.LibraryNode, conn: str, name: str):
     sdfg = state.parent
+    if isinstance(node, SparseLibraryNode):
+        node.dense_ranks = {**(node.dense_ranks or {}), conn: len(sdfg.arrays[name].shape)}
     node.add_in_connector(conn)
     state.add_edge(state.add_read(name), None, node, conn, dace.Memlet.from_array(name, sdfg.arrays[name]))
 
 
 def add_dense_output(state: SDFGState, node: nodes.LibraryNode, conn: str, name: str):
     sdfg = state.parent
+    if isinstance(node, SparseLibraryNode):
+        node.dense_ranks = {**(node.dense_ranks or {}), conn: len(sdfg.arrays[name].shape)}
     node.add_out_connector(conn)
     state.add_edge(node, conn, state.add_write(name), None, dace.Memlet.from_array(name, sdfg.arrays[name]))
 

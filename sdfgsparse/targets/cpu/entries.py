@@ -21,6 +21,7 @@ import sympy
 from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import COUNTED, SEGMENT, member
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.graph import connector_desc
 from sdfgsparse.targets.cpu.kernel import KernelBuilder
 from sdfgsparse.targets.cpu.team import TeamWork
 
@@ -214,12 +215,13 @@ def kernel_for_node(node, state, sdfg, name: Optional[str] = None) -> KernelBuil
     # sparse data reach the node member by member (views); their index dtypes are those of
     # the enclosing SDFG's structures
     kb.sparse_operands.extend(d for d in sdfg.arrays.values() if is_sparse_desc(d))
+    ranks = getattr(node, 'dense_ranks', None) or {}
     for e in state.in_edges(node):
         if e.dst_conn and e.dst_conn not in kb.params:
-            kb.param(e.dst_conn, sdfg.arrays[e.data.data])
+            kb.param(e.dst_conn, connector_desc(sdfg, e, ranks.get(e.dst_conn)))
     for e in state.out_edges(node):
         if e.src_conn and e.src_conn not in kb.params:
-            kb.param(e.src_conn, sdfg.arrays[e.data.data])
+            kb.param(e.src_conn, connector_desc(sdfg, e, ranks.get(e.src_conn)))
     return kb
 
 

@@ -128,8 +128,8 @@ class KernelBuilder:
         """Declare an argument (a non-transient copy of ``desc``); returns its name."""
         d = desc.clone()
         d.transient = False
-        if isinstance(d, dace.data.View):
-            d = dace.data.Array(d.dtype, d.shape)
+        if isinstance(d, dace.data.View):  # strides kept: ``X[:, 0]`` reaches the kernel as a strided vector
+            d = dace.data.Array(d.dtype, d.shape, strides=d.strides, total_size=d.total_size)
         if isinstance(d, dace.data.Array) and any(_clipped(e) for e in (*d.shape, *d.strides, d.total_size)):
             # sized by a view's bounds: the kernel's symbols for them (see _bind_min_max)
             d.set_shape([self._bound(e) for e in d.shape], [self._bound(e) for e in d.strides],

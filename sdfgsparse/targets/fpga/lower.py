@@ -53,6 +53,11 @@ def flatten_sparse_arguments(sdfg: dace.SDFG) -> Dict[str, Dict[str, str]]:
     returns argument (or ``__return...``) -> member -> array name. A structure used in any
     other way (a member accessed without a view, a sparse argument written) raises
     :class:`~sdfgsparse.errors.UnsupportedOperationError` naming it."""
+    for node, _ in sdfg.all_nodes_recursive():
+        if getattr(node, 'views', None):
+            raise errors.UnsupportedOperationError(
+                f'{sdfg.name}: the FPGA target streams stored matrices; {node.label} reads a view (a slice) of '
+                f'{", ".join(sorted(node.views))}: materialise it in the program (ss.convert) or slice outside it')
     flat: Dict[str, Dict[str, str]] = {}
     for name, desc in list(sdfg.arrays.items()):
         if not isinstance(desc, dace.data.Structure):

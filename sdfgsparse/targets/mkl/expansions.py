@@ -61,6 +61,8 @@ def unsupported(node, state) -> Optional[str]:
     """Why ``node``'s ``mkl`` expansion computes with the ``cpu`` one instead, or None."""
     if getattr(node, 'epilogue', None):
         return 'a fused epilogue (MKL computes the product only)'
+    if getattr(node, 'views', None):
+        return 'a view of an operand (a slice; MKL multiplies stored matrices)'
     why, _, _ = _csr_arrays(node, state, 'A')
     if why:
         return why
@@ -82,6 +84,8 @@ def unsupported(node, state) -> Optional[str]:
             return f'{conn[1:]} is {desc.dtype}, A is {vt} (MKL computes in one dtype)'
         if isinstance(node, SpMM) and not _dense_rows(desc):
             return f'{conn[1:]} has no contiguous rows'
+        if isinstance(node, SpMV) and str(desc.strides[-1]) != '1':
+            return f'{conn[1:]} is strided (a column of a matrix)'
     return None
 
 

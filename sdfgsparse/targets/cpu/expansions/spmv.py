@@ -39,7 +39,7 @@ class ExpandSpMVCPU(ExpandTransformation):
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
         y = node.connected(state, Y)
         finish = (lambda v, idx: node_epilogue(node, v, idx)) if node.epilogue else None
-        row = row_walk(node, ent)
+        row = row_walk(node, ent, state)
         argument = kernel_checks.claims(node, sdfg) if row is not None else None
         if node.row_chunk > 1 and (node.row_chunk > 64 or node.row_chunk & (node.row_chunk - 1)):
             raise ValueError(f'{node.label}: row_chunk must be 0, 1 or a power of two up to 64 (the lanes of '
@@ -98,9 +98,13 @@ class ExpandSpMVCPU(ExpandTransformation):
         return kernel
 
 
-def row_walk(node: SpMV, ent: Entries):
+def row_walk(node: SpMV, ent: Entries, state):
     """:meth:`Entries.row_walk` of A when the expansion takes it (rows in parallel, a
-    scalar accumulator each), else None."""
+    scalar accumulator each; x and y of unit stride, as the row tasklets read them), else
+    None. ``A @ X[:, 0]`` passes a strided x: the row tasklets read it as contiguous and
+    gave a wrong result."""
+    if any(str(node.connected(state, c).strides[-1]) != '1' for c in (X, Y)):
+        return None
     return ent.row_walk() if ent.strategy(0, node.schedule_hint) == 'acc' else None
 
 
@@ -113,7 +117,7 @@ def checks_in_kernel(node: SpMV, state) -> bool:
     if [type(l) for l in fmt.levels] != [Dense, Compressed] or not kernel_checks.RowCheck.supports(
             st.index_dtype.type) or list(fmt.size_keys) != ['n1']:
         return False
-    return row_walk(node, Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})) is not None
+    return row_walk(node, Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names}), state) is not None
 
 
 register(SpMV, 'cpu', ExpandSpMVCPU, default=True)
