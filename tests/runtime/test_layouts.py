@@ -129,3 +129,28 @@ def test_torch_non_contiguous(rng):
     for g, w in zip(got, want):
         np.testing.assert_allclose(dense(g.to_dense() if g.layout != torch.strided else g), w, rtol=1e-12,
                                    atol=1e-12)
+
+
+def _inner_slices(A: ss.CSR[dace.float64, M, N], B: dace.float64[N, K], P: dace.float64[K, M],
+                  C: dace.float64[M, K]):
+    return (A @ B[:, 0], A @ B[:, 1:3], P[1] @ A, A.T @ C[:, 2], A.T @ P[0], ss.sddmm(A, C[:, 0:2], B[:, 1:3].T),
+            A @ B[:, K - 1])
+
+
+@pytest.mark.parametrize('implementation', ['cpu', 'pure'])
+def test_dense_operands_sliced_inside_the_program(rng, implementation):
+    """``A @ B[:, 0]``: DaCe passes the column to the node as a 2-D memlet of the whole
+    ``B`` once it has removed the slice's view; the kernels took ``B``'s descriptor and read
+    the column as contiguous (maximum error 1.15, no error raised). Now each connector takes
+    the part its memlet selects, with the array's strides (``connector_desc``)."""
+    with ss.targets.use_implementation(implementation if implementation == 'pure' else None):
+        sdfg = dace.program(_inner_slices).to_sdfg()
+    prog = ss.compile(sdfg)
+    A = sp.random_array((7, 6), density=0.4, format='csr', rng=rng)
+    B, P, C = rng.standard_normal((6, 4)), rng.standard_normal((4, 7)), rng.standard_normal((7, 4))
+    got = prog(A=A, B=B, P=P, C=C)
+    Ad = A.toarray()
+    want = [Ad @ B[:, 0], Ad @ B[:, 1:3], P[1] @ Ad, Ad.T @ C[:, 2], Ad.T @ P[0], Ad * (C[:, 0:2] @ B[:, 1:3].T),
+            Ad @ B[:, 3]]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.toarray() if sp.issparse(g) else g, w, atol=1e-12)
