@@ -23,7 +23,7 @@ from dace.frontend.python.newast import ProgramVisitor
 from sdfgsparse import errors
 from sdfgsparse import formats as _formats
 from sdfgsparse.formats import CSC, CSR, SparseFormat, is_sparse_desc, sparse_type_of
-from sdfgsparse.formats.views import Slice, normalise_slice
+from sdfgsparse.formats.views import Slice, Transpose, decode_steps, normalise_slice
 from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.dense_spmm import DenseSpMM
@@ -393,15 +393,25 @@ def _sparse_mul_sparse(pv, sdfg, state, a, b):
     return _sparse_binary(sdfg, state, a, b, 'mul')
 
 
+def _oriented(sdfg, name: str):
+    """(stored data, read transposed) of sparse data ``name``: an argument, its ``.T``, or a
+    view (its transpositions counted)."""
+    stored, tr, steps = base.resolve_view(sdfg, name)
+    flips = sum(isinstance(s, Transpose) for s in decode_steps(steps)) if steps else 0
+    return stored, bool(tr) ^ bool(flips % 2)
+
+
 @oprepo.replaces_operator('Structure', 'MatMult', otherclass='Structure')
 def _sparse_matmult_sparse(pv, sdfg, state, a, b):
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
     _check_inner(sdfg, sta.shape, stb.shape, f'{_shown(a, sdfg)} @ {_shown(b, sdfg)}')
-    (abase, ta), (bbase, tb) = base.resolve_alias(a), base.resolve_alias(b)
+    (abase, ta), (bbase, tb) = (_oriented(sdfg, n) for n in (a, b))
     for name in (abase, bbase):
         if sdfg.arrays[name].transient:
             raise errors.UnsupportedOperationError('sparse @ sparse: both operands must be program arguments (or '
-                                                   'their .T), so that the result can be sized before the call')
+                                                   'their .T or slices), so that the result can be sized before the '
+                                                   'call')
+    # a slice's products are among its matrix's: the capacity of the whole product bounds it
     cap = dace.symbol(capacity_symbol(abase, ta, bbase, tb, taken=sdfg.symbols), dace.int64)
     if stb.fmt.name != 'CSR':
         b = _convert(sdfg, state, b)
@@ -733,10 +743,29 @@ def _np_copy(pv, sdfg, state, a, *args, **kwargs):
     return _insert(state, SparseCopy(), {'A': a}, sparse_out=('out', _stype(sdfg, a), 'copy'))
 
 
+def _axes_of(value, what: str, a: str, sdfg) -> tuple:
+    """``axes`` of a 2-D sparse operand as non-negative integers (NumPy's negative ones
+    too); a ShapeError names anything else."""
+    items = value if isinstance(value, (tuple, list)) else (value, )
+    out = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not -2 <= int(v) < 2:
+            raise errors.ShapeError(f'{what}: axis {v!r} is out of range for the 2-D sparse matrix {_shown(a, sdfg)} '
+                                    '(axes are 0, 1, -1, -2)')
+        out.append(int(v) % 2)
+    return tuple(out)
+
+
 def _np_transpose(pv, sdfg, state, a, axes=None, *args):
-    if args or axes is not None or not _sparse_name(sdfg, a):
+    if args or not _sparse_name(sdfg, a):
         raise _unsupported(f'numpy.transpose with axes={axes!r}', _sparse_operands(sdfg, (a, axes, args)), sdfg)
-    return base.transposed_alias(sdfg, a)
+    if axes is None:
+        return base.transposed_alias(sdfg, a)
+    order = _axes_of(axes, f'numpy.transpose({_shown(a, sdfg)}, {axes!r})', a, sdfg)
+    if sorted(order) != [0, 1]:
+        raise errors.ShapeError(f'numpy.transpose({_shown(a, sdfg)}, {axes!r}): axes must be a permutation of '
+                                '(0, 1) for a 2-D sparse matrix')
+    return base.transposed_alias(sdfg, a) if order == (1, 0) else a
 
 
 #: DaCe's function name -> the sparse implementation used when an operand is sparse

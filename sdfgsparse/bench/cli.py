@@ -133,10 +133,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help='run again while a spinning process holds the last core, and compare that busy run with our '
                    'own single-thread time (goal >= 0.9x) and with the fastest peer (goal >= 0.8x)')
     p.add_argument('--only', default=None, help=argparse.SUPPRESS)  # one system: a child of --isolation separate
-    p.add_argument('--suite', choices=('kernels', 'ml'), default='kernels',
+    p.add_argument('--suite', choices=('kernels', 'ml', 'shape'), default='kernels',
                    help='kernels (default): sparse kernels against peer libraries; ml: sparse torch models '
                    '(GCN inference and training step, sparse MLP) compiled with ss.torch.compile against eager '
-                   'dense torch and torch.sparse (needs torch)')
+                   'dense torch and torch.sparse (needs torch); shape: slices of sparse matrices, alone and fused '
+                   'with SpMV, SpMM and sums, against scipy, pydata/sparse (where installed) and the same program '
+                   'with the slice materialised')
     p.add_argument('--target', choices=('cpu', 'gpu', 'fpga'), default='cpu',
                    help='cpu (default): time against the peers; gpu: our GPU programs (spmv, spmm:16, spmm:64) '
                    'against torch cuSPARSE with every operand in device memory (needs a CUDA device; --quick: the '
@@ -225,6 +227,8 @@ def run(args) -> int:
 
     if getattr(args, 'suite', 'kernels') == 'ml':
         return _run_ml(args, config)
+    if getattr(args, 'suite', 'kernels') == 'shape':
+        return _run_shape(args, config)
     from sdfgsparse.bench.plot import write_plot
     from sdfgsparse.bench.report import format_report
     log = lambda line: print(f'sdfgsparse bench: {line}', flush=True)  # noqa: E731
@@ -310,6 +314,19 @@ def _run_ml(args, config) -> int:
         print(f'sdfgsparse bench: {exc}', file=sys.stderr)
         return 2
     print(format_ml(results), flush=True)
+    if args.json:
+        import json
+        with open(args.json, 'w') as f:
+            json.dump([r.__dict__ for r in results], f, indent=1)
+        print(f'sdfgsparse bench: results written to {args.json}')
+    return 1 if any(not r.correct for r in results) else 0
+
+
+def _run_shape(args, config) -> int:
+    from sdfgsparse.bench.shape import format_shape, run_shape
+    results = run_shape(config.matrices, repeat=args.repeat,
+                        log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
+    print(format_shape(results), flush=True)
     if args.json:
         import json
         with open(args.json, 'w') as f:

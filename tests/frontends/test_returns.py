@@ -144,7 +144,7 @@ def _reshape_method(A: ss.CSR[dace.float64, M, N]):
 
 
 def _transpose_axes(A: ss.CSR[dace.float64, M, N]):
-    return np.transpose(A, (1, 0))
+    return np.transpose(A, (1, 0), 2)
 
 
 def _slice(A: ss.CSR[dace.float64, M, N]):
@@ -200,7 +200,7 @@ UNSUPPORTED = [
     (_hstack, r'numpy\.hstack: A, B are sparse'),
     (_reshape, r'numpy\.reshape: A is a sparse'),
     (_reshape_method, r'A\.reshape\(\): A is a sparse'),
-    (_transpose_axes, r'numpy\.transpose with axes=\(1, 0\): A is a sparse'),
+    (_transpose_axes, r'numpy\.transpose with axes=\(1, 0\): A is a sparse'),  # an extra argument
     (_slice, r'A\[0\]: only slices \(start:stop:step\) select'),
     (_slice_view, r'A\.T\[1\]: only slices \(start:stop:step\) select'),
     (_inv, r'numpy\.linalg\.inv: A is a sparse'),

@@ -271,3 +271,39 @@ def test_assignment_into_a_slice_is_refused():
 
     with pytest.raises(errors.UnsupportedOperationError, match='assignment into A'):
         write.to_sdfg()
+
+
+def test_sparse_times_sparse_of_slices():
+    """SpGEMM reads materialised slices; the capacity of the whole product bounds theirs."""
+
+    @dace.program
+    def products(A: ss.CSR[dace.float64, M, N], B: ss.CSC[dace.float64, N, K]):
+        return A[a:b] @ B[:, c:d], A[a:b].T.T @ A.T[:, a:b]
+
+    A, B = _matrix(9, 7, seed=12), sp.csc_array(_matrix(7, 8, seed=13))
+    for lo, hi, lo2, hi2 in [(1, 8, 2, 7), (-3, 100, 0, 8), (4, 4, 3, 1)]:
+        P, Q = products(A, B, a=lo, b=hi, c=lo2, d=hi2)
+        np.testing.assert_allclose(P.toarray(), A.toarray()[lo:hi] @ B.toarray()[:, lo2:hi2], atol=1e-12)
+        np.testing.assert_allclose(Q.toarray(), A.toarray()[lo:hi] @ A.toarray().T[:, lo:hi], atol=1e-12)
+
+
+def test_transpose_with_axes():
+
+    @dace.program
+    def permuted(A: ss.CSR[dace.float64, M, N], x: dace.float64[M], y: dace.float64[N]):
+        return np.transpose(A, (1, 0)) @ x, np.transpose(A, axes=(-2, -1)) @ y, np.transpose(A[a:b], (1, 0)).sum(axis=0)
+
+    A = _matrix(6, 5, seed=14)
+    x, y = np.arange(6.0), np.arange(5.0)
+    p, q, r = permuted(A, x, y, a=1, b=4)
+    D = A.toarray()
+    np.testing.assert_allclose(p, D.T @ x, atol=1e-12)
+    np.testing.assert_allclose(q, D @ y, atol=1e-12)
+    np.testing.assert_allclose(r, D[1:4].T.sum(axis=0), atol=1e-12)
+
+    @dace.program
+    def bad(A: ss.CSR[dace.float64, M, N]):
+        return np.transpose(A, (0, 0))
+
+    with pytest.raises(errors.ShapeError, match=r'axes must be a permutation of \(0, 1\)'):
+        bad.to_sdfg()

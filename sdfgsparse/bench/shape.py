@@ -1,0 +1,190 @@
+"""``sdfgsparse bench --suite shape``: shape operators on sparse matrices (issue 37).
+
+Slices today (concatenation, reshape and N-D tensors are not built yet). On each matrix of
+the set (CSR, float64), with bounds that cut about a quarter off each end:
+
+* **alone, materialised** — ``A[a:b]`` (rows), ``A[:, c:d]`` (columns; scipy slices a
+  CSR's columns through a conversion), ``A[::2]``: our program returns the slice as a
+  canonical CSR; peers scipy (``A[a:b]``) and pydata/sparse (GCXS, where installed);
+* **fused** — ``A[a:b] @ x``, ``A[:, c:d] @ X`` (16 columns) and ``A[a:b].sum(axis=1)``:
+  our program iterates the view (no copy), against the same program with the slice
+  materialised first (``ss.convert(A[a:b], ss.CSR) @ x``) and against scipy (which slices,
+  then multiplies).
+
+Each program is built once (the bounds are symbols) and its result checked against
+scipy's; calls are interleaved (:mod:`.timing`), medians reported.
+"""
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+from sdfgsparse.bench.timing import interleaved
+
+__all__ = ['ShapeResult', 'run_shape', 'format_shape', 'TASKS']
+
+#: task -> what it computes (NumPy spelling)
+TASKS = {
+    'rows': 'A[a:b]',
+    'cols': 'A[:, c:d]',
+    'rows-step': 'A[::2]',
+    'rows@x': 'A[a:b] @ x',
+    'cols@X': 'A[:, c:d] @ X',
+    'rows.sum': 'A[a:b].sum(axis=1)',
+}
+K = 16
+
+
+@dataclass
+class ShapeResult:
+    task: str
+    matrix: str
+    seconds: Dict[str, float] = field(default_factory=dict)  # system -> median
+    errors: Dict[str, str] = field(default_factory=dict)
+    correct: Optional[bool] = None
+
+    def ratio(self, peer: str) -> Optional[float]:
+        """``peer``'s time over ours (> 1: ours faster)."""
+        ours, other = self.seconds.get('sdfgsparse'), self.seconds.get(peer)
+        return other / ours if ours and other else None
+
+
+def _programs():
+    import dace
+
+    import sdfgsparse as ss
+    M, N, Kd = (dace.symbol(s) for s in ('M', 'N', 'Kd'))
+    a, b, c, d = (dace.symbol(s) for s in ('sa', 'sb', 'sc', 'sd'))
+
+    def rows(A: ss.CSR[dace.float64, M, N]):
+        return A[a:b]
+
+    def cols(A: ss.CSR[dace.float64, M, N]):
+        return A[:, c:d]
+
+    def rows_step(A: ss.CSR[dace.float64, M, N]):
+        return A[::2]
+
+    def rows_x(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+        return A[a:b] @ x
+
+    def rows_x_copy(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+        return ss.convert(A[a:b], ss.CSR) @ x
+
+    def cols_X(A: ss.CSR[dace.float64, M, N], X: dace.float64[Kd, 16]):
+        return A[:, c:d] @ X
+
+    def cols_X_copy(A: ss.CSR[dace.float64, M, N], X: dace.float64[Kd, 16]):
+        return ss.convert(A[:, c:d], ss.CSR) @ X
+
+    def rows_sum(A: ss.CSR[dace.float64, M, N]):
+        return A[a:b].sum(axis=1)
+
+    def rows_sum_copy(A: ss.CSR[dace.float64, M, N]):
+        return ss.convert(A[a:b], ss.CSR).sum(axis=1)
+
+    made = {}
+    for f in (rows, cols, rows_step, rows_x, rows_x_copy, cols_X, cols_X_copy, rows_sum, rows_sum_copy):
+        f.__name__ = f'shape_{f.__name__}'
+        made[f.__name__[6:]] = dace.program(f)
+    return made
+
+
+def _pydata():
+    try:
+        import sparse  # pydata/sparse, the [bench] extra
+    except ImportError:
+        return None
+    return sparse
+
+
+def _same(ours, ref) -> bool:
+    if sp.issparse(ref):
+        ours = sp.csr_array(ours)
+        return ours.shape == ref.shape and abs(ours - ref).max() <= 1e-9 * max(1.0, abs(ref).max()) \
+            if ref.nnz else ours.count_nonzero() == 0
+    return np.allclose(np.asarray(ours).ravel(), np.asarray(ref).ravel(), rtol=1e-9, atol=1e-9)
+
+
+def run_shape(matrices, repeat: int = 20, log: Callable[[str], None] = print) -> List[ShapeResult]:
+    """Run every task on every matrix (:class:`~sdfgsparse.bench.matrices.MatrixSource`)."""
+    progs = _programs()
+    pydata = _pydata()
+    results = []
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    for src in matrices:
+        A = sp.csr_array(src.load(), dtype=np.float64)
+        A.sort_indices()
+        m, n = A.shape
+        lo, hi, clo, chi = m // 4, m - m // 4, n // 4, n - n // 4
+        x = rng.standard_normal(n)
+        X = rng.standard_normal((chi - clo, K))
+        G = pydata.GCXS.from_scipy_sparse(A) if pydata is not None else None
+        bounds = dict(sa=lo, sb=hi, sc=clo, sd=chi)
+        tasks = {
+            'rows': ({'sdfgsparse': lambda: progs['rows'](A, **bounds), 'scipy': lambda: A[lo:hi],
+                      'pydata': (lambda: G[lo:hi]) if G is not None else None}, lambda: A[lo:hi]),
+            'cols': ({'sdfgsparse': lambda: progs['cols'](A, **bounds), 'scipy': lambda: A[:, clo:chi],
+                      'pydata': (lambda: G[:, clo:chi]) if G is not None else None}, lambda: A[:, clo:chi]),
+            'rows-step': ({'sdfgsparse': lambda: progs['rows_step'](A), 'scipy': lambda: A[::2],
+                           'pydata': (lambda: G[::2]) if G is not None else None}, lambda: A[::2]),
+            'rows@x': ({'sdfgsparse': lambda: progs['rows_x'](A, x, **bounds),
+                        'materialised': lambda: progs['rows_x_copy'](A, x, **bounds),
+                        'scipy': lambda: A[lo:hi] @ x}, lambda: A[lo:hi] @ x),
+            'cols@X': ({'sdfgsparse': lambda: progs['cols_X'](A, X, **bounds),
+                        'materialised': lambda: progs['cols_X_copy'](A, X, **bounds),
+                        'scipy': lambda: A[:, clo:chi] @ X}, lambda: A[:, clo:chi] @ X),
+            'rows.sum': ({'sdfgsparse': lambda: progs['rows_sum'](A, **bounds),
+                          'materialised': lambda: progs['rows_sum_copy'](A, **bounds),
+                          'scipy': lambda: A[lo:hi].sum(axis=1)}, lambda: A[lo:hi].sum(axis=1)),
+        }
+        for task, (calls, reference) in tasks.items():
+            calls = {k: v for k, v in calls.items() if v is not None}
+            res = ShapeResult(task, src.name)
+            try:
+                res.correct = _same(calls['sdfgsparse'](), reference())
+            except Exception as exc:  # reported, the run goes on
+                res.errors['sdfgsparse'] = f'{type(exc).__name__}: {exc}'.splitlines()[0][:200]
+                res.correct = False
+            stats = interleaved(calls, repeat)
+            for name, s in stats.items():
+                if s.error:
+                    res.errors[name] = s.error
+                else:
+                    res.seconds[name] = s.median
+            results.append(res)
+            log(f'{task} on {src.name}: ' + ', '.join(f'{k} {v * 1e3:.3f} ms' for k, v in res.seconds.items()))
+    log(f'shape suite: {time.perf_counter() - t0:.1f} s')
+    return results
+
+
+def _geomean(values) -> Optional[float]:
+    values = [v for v in values if v]
+    return float(np.exp(np.mean(np.log(values)))) if values else None
+
+
+def format_shape(results: List[ShapeResult]) -> str:
+    """The table: per task and matrix, medians and ratios; geometric means per task."""
+    lines = [f'{"task":10} {"matrix":26} {"ours ms":>9} {"scipy/ours":>10} {"mat./ours":>9} {"pydata/ours":>11} ok']
+    for r in results:
+
+        def ratio(p):
+            v = r.ratio(p)
+            return f'{v:.2f}x' if v else '-'
+
+        ours = r.seconds.get('sdfgsparse')
+        lines.append(f'{r.task:10} {r.matrix[:26]:26} {ours * 1e3 if ours else float("nan"):9.3f} {ratio("scipy"):>10} '
+                     f'{ratio("materialised"):>9} {ratio("pydata"):>11} {"yes" if r.correct else "NO"}')
+    lines.append('geomean (ours faster above 1):')
+    for task in TASKS:
+        rs = [r for r in results if r.task == task]
+        parts = []
+        for peer in ('scipy', 'materialised', 'pydata'):
+            g = _geomean(r.ratio(peer) for r in rs)
+            if g:
+                parts.append(f'{peer} {g:.2f}x')
+        lines.append(f'  {task:10} {TASKS[task]:22} ' + ', '.join(parts))
+    return '\n'.join(lines)
