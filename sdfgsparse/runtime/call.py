@@ -141,7 +141,16 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=N
     out, symbols, sparse, copies = marshal_arguments(values, descs)
     torch_in = any(_torch_layout(v) is not None for v in values.values())
     fast = prog.__dict__.setdefault('_ss_fast', {})
-    key = _call_key(out, descs) if len(values) == len(names) and set(kwargs) <= set(names) else None
+    # symbol values given by name (a slice's bounds, ``prog(A, x, a=2, b=7)``): part of the
+    # key by name, passed to the compiled program as the symbols the arguments define are
+    given = {k: v for k, v in kwargs.items() if k not in names}
+    key = None
+    if len(values) == len(names) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                          for v in given.values()):
+        key = _call_key(out, descs)
+        if key is not None and given:
+            key = key + (('symbols', tuple(sorted(given))), )
+            symbols = {**symbols, **{k: int(v) for k, v in given.items()}}
     entry = fast.get(key) if key is not None else None
     # written arguments sharing memory with others: computed through copies (runtime/aliasing.py)
     pairs = separate(out, copies, access_of(entry[0].sdfg) if entry is not None else None, sparse)
@@ -166,7 +175,7 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=N
     if copies:
         copy_back(copies, out, written_arguments(csdfg.sdfg) if csdfg is not None else copies)
     if key is not None and key in fast:
-        _add_plan(prog, fast[key][0], key, names, descs, values, out, sparse, torch_in)
+        _add_plan(prog, fast[key][0], key, names, descs, values, out, sparse, torch_in, given)
     if result_out is not None:
         if outputs is None:  # the first call of the signature: DaCe ran it with its own arrays
             outputs = Outputs(f'{prog.name}()', result_out, specs_of_result(result))
@@ -184,15 +193,22 @@ def _run_plans(plans, argnames, args, kwargs, by_type=None, out=None):
     pos = args if not kwargs else _positional(argnames, args, kwargs)
     if pos is None:
         return MISS
+    given = len(pos) - len(argnames)  # symbol values named by the call: the plan must name the same
     if by_type:
         same = by_type.get(tuple(map(type, pos)))
-        if same is not None and len(same) == 1:
+        if same is not None and len(same) == 1 and (not given or same[0].given == _given_names(argnames, kwargs)):
             return same[0].run(pos) if out is None else same[0].run(pos, out)
     for plan in plans.get(_raw_key(pos), ()):
+        if given and plan.given != _given_names(argnames, kwargs):
+            continue
         result = plan.run(pos) if out is None else plan.run(pos, out)
         if result is not MISS:
             return result
     return MISS
+
+
+def _given_names(argnames, kwargs) -> list:
+    return sorted(k for k in kwargs if k not in argnames)
 
 
 def _raw_key(args) -> tuple:
@@ -201,21 +217,27 @@ def _raw_key(args) -> tuple:
 
 
 def _positional(argnames, args, kwargs) -> Optional[tuple]:
-    """All arguments in order when the call names exactly the remaining parameters."""
+    """All arguments in order when the call names exactly the remaining parameters, then
+    the values of the symbols it names (sorted by name)."""
     rest = argnames[len(args):]
-    if len(rest) != len(kwargs) or not all(n in kwargs for n in rest):
+    if not all(n in kwargs for n in rest):
         return None
-    return tuple(args) + tuple(kwargs[n] for n in rest)
+    extra = sorted(k for k in kwargs if k not in argnames)
+    if len(rest) + len(extra) != len(kwargs):
+        return None  # a parameter given twice: the full path says so
+    return tuple(args) + tuple(kwargs[n] for n in rest) + tuple(kwargs[k] for k in extra)
 
 
-def _add_plan(prog, csdfg, key, names, descs, values, out, sparse, torch_in):
+def _add_plan(prog, csdfg, key, names, descs, values, out, sparse, torch_in, given=None):
     """Offer the plan of this compiled signature (built once) to later calls whose
     arguments have the same types and dtypes. Several plans can share those (a torch
-    CSR and a torch CSC tensor); each checks the rest itself."""
-    raw = _raw_key([values[n] for n in names])
+    CSR and a torch CSC tensor); each checks the rest itself. ``given``: symbol values
+    the call names (positional after the arguments, sorted by name, in the plan's key)."""
+    extra = sorted(given or ())
+    raw = _raw_key([values[n] for n in names] + [given[k] for k in extra])
     built = prog.__dict__.setdefault('_ss_plan_built', {})
     if (key, raw) not in built:
-        built[(key, raw)] = build_plan(csdfg, names, descs, out, sparse, values, torch_in)
+        built[(key, raw)] = build_plan(csdfg, names, descs, out, sparse, values, torch_in, extra)
     _keep_plan(prog.__dict__, raw, built[(key, raw)])
 
 

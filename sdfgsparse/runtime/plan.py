@@ -46,15 +46,17 @@ class CallPlan:
 
     def __init__(self, csdfg, argnames: Sequence[str], descs: Dict[str, Optional[dace.data.Data]],
                  out: Dict[str, Any], sparse: Dict[str, 'marshal.SparseArg'], values: Dict[str, Any],
-                 torch_out: bool):
+                 torch_out: bool, given: Sequence[str] = ()):
         sdfg = csdfg.sdfg
         self.csdfg = csdfg
         self.lib = csdfg._lib._lib
         self.torch_out = torch_out
         self.nargs = len(argnames)
+        #: symbols the call gives by name (a slice's bounds), sorted: positional after the arguments
+        self.given = list(given)
         self.constants = {k: int(v) for k, v in sdfg.constants.items() if isinstance(v, (int, np.integer))}
         sparse_slots, dense_slots = [], []
-        defined = set(self.constants)
+        defined = set(self.constants) | set(self.given)
         for i, name in enumerate(argnames):
             if name in sparse:
                 slot = SparseSlot(i, name, sparse[name], type(out[name]), values[name], csdfg._lib)
@@ -122,7 +124,7 @@ class CallPlan:
         self.func = proto(ctypes.cast(csdfg._cfunc, ctypes.c_void_p).value)
         # the library's single entry for a warm call (targets/cpu/entry.py), when it has one
         self.entry = entry.find(csdfg) if sparse_slots else None
-        self.specialised = specialise(self)
+        self.specialised = specialise(self) if not self.given else None
 
     def run(self, args: Sequence[Any], out=None):
         """Call with positional ``args`` (all arguments); :data:`MISS` if the full path must.
@@ -141,6 +143,11 @@ class CallPlan:
                 hooks._COMPILED_SDFG_CALL_HOOKS:
             return MISS
         syms = dict(self.constants)
+        for j, name in enumerate(self.given):
+            v = args[self.nargs + j]
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                return MISS
+            syms[name] = int(v)
         ptrs = [None] * self.nargs
         keep = []
         origin = {} if self.capacities else None
@@ -204,7 +211,7 @@ def _crossing(spans: Dict[int, Sequence], written: Sequence[int]) -> bool:
     return False
 
 
-def build_plan(csdfg, argnames, descs, out, sparse, values, torch_out) -> Optional[CallPlan]:
+def build_plan(csdfg, argnames, descs, out, sparse, values, torch_out, given=()) -> Optional[CallPlan]:
     """A plan for this signature, or None when a part of it needs the full path.
 
     :param descs: the annotations' descriptors (None where unannotated), as the full path
@@ -213,6 +220,6 @@ def build_plan(csdfg, argnames, descs, out, sparse, values, torch_out) -> Option
                                 the call that found this compiled program.
     """
     try:
-        return CallPlan(csdfg, argnames, descs, out, sparse, values, torch_out)
+        return CallPlan(csdfg, argnames, descs, out, sparse, values, torch_out, given)
     except NoPlan:
         return None
