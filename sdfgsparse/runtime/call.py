@@ -144,9 +144,12 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=N
     # symbol values given by name (a slice's bounds, ``prog(A, x, a=2, b=7)``): part of the
     # key by name, passed to the compiled program as the symbols the arguments define are
     given = {k: v for k, v in kwargs.items() if k not in names}
+    for k, v in given.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise errors.ArgumentError(f'{prog.name}(): {k}={v!r}: a symbol\'s value must be an integer '
+                                       f'({", ".join(names)} are the arguments; other names are symbols)')
     key = None
-    if len(values) == len(names) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-                                          for v in given.values()):
+    if len(values) == len(names):
         key = _call_key(out, descs)
         if key is not None and given:
             key = key + (('symbols', tuple(sorted(given))), )
@@ -166,7 +169,17 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=N
         newkw = {k: out.get(k, v) for k, v in kwargs.items()}
         newkw.update(symbols)
         with benign_dace_warnings():  # the first call of a signature: parsed and built
-            result = orig_call(prog, *newargs, **newkw)
+            try:
+                result = orig_call(prog, *newargs, **newkw)
+            except TypeError as exc:  # DaCe's words for a symbol the call does not give
+                built = _compiled_for(prog, out)
+                missing = sorted({str(x) for x in built.sdfg.free_symbols} - set(newkw) - set(out)) \
+                    if built is not None and 'cannot be evaluated' in str(exc) else []
+                if missing:
+                    raise errors.ArgumentError(f'{prog.name}(): missing the value of symbol'
+                                               f'{"s" if len(missing) > 1 else ""} {", ".join(missing)} (give it '
+                                               f'by name: {prog.name}(..., {missing[0]}=...))') from exc
+                raise
         csdfg = _compiled_for(prog, out)
         if key is not None:
             _remember(prog, fast, key, out, symbols, csdfg)

@@ -307,3 +307,23 @@ def test_transpose_with_axes():
 
     with pytest.raises(errors.ShapeError, match=r'axes must be a permutation of \(0, 1\)'):
         bad.to_sdfg()
+
+
+def test_bounds_by_name_take_the_warm_plan_and_bad_ones_are_named():
+    """Symbol values given by name are part of the warm call plan (positional after the
+    arguments); a non-integer or a missing one is an ArgumentError naming it."""
+
+    @dace.program
+    def rows_of(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+        return A[a:b] @ x
+
+    A = _matrix(10, 8, seed=15)
+    x = np.arange(8.0)
+    for lo, hi in [(2, 7), (3, 9), (-4, 20), (2, 7)]:
+        np.testing.assert_allclose(rows_of(A, x, a=lo, b=hi), A.toarray()[lo:hi] @ x, atol=1e-12)
+        np.testing.assert_allclose(rows_of(A=A, x=x, b=hi, a=lo), A.toarray()[lo:hi] @ x, atol=1e-12)
+    assert [p.given for ps in rows_of.__dict__['_ss_plans'].values() for p in ps] == [['a', 'b']]
+    with pytest.raises(errors.ArgumentError, match=r"a=1\.5: a symbol's value must be an integer"):
+        rows_of(A, x, a=1.5, b=4)
+    with pytest.raises(errors.ArgumentError, match='missing the value of symbol b'):
+        rows_of(A, x, a=1)
