@@ -237,6 +237,18 @@ class ViewFormat(SparseFormat):
         """Expressions whose symbols the view's iteration uses beyond the stored type's."""
         return [self.base.rows, self.base.cols] + [e for s in self.steps if isinstance(s, Slice) for e in (s.start, s.count)]
 
+    def reverses(self, dim: int) -> bool:
+        """Whether the view walks dimension ``dim`` (0: rows, 1: columns) backwards from the
+        stored order (a slice along it with a negative step)."""
+        origin = [0, 1]  # current dimension -> the stored type's
+        backwards = [False, False]
+        for s in self.steps:
+            if isinstance(s, Transpose):
+                origin.reverse()
+            elif s.step < 0:
+                backwards[origin[s.axis]] = not backwards[origin[s.axis]]
+        return backwards[origin[dim]]
+
     @property
     def T(self) -> 'ViewFormat':
         return ViewFormat(self.base, self.steps + [Transpose()])

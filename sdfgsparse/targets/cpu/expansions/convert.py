@@ -3,7 +3,9 @@ import dace
 import dace.library
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
-from sdfgsparse.targets.cpu.entries import Entries
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.formats.levels import Compressed, Dense
+from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.ops.convert import Convert
 from sdfgsparse.targets.registry import register
@@ -21,6 +23,11 @@ class ExpandConvertCPU(ExpandTransformation):
     @staticmethod
     def expansion(node: 'Convert', state, sdfg):
         st = node.operand_type(state, 'A')
+        csc = node.sparse_type(state, 'out').fmt.name == 'CSC'
+        walk = st.T if csc else st  # the result's storage walks rows of this
+        rows = Entries(walk, {m: member_conn('A', m) for m in walk.fmt.member_names})
+        if sorted_row_walk(walk, rows):
+            return row_copy_kernel(node, state, sdfg, rows, walk)
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
 
         def expand(kb, vt):
@@ -28,6 +35,41 @@ class ExpandConvertCPU(ExpandTransformation):
 
         # a CSC result (the type of ``out``) is compressed by columns in compress_kernel
         return compress_kernel(node, state, sdfg, expand, st.rows, st.cols)
+
+
+def sorted_row_walk(st, ent: Entries) -> bool:
+    """Whether ``ent`` walks ``st`` row by row (its outer loop is the row, one per
+    iteration) over one ordered, unique compressed level, its columns in increasing order:
+    a CSR, or a view of one (a slice, a transposed CSC) whose columns are not reversed."""
+    fmt = st.fmt
+    stored = getattr(fmt, 'base', st).fmt
+    if [type(l) for l in stored.levels] != [Dense, Compressed] or not (stored.levels[1].ordered and
+                                                                       stored.levels[1].unique):
+        return False
+    if getattr(fmt, 'steps', None) and fmt.reverses(1):
+        return False
+    return ent.strategy(0) == 'acc'
+
+
+def row_copy_kernel(node, state, sdfg, ent: Entries, st):
+    """The result's rows copied straight from a sorted row walk (:func:`sorted_row_walk`),
+    no sort: each row's entries counted (rows in parallel), a prefix sum into ``pos``, each
+    row filled at ``pos[row]`` (rows in parallel). A row slice of a CSR costs its entries."""
+    kb = kernel_for_node(node, state, sdfg)
+    kb.globals['np'] = __import__('numpy')
+    R = pyexpr(st.rows)
+    pos, crd, vals = (member_conn('out', m) for m in ('pos1', 'crd1', 'vals'))
+    kb.line(f'rcnt = np.zeros(({R},), dtype=dace.int64)')
+    ent.emit(kb, ['rcnt[ri] = rcnt[ri] + 1'], parallel=True, pro=[f'ri = dace.int64({ent.i})'])
+    kb.line(f'{pos}[0] = 0')
+    kb.line(f'for r in range(0, {R}):')
+    kb.line(f'    {pos}[r + 1] = {pos}[r] + rcnt[r]')
+    kb.line(f'for z in dace.map[0:{pyexpr(node.sparse_type(state, "out").sizes["n1"])}]:')
+    kb.line(f'    {crd}[z] = 0')
+    kb.line(f'    {vals}[z] = 0')
+    ent.emit(kb, ['d = rcnt[ri]', f'{crd}[d] = {ent.j}', f'{vals}[d] = {ent.val}', 'rcnt[ri] = d + 1'],
+             parallel=True, pro=[f'ri = dace.int64({ent.i})', f'rcnt[ri] = {pos}[ri]'])
+    return kb.build()
 
 
 register(Convert, 'cpu', ExpandConvertCPU, default=True)
