@@ -74,7 +74,10 @@ def bind(kernel: dace.SDFG, symbols: Dict[str, str]) -> dace.SDFG:
                                [sympy.sympify(x).xreplace(back) for x in desc.strides],
                                sympy.sympify(desc.total_size).xreplace(back), desc.offset)
             outer.add_datadesc(name, desc)
-    mapping = {str(x): x for x in kernel.free_symbols if str(x) not in symbols}
+    # the kernel's symbols, those that only size its arguments included (a result's capacity)
+    used = {str(x) for x in kernel.free_symbols}
+    used |= {str(x) for d in kernel.arrays.values() if not d.transient for x in d.free_symbols}
+    mapping = {x: dace.symbol(x, kernel.symbols.get(x, dace.int64)) for x in used if x not in symbols}
     mapping.update({n: dace.symbolic.pystr_to_symbolic(e) for n, e in symbols.items()})
     for e in list(mapping.values()) + [s for d in outer.arrays.values() for s in d.free_symbols]:
         for x in dace.symbolic.pystr_to_symbolic(str(e)).free_symbols:

@@ -64,6 +64,9 @@ def row_copy_kernel(node, state, sdfg, ent: Entries, st):
     kb.line(f'{pos}[0] = 0')
     kb.line(f'for r in range(0, {R}):')
     kb.line(f'    {pos}[r + 1] = {pos}[r] + rcnt[r]')
+    # the capacity past pos[rows] zeroed as every expansion does (this loop is also what
+    # makes the capacity symbol the kernel's: DaCe passes the enclosing program only the
+    # symbols its nested kernels use, not those sizing their arguments alone)
     kb.line(f'for z in dace.map[0:{pyexpr(node.sparse_type(state, "out").sizes["n1"])}]:')
     kb.line(f'    {crd}[z] = 0')
     kb.line(f'    {vals}[z] = 0')
