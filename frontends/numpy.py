@@ -594,7 +594,7 @@ def _sparse_subscript(pv, node, name, inference):
     only, one or two of them, with NumPy's rules (negative bounds, clipping, negative
     steps); an integer index, ``None`` or ``...`` is refused."""
     sdfg = pv.sdfg
-    unparse = dace.frontend.python.astutils.unparse
+    unparse = ast.unparse  # (DaCe's writes ``::(- 1)``)
     items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     text = f'{_shown(name, sdfg)}[{", ".join(unparse(e) for e in items)}]'
     if not isinstance(node.ctx, ast.Load):
