@@ -61,15 +61,13 @@ def row_copy_kernel(node, state, sdfg, ent: Entries, st):
     pos, crd, vals = (member_conn('out', m) for m in ('pos1', 'crd1', 'vals'))
     kb.line(f'rcnt = np.zeros(({R},), dtype=dace.int64)')
     ent.emit(kb, ['rcnt[ri] = rcnt[ri] + 1'], parallel=True, pro=[f'ri = dace.int64({ent.i})'])
-    kb.line(f'{pos}[0] = 0')
+    # pos[0] = 0, written as min(0, capacity): the capacity past pos[rows] is left as it is
+    # (the runtime trims results to the count), and this keeps the capacity a symbol the
+    # kernel reads: DaCe passes the enclosing program only the symbols its nested kernels
+    # use, not those that only size their arguments
+    kb.line(f'{pos}[0] = min(0, {pyexpr(node.sparse_type(state, "out").sizes["n1"])})')
     kb.line(f'for r in range(0, {R}):')
     kb.line(f'    {pos}[r + 1] = {pos}[r] + rcnt[r]')
-    # the capacity past pos[rows] zeroed as every expansion does (this loop is also what
-    # makes the capacity symbol the kernel's: DaCe passes the enclosing program only the
-    # symbols its nested kernels use, not those sizing their arguments alone)
-    kb.line(f'for z in dace.map[0:{pyexpr(node.sparse_type(state, "out").sizes["n1"])}]:')
-    kb.line(f'    {crd}[z] = 0')
-    kb.line(f'    {vals}[z] = 0')
     ent.emit(kb, ['d = rcnt[ri]', f'{crd}[d] = {ent.j}', f'{vals}[d] = {ent.val}', 'rcnt[ri] = d + 1'],
              parallel=True, pro=[f'ri = dace.int64({ent.i})', f'rcnt[ri] = {pos}[ri]'])
     return kb.build()
