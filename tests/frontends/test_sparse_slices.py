@@ -327,3 +327,22 @@ def test_bounds_by_name_take_the_warm_plan_and_bad_ones_are_named():
         rows_of(A, x, a=1.5, b=4)
     with pytest.raises(errors.ArgumentError, match='missing the value of symbol b'):
         rows_of(A, x, a=1)
+
+
+def test_mkl_and_the_fpga_target_do_not_read_views():
+    """MKL multiplies stored matrices: a node that reads a slice stays on ``cpu`` (the MKL
+    trial of ``ss.optimize`` had run it on the whole matrix and crashed the process); the
+    FPGA lowering refuses views, naming the node."""
+    from sdfgsparse.ops.spmm import SpMM
+    from sdfgsparse.targets.fpga.lower import flatten_sparse_arguments
+    from sdfgsparse.targets.mkl import expansions as mkl_expansions
+
+    @dace.program
+    def sliced_spmm(A: ss.CSR[dace.float64, M, N], X: dace.float64[K, 3]):
+        return A[a:b, c:d] @ X
+
+    sdfg = sliced_spmm.to_sdfg()
+    (node, state), = [(n, s) for n, s in sdfg.all_nodes_recursive() if isinstance(n, SpMM)]
+    assert node.views and 'view of an operand' in mkl_expansions.unsupported(node, state)
+    with pytest.raises(errors.UnsupportedOperationError, match='reads a view'):
+        flatten_sparse_arguments(sdfg)
