@@ -50,13 +50,10 @@ def _stype(sdfg, name):
     return base.view_type(sdfg, name)
 
 
-def _shown(name: str, sdfg=None) -> str:
+def _shown(name: str, sdfg) -> str:
     """How an operand appears in an error: its name, ``A.T`` for a transposed view,
     ``A[2:5, :]`` for a slice."""
-    if sdfg is not None and isinstance(name, str) and name in sdfg.arrays:
-        return base.shown_name(sdfg, name)
-    base_name, tr = base.resolve_alias(name)
-    return f'{base_name}.T' if tr else base_name
+    return base.shown_name(sdfg, name)
 
 
 def _check_inner(sdfg, a_shape, b_shape, what):
@@ -439,7 +436,7 @@ def _sparse_name(sdfg, value) -> bool:
     return isinstance(value, str) and value in sdfg.arrays and is_sparse_desc(sdfg.arrays[value])
 
 
-def _unsupported(what: str, names, sdfg=None) -> errors.UnsupportedOperationError:
+def _unsupported(what: str, names, sdfg) -> errors.UnsupportedOperationError:
     shown = ', '.join(_shown(n, sdfg) for n in names)
     return errors.UnsupportedOperationError(
         f'{what}: {shown} {"is a sparse matrix" if len(names) == 1 else "are sparse matrices"}, which it does not '
@@ -619,7 +616,7 @@ def _sparse_subscript(pv, node, name, inference):
     if inference:
         shape = list(st.shape)
         for s in steps:
-            shape[s.axis] = s.extent
+            shape[s.axis] = s.count
         return st.dtype, shape
     return base.view_alias(sdfg, name, steps, text) if steps else name
 

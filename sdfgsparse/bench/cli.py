@@ -313,20 +313,20 @@ def _run_ml(args, config) -> int:
     except BenchError as exc:
         print(f'sdfgsparse bench: {exc}', file=sys.stderr)
         return 2
-    print(format_ml(results), flush=True)
-    if args.json:
-        import json
-        with open(args.json, 'w') as f:
-            json.dump([r.__dict__ for r in results], f, indent=1)
-        print(f'sdfgsparse bench: results written to {args.json}')
-    return 1 if any(not r.correct for r in results) else 0
+    return _suite_done(args, results, format_ml(results))
 
 
 def _run_shape(args, config) -> int:
     from sdfgsparse.bench.shape import format_shape, run_shape
     results = run_shape(config.matrices, repeat=args.repeat,
                         log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
-    print(format_shape(results), flush=True)
+    return _suite_done(args, results, format_shape(results))
+
+
+def _suite_done(args, results, table: str) -> int:
+    """Print a suite's table, write its results to ``--json``; exit status 1 when any
+    result is wrong."""
+    print(table, flush=True)
     if args.json:
         import json
         with open(args.json, 'w') as f:

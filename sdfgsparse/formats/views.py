@@ -43,21 +43,18 @@ class Slice:
     """Positions ``start, start + step, ...`` (``count`` of them) of matrix dimension ``axis``
     (0: rows, 1: columns), already normalised (:func:`normalise_slice`)."""
 
-    def __init__(self, axis: int, start, count, step: int, extent=None):
+    def __init__(self, axis: int, start, count, step: int):
         if axis not in (0, 1):
             raise ValueError(f'Slice: axis must be 0 or 1, got {axis!r}')
         self.axis = axis
         self.start = sympy.sympify(start)
         self.count = sympy.sympify(count)
         self.step = int(step)
-        #: the view's size along ``axis`` as an expression of the program's arguments (its
-        #: shape); ``count`` may be a symbol the program sets to it (for the kernels' loops)
-        self.extent = self.count if extent is None else sympy.sympify(extent)
         if self.step == 0:
             raise ValueError('Slice: step must not be zero')
 
     def as_json(self):
-        return ['slice', self.axis, str(self.start), str(self.count), self.step, str(self.extent)]
+        return ['slice', self.axis, str(self.start), str(self.count), self.step]
 
     def __repr__(self):
         return f'Slice({self.axis}, {self.start}, {self.count}, {self.step})'
@@ -88,9 +85,9 @@ def decode_steps(text: str) -> List[Step]:
         if item[0] == 'T':
             res.append(Transpose())
         elif item[0] == 'slice':
-            _, axis, start, count, step, extent = item
+            _, axis, start, count, step = item
             sym = dace.symbolic.pystr_to_symbolic
-            res.append(Slice(int(axis), sym(start), sym(count), int(step), sym(extent)))
+            res.append(Slice(int(axis), sym(start), sym(count), int(step)))
         else:
             raise ValueError(f'unknown view step {item!r}')
     return res
@@ -275,7 +272,7 @@ def view_type(st: SparseType, steps: Sequence[Step]) -> SparseType:
         if isinstance(s, Transpose):
             shape.reverse()
         else:
-            shape[s.axis] = s.extent
+            shape[s.axis] = s.count
     fmt = ViewFormat(base, steps)
     return SparseType(fmt, base.dtype, shape[0], shape[1], base.index_dtype, base.sizes, uid=-1)
 

@@ -171,7 +171,10 @@ class Kernel:
 
     # ------------------------------------------------------------------ data
     def _symbols(self, desc):
-        for s in desc.free_symbols:
+        self._add_symbols(desc.free_symbols)
+
+    def _add_symbols(self, symbols):
+        for s in symbols:
             if str(s) not in self.sdfg.symbols:
                 self.sdfg.add_symbol(str(s), self.parent.symbols.get(str(s), getattr(s, 'dtype', dace.int64)))
 
@@ -188,10 +191,8 @@ class Kernel:
 
     def operand(self, prefix: str, st: SparseType) -> Operand:
         """The sparse operand wired to the node's ``_<prefix>_<member>`` connectors, seen as ``st``."""
-        for e in (st.rows, st.cols, *getattr(st.fmt, 'symbol_exprs', ())):  # a view's bounds
-            for s in sympy.sympify(e).free_symbols:
-                if str(s) not in self.sdfg.symbols:
-                    self.sdfg.add_symbol(str(s), self.parent.symbols.get(str(s), dace.int64))
+        self._add_symbols(s for e in (st.rows, st.cols, *getattr(st.fmt, 'symbol_exprs', ()))  # a view's bounds
+                          for s in sympy.sympify(e).free_symbols)
         return Operand(st, {m: f'_{prefix}_{m}' for m in st.fmt.member_names})
 
     def transient(self, name: str, shape, dtype) -> str:

@@ -6,7 +6,7 @@ imported (see :mod:`sdfgsparse._dace_compat`); :class:`CompiledProgram` (``ss.co
 does the same for an SDFG object.
 """
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import dace
 import numpy as np
@@ -203,16 +203,16 @@ def _run_plans(plans, argnames, args, kwargs, by_type=None, out=None):
     types and dtypes of *all* arguments, so a call that leaves some out matches none.
     ``by_type`` (:func:`_add_plan`) holds the same plans by the types alone: where the types
     have one plan, the dtypes can select no other, and that plan runs without reading them."""
-    pos = args if not kwargs else _positional(argnames, args, kwargs)
+    pos, given = (args, []) if not kwargs else _positional(argnames, args, kwargs)
     if pos is None:
         return MISS
-    given = len(pos) - len(argnames)  # symbol values named by the call: the plan must name the same
+    # symbol values named by the call (positional after the arguments): the plan must name the same
     if by_type:
         same = by_type.get(tuple(map(type, pos)))
-        if same is not None and len(same) == 1 and (not given or same[0].given == _given_names(argnames, kwargs)):
+        if same is not None and len(same) == 1 and (not given or same[0].given == given):
             return same[0].run(pos) if out is None else same[0].run(pos, out)
     for plan in plans.get(_raw_key(pos), ()):
-        if given and plan.given != _given_names(argnames, kwargs):
+        if given and plan.given != given:
             continue
         result = plan.run(pos) if out is None else plan.run(pos, out)
         if result is not MISS:
@@ -220,25 +220,22 @@ def _run_plans(plans, argnames, args, kwargs, by_type=None, out=None):
     return MISS
 
 
-def _given_names(argnames, kwargs) -> list:
-    return sorted(k for k in kwargs if k not in argnames)
-
-
 def _raw_key(args) -> tuple:
     """What selects a plan, read straight from the arguments: type and dtype of each."""
     return tuple([(type(v), getattr(v, 'dtype', None)) for v in args])
 
 
-def _positional(argnames, args, kwargs) -> Optional[tuple]:
-    """All arguments in order when the call names exactly the remaining parameters, then
-    the values of the symbols it names (sorted by name)."""
+def _positional(argnames, args, kwargs) -> Tuple[Optional[tuple], list]:
+    """``(all arguments in order, then the values of the symbols the call names; those
+    names, sorted)`` when the call names exactly the remaining parameters and symbols, else
+    ``(None, [])``."""
     rest = argnames[len(args):]
     if not all(n in kwargs for n in rest):
-        return None
+        return None, []
     extra = sorted(k for k in kwargs if k not in argnames)
     if len(rest) + len(extra) != len(kwargs):
-        return None  # a parameter given twice: the full path says so
-    return tuple(args) + tuple(kwargs[n] for n in rest) + tuple(kwargs[k] for k in extra)
+        return None, []  # a parameter given twice: the full path says so
+    return tuple(args) + tuple(kwargs[n] for n in rest) + tuple(kwargs[k] for k in extra), extra
 
 
 def _add_plan(prog, csdfg, key, names, descs, values, out, sparse, torch_in, given=None):

@@ -169,7 +169,7 @@ class KernelBuilder:
         for e in exprs:
             if dace.symbolic.issymbolic(e):
                 e = sympy.sympify(e)
-                clipped = [a for a in sympy.preorder_traversal(e) if isinstance(a, (sympy.Min, sympy.Max))]
+                clipped = _clipped(e)
                 self.view_symbols_of(*clipped)
                 for s in e.xreplace({a: sympy.Integer(0) for a in clipped}).free_symbols:
                     self.symbol(str(s))
