@@ -40,6 +40,7 @@ from sdfgsparse.ops.convert import Convert, TARGETS
 from sdfgsparse.ops.add import SparseAdd, result_format
 from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.spgemm import SpGEMM
+from sdfgsparse.ops.concat import SparseConcat, part_prefix
 from sdfgsparse.runtime.capacity import capacity_symbol
 
 __all__ = []
@@ -75,20 +76,23 @@ def _materialise(sdfg, state, name: str) -> str:
 
 
 def _stored(sdfg, state, name: str) -> str:
-    """``name``, or its materialised copy where it is a view: for the operations whose
-    result has their operand's pattern and storage (its type is the operand's)."""
+    """``name``, or its materialised copy where it is a view or a concatenation: for the
+    operations whose result has their operand's pattern and storage (its type is the
+    operand's)."""
+    if base.concat_of(sdfg, name) is not None:
+        return _concat_materialise(sdfg, state, name)
     return _materialise(sdfg, state, name) if _is_view(sdfg, name) else name
 
 
 def _insert(state, node, sparse_in=None, dense_in=None, dense_out=None, sparse_out=None) -> str:
-    """:func:`base.insert_node`, after materialising the views among ``sparse_in`` that
-    ``node`` does not read as views (:attr:`~sdfgsparse.ops.base.SparseLibraryNode.ACCEPTS_VIEWS`)."""
+    """:func:`base.insert_node`, after materialising the concatenations among ``sparse_in``
+    and the views that ``node`` does not read as views
+    (:attr:`~sdfgsparse.ops.base.SparseLibraryNode.ACCEPTS_VIEWS`)."""
     sdfg = state.parent
     sparse_in = dict(sparse_in or {})
-    if not node.ACCEPTS_VIEWS:
-        for prefix, name in sparse_in.items():
-            if _is_view(sdfg, name):
-                sparse_in[prefix] = _materialise(sdfg, state, name)
+    for prefix, name in sparse_in.items():
+        if base.concat_of(sdfg, name) is not None or (not node.ACCEPTS_VIEWS and _is_view(sdfg, name)):
+            sparse_in[prefix] = _stored(sdfg, state, name)
     return base.insert_node(state, node, sparse_in, dense_in, dense_out, sparse_out)
 
 
@@ -98,13 +102,18 @@ def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b:
     bdesc = sdfg.arrays[b]
     _check_inner(sdfg, st.shape, bdesc.shape, f'{_shown(a, sdfg)} @ {_shown(b, sdfg)}')
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
-    if len(bdesc.shape) == 1:
-        out, _ = sdfg.add_temp_transient([st.rows], dtype)
-        return _insert(state, SpMV(), {'A': a}, {'_x': b}, ('_y', out))
-    if len(bdesc.shape) == 2:
-        out, _ = sdfg.add_temp_transient([st.rows, bdesc.shape[1]], dtype)
-        return _insert(state, SpMM(), {'A': a}, {'_B': b}, ('_Y', out))
-    raise errors.UnsupportedOperationError(f'sparse @ dense with a {len(bdesc.shape)}-D right operand')
+    if len(bdesc.shape) not in (1, 2):
+        raise errors.UnsupportedOperationError(f'sparse @ dense with a {len(bdesc.shape)}-D right operand')
+    shape = [st.rows] + list(bdesc.shape[1:])
+    node, x, y = (SpMV, '_x', '_y') if len(bdesc.shape) == 1 else (SpMM, '_B', '_Y')
+    cat = base.concat_of(sdfg, a)
+    if cat is not None:  # row blocks of the result, or a sum over column blocks of A and row blocks of b
+        return _split(pv, sdfg, state, a, shape, dtype, 0 if cat[0] == 0 else None,
+                      lambda st_, part, off, size, out: _insert(st_, node(), {'A': part},
+                                                                {x: b if cat[0] == 0 else (b, _block(sdfg, b, 0, off, size))},
+                                                                (y, ) + out))
+    out, _ = sdfg.add_temp_transient(shape, dtype)
+    return _insert(state, node(), {'A': a}, {x: b}, (y, out))
 
 
 @oprepo.replaces_operator('Array', 'MatMult', otherclass='Structure')
@@ -116,13 +125,32 @@ def _dense_matmult_sparse(pv, sdfg: dace.SDFG, state: dace.SDFGState, b: str, a:
         raise errors.UnsupportedOperationError(f'dense @ sparse with a {len(bdesc.shape)}-D left operand')
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
     shape = [st.cols] if len(bdesc.shape) == 1 else [bdesc.shape[0], st.cols]
+    cat = base.concat_of(sdfg, a)
+    if cat is not None:  # column blocks of the result, or a sum over row blocks of A and column blocks of b
+        last = len(bdesc.shape) - 1
+        return _split(pv, sdfg, state, a, shape, dtype, last if cat[0] == 1 else None,
+                      lambda st_, part, off, size, out: _insert(st_, DenseSpMM(), {'A': part}, {
+                          '_B': b if cat[0] == 1 else (b, _block(sdfg, b, last, off, size))
+                      }, ('_C', ) + out))
     out, _ = sdfg.add_temp_transient(shape, dtype)
     return _insert(state, DenseSpMM(), {'A': a}, {'_B': b}, ('_C', out))
 
 
 @oprepo.replaces_attribute('Structure', 'T')
 def _sparse_transpose(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str):
-    return base.transposed_alias(sdfg, a)
+    return _transposed(sdfg, a)
+
+
+def _transposed(sdfg, a: str) -> str:
+    """``a.T``: a transposed view; of a concatenation, the concatenation of the transposed
+    parts along the other axis (still no storage)."""
+    cat = base.concat_of(sdfg, a)
+    if cat is None:
+        return base.transposed_alias(sdfg, a)
+    st = _stype(sdfg, a)
+    parts = [_transposed(sdfg, p) for p in cat[1]]
+    return base.concat_alias(sdfg, parts, 1 - cat[0], _csr_type(st.dtype, st.cols, st.rows, st.index_dtype, _vals_count(st)),
+                             f'{_shown(a, sdfg)}.T')
 
 
 # ---------------------------------------------------------------------- element-wise on values
@@ -262,7 +290,7 @@ def _sparse_sum(pv, sdfg, state, a, axis=None):
         shape, ax = [st.rows], 1
     else:
         raise errors.UnsupportedOperationError(f'A.sum(axis={axis!r}): axis must be None, 0 or 1')
-    return _sum_node(sdfg, state, a, shape, ax, sum_dtype(st.dtype), count=False)
+    return _sum_node(sdfg, state, a, shape, ax, sum_dtype(st.dtype), count=False, pv=pv)
 
 
 _dense_numpy_sum = oprepo.Replacements.get('numpy.sum')
@@ -277,11 +305,21 @@ def _numpy_sum(pv, sdfg, state, a, axis=None):
     return _dense_numpy_sum(pv, sdfg, state, a, axis=axis)
 
 
-def _sum_node(sdfg, state, a, shape, axis, dtype, count):
+def _sum_node(sdfg, state, a, shape, axis, dtype, count, pv=None):
+    """``A.sum(axis)`` (``count``: the number of stored entries); of a concatenation, the
+    parts' sums into their blocks of the result, or added (``pv``: the visitor, for the sum)."""
+
+    def node():
+        n = SparseSum(axis=axis)
+        n.count = count
+        return n
+
+    cat = base.concat_of(sdfg, a)
+    if cat is not None:
+        return _split(pv, sdfg, state, a, shape, dtype, 0 if (cat[0], axis) in ((0, 1), (1, 0)) else None,
+                      lambda st_, part, off, size, out: _insert(st_, node(), {'A': part}, dense_out=('_out', ) + out))
     out, _ = sdfg.add_temp_transient(shape, dtype)
-    node = SparseSum(axis=axis)
-    node.count = count
-    return _insert(state, node, {'A': a}, dense_out=('_out', out))
+    return _insert(state, node(), {'A': a}, dense_out=('_out', out))
 
 
 def _sddmm(pv, sdfg, state, S, X, Y):
@@ -327,8 +365,9 @@ def _sparse_shape(pv, sdfg, state, a):
 def _sparse_nnz(pv, sdfg, state, a):
     """Number of stored entries: a symbol for formats that store no padding, else a count."""
     st = _stype(sdfg, a)
-    if _is_view(sdfg, a) or st.fmt.name in ('ELL', 'DIA') or st.fmt.name.rstrip('T') in ('ELL', 'DIA'):
-        return _sum_node(sdfg, state, a, [1], -1, dace.int64, count=True)
+    if _is_view(sdfg, a) or base.concat_of(sdfg, a) is not None or st.fmt.name in ('ELL', 'DIA') or \
+            st.fmt.name.rstrip('T') in ('ELL', 'DIA'):
+        return _sum_node(sdfg, state, a, [1], -1, dace.int64, count=True, pv=pv)
     return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
 
 
@@ -349,6 +388,8 @@ def _convert(sdfg, state, a: str, target: str = 'CSR') -> str:
     if target not in TARGETS:
         raise errors.UnsupportedOperationError(f'ss.convert inside a program supports {", ".join(TARGETS)}; '
                                                f'convert to {target} outside the program with ss.convert')
+    if base.concat_of(sdfg, a) is not None:
+        return _concat_materialise(sdfg, state, a, target)
     st = _stype(sdfg, a)
     cap = _vals_count(st)
     out_type = _csr_type(st.dtype, st.rows, st.cols, st.index_dtype, cap) if target == 'CSR' else \
@@ -402,6 +443,11 @@ def _oriented(sdfg, name: str):
 def _sparse_matmult_sparse(pv, sdfg, state, a, b):
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
     _check_inner(sdfg, sta.shape, stb.shape, f'{_shown(a, sdfg)} @ {_shown(b, sdfg)}')
+    for name in (a, b):
+        if base.concat_of(sdfg, name) is not None:
+            raise errors.UnsupportedOperationError(f'{_shown(a, sdfg)} @ {_shown(b, sdfg)}: sparse @ sparse does not take '
+                                                   'a concatenation yet; multiply the parts and concatenate the '
+                                                   'products')
     (abase, ta), (bbase, tb) = (_oriented(sdfg, n) for n in (a, b))
     for name in (abase, bbase):
         if sdfg.arrays[name].transient:
@@ -460,6 +506,8 @@ def _leaving(pv, name):
     sdfg = pv.sdfg
     if not _sparse_name(sdfg, name):
         return name
+    if base.concat_of(sdfg, name) is not None:
+        return _concat_materialise(sdfg, pv._add_state('materialise_concat'), name)
     if _is_view(sdfg, name):
         return _materialise(sdfg, pv._add_state(f'materialise_{base.resolve_view(sdfg, name)[0]}'), name)
     base_name, transposed = base.resolve_alias(name)
@@ -618,7 +666,20 @@ def _sparse_subscript(pv, node, name, inference):
         for s in steps:
             shape[s.axis] = s.count
         return st.dtype, shape
-    return base.view_alias(sdfg, name, steps, text) if steps else name
+    if not steps:
+        return name
+    cat = base.concat_of(sdfg, name)
+    if cat is not None:
+        if all(s.axis != cat[0] for s in steps):  # a slice across the parts: the concatenation of their slices
+            parts = [base.view_alias(sdfg, p, steps, f'{_shown(p, sdfg)}[{", ".join(unparse(e) for e in items)}]')
+                     for p in cat[1]]
+            shape = list(st.shape)
+            for s in steps:
+                shape[s.axis] = s.count
+            return base.concat_alias(sdfg, parts, cat[0],
+                                     _csr_type(st.dtype, shape[0], shape[1], st.index_dtype, _vals_count(st)), text)
+        name = _concat_materialise(sdfg, pv._add_state('materialise_concat'), name)
+    return base.view_alias(sdfg, name, steps, text)
 
 
 def _create_callback(pv, node, *args, _dace=ProgramVisitor.create_callback, **kwargs):
@@ -757,16 +818,157 @@ def _np_transpose(pv, sdfg, state, a, axes=None, *args):
     if args or not _sparse_name(sdfg, a):
         raise _unsupported(f'numpy.transpose with axes={axes!r}', _sparse_operands(sdfg, (a, axes, args)), sdfg)
     if axes is None:
-        return base.transposed_alias(sdfg, a)
+        return _transposed(sdfg, a)
     order = _axes_of(axes, f'numpy.transpose({_shown(a, sdfg)}, {axes!r})', a, sdfg)
     if sorted(order) != [0, 1]:
         raise errors.ShapeError(f'numpy.transpose({_shown(a, sdfg)}, {axes!r}): axes must be a permutation of '
                                 '(0, 1) for a 2-D sparse matrix')
-    return base.transposed_alias(sdfg, a) if order == (1, 0) else a
+    return _transposed(sdfg, a) if order == (1, 0) else a
+
+
+# ---------------------------------------------------------------------- concatenation
+def _concat_materialise(sdfg, state, name: str, target: str = None) -> str:
+    """The concatenation ``name`` as a new canonical matrix (a ``SparseConcat`` node):
+    ``target`` (CSR or CSC); by default CSC where every part is stored column-major, else
+    CSR."""
+    axis, parts = base.concat_of(sdfg, name)
+    st = _stype(sdfg, name)
+    if target is None:
+        target = 'CSC' if all(_stype(sdfg, p).fmt.outer_dim == 1 for p in parts) else 'CSR'
+    fmt = CSR if target == 'CSR' else CSC
+    out_type = fmt.type(st.dtype, st.rows, st.cols, st.index_dtype, n1=_vals_count(st))
+    return _insert(state, SparseConcat(axis=axis, parts=len(parts)), {part_prefix(p): n for p, n in enumerate(parts)},
+                   sparse_out=('out', out_type, 'concat'))
+
+
+def _block(sdfg, name: str, dim: int, offset, size) -> dace.subsets.Range:
+    """The part of dense data ``name`` at ``offset:offset + size`` along ``dim``, whole along
+    the others."""
+    ranges = [(0, s - 1, 1) for s in sdfg.arrays[name].shape]
+    ranges[dim] = (offset, offset + size - 1, 1)
+    return dace.subsets.Range(ranges)
+
+
+def _split(pv, sdfg, state, cat: str, shape, dtype, out_dim, emit) -> str:
+    """A linear operation on the concatenation ``cat`` as one operation per part, fused:
+    no part is copied. ``emit(state, part, offset, size, out)`` inserts the operation of one
+    part (at ``offset``, ``size`` long along the concatenation axis) writing ``out``
+    (``(data,)`` or ``(data, subset)``). ``out_dim``: the dimension of the result (of
+    ``shape`` and ``dtype``) that the concatenation axis becomes, each part writing its
+    block of it; None where the operation sums over that axis, each part then writing a
+    partial result, added afterwards."""
+    axis, parts = base.concat_of(sdfg, cat)
+    offset = 0
+    out = None
+    partials = []
+    if out_dim is not None:
+        out, _ = sdfg.add_temp_transient(shape, dtype)
+    for p in parts:
+        size = _stype(sdfg, p).shape[axis]
+        if out_dim is not None:
+            emit(state, p, offset, size, (out, _block(sdfg, out, out_dim, offset, size)))
+        else:
+            t, _ = sdfg.add_temp_transient(shape, dtype)
+            emit(state, p, offset, size, (t, ))
+            partials.append(t)
+        offset = offset + size
+    if out is not None:
+        return out
+    add = oprepo.Replacements.getop('Array', 'Add', otherclass='Array')
+    total = partials[0]
+    for t in partials[1:]:
+        total = add(pv, sdfg, pv._add_state('concat_sum'), total, t)
+    return total
+
+
+_CONCAT_CALLS = {'numpy.concatenate': 'np.concatenate', 'numpy.vstack': 'np.vstack', 'numpy.row_stack': 'np.vstack',
+                 'numpy.hstack': 'np.hstack', 'numpy.column_stack': 'np.hstack'}
+
+
+def _concat_axis(axis, what: str) -> int:
+    if axis is None:
+        raise errors.UnsupportedOperationError(f'{what}: axis=None flattens the operands, which sparse matrices do not '
+                                               'support inside a program; give axis 0 or 1')
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -2 <= int(axis) < 2:
+        raise errors.ShapeError(f'{what}: axis {axis!r} is out of range for 2-D sparse matrices (axes are 0, 1, -1, -2)')
+    return int(axis) % 2
+
+
+def _sparse_concat(pv, sdfg, state, arrays, axis, call: str) -> str:
+    """``np.concatenate(arrays, axis)`` (``np.vstack``: axis 0, ``np.hstack``: axis 1) of
+    sparse matrices: a concatenation (:func:`base.concat_alias`), no storage. Parts that
+    are concatenations along the same axis are flattened into it; along the other axis,
+    materialised first."""
+    names = list(arrays) if isinstance(arrays, (tuple, list)) else [arrays]
+    what = f'{call}(({", ".join(_shown(n, sdfg) if _sparse_name(sdfg, n) else str(n) for n in names)}), axis={axis})'
+    dense = [str(n) for n in names if not _sparse_name(sdfg, n)]
+    if dense:
+        raise errors.UnsupportedOperationError(f'{what}: {", ".join(dense)} {"is" if len(dense) == 1 else "are"} not '
+                                               'sparse; a program concatenates sparse matrices with sparse matrices '
+                                               'only (make the dense operand sparse outside the program)')
+    axis = _concat_axis(axis, what)
+    sts = [_stype(sdfg, n) for n in names]
+    other = 1 - axis
+    for n, st in zip(names[1:], sts[1:]):
+        require_equal(sdfg, sts[0].shape[other], st.shape[other],
+                      f'{what}: {"columns" if other else "rows"} of {_shown(names[0], sdfg)} and {_shown(n, sdfg)}')
+    parts = []
+    for n in names:
+        cat = base.concat_of(sdfg, n)
+        if cat is not None and cat[0] == axis:
+            parts.extend(cat[1])
+        elif cat is not None:
+            parts.append(_concat_materialise(sdfg, state, n))
+        else:
+            parts.append(n)
+    if len(parts) == 1:
+        return names[0]
+    shape = list(sts[0].shape)
+    shape[axis] = sum((st.shape[axis] for st in sts), sympy.Integer(0))
+    dtype = dace.dtypes.result_type_of(*(st.dtype for st in sts))
+    cap = sum((_vals_count(st) for st in sts), sympy.Integer(0))
+    return base.concat_alias(sdfg, parts, axis, _csr_type(dtype, shape[0], shape[1], _index_type(*sts), cap), what)
+
+
+def _np_concatenate(pv, sdfg, state, arrays, axis=0, out=None, **kwargs):
+    if out is not None or kwargs:
+        raise _unsupported('numpy.concatenate with out, dtype or casting', _sparse_operands(sdfg, (arrays, out)), sdfg)
+    return _sparse_concat(pv, sdfg, state, arrays, axis, 'np.concatenate')
+
+
+def _stacker(name: str, axis: int):
+
+    def stack(pv, sdfg, state, tup, **kwargs):
+        if kwargs:
+            raise _unsupported(f'{name} with dtype or casting', _sparse_operands(sdfg, tup), sdfg)
+        return _sparse_concat(pv, sdfg, state, tup, axis, _CONCAT_CALLS[name])
+
+    return stack
+
+
+def _new_axis_stack(name: str):
+
+    def refuse(pv, sdfg, state, arrays, *args, **kwargs):
+        found = _sparse_operands(sdfg, arrays)
+        raise errors.UnsupportedOperationError(
+            f'{name}: {", ".join(_shown(n, sdfg) for n in found)} would stack along a new axis into a 3-D sparse '
+            'tensor; sparse data inside a program are 2-D for now (use np.vstack / np.hstack / np.concatenate)')
+
+    return refuse
 
 
 #: DaCe's function name -> the sparse implementation used when an operand is sparse
-SPARSE_FUNCTIONS = {'numpy.copy': _np_copy, 'numpy.transpose': _np_transpose}
+SPARSE_FUNCTIONS = {
+    'numpy.copy': _np_copy,
+    'numpy.transpose': _np_transpose,
+    'numpy.concatenate': _np_concatenate,
+    'numpy.vstack': _stacker('numpy.vstack', 0),
+    'numpy.row_stack': _stacker('numpy.row_stack', 0),
+    'numpy.hstack': _stacker('numpy.hstack', 1),
+    'numpy.column_stack': _stacker('numpy.column_stack', 1),
+    'numpy.stack': _new_axis_stack('np.stack'),
+    'numpy.dstack': _new_axis_stack('np.dstack'),
+}
 
 
 @oprepo.replaces_method('Structure', 'copy')

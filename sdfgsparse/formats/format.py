@@ -330,7 +330,7 @@ class SparseType:
             members[name] = dace.data.Array(dt, [size])
         for key, v in (('rows', self.rows), ('cols', self.cols)):
             if dace.symbolic.issymbolic(v):
-                members[key] = v
+                members[key] = _settable(v)
         return dace.data.Structure(members, name=self.name, transient=transient)
 
     @property
@@ -381,6 +381,25 @@ def is_sparse_desc(desc) -> bool:
 _TYPE_CACHE: Dict[int, tuple] = {}
 
 
+def _settable(e):
+    """A symbolic dimension as a structure member. DaCe 1.0.2's ``Structure`` sets
+    ``transient`` on every member, which a sympy sum (``M + K``: the rows of a
+    concatenation) does not take: such an expression is kept as ``Max(e, 0)`` (unevaluated;
+    equal to ``e``, a size), which does."""
+    try:
+        e.transient = False
+        return e
+    except AttributeError:
+        return sympy.Max(e, 0, evaluate=False)
+
+
+def _unwrapped(e):
+    """Inverse of :func:`_settable`."""
+    if isinstance(e, sympy.Max) and len(e.args) == 2 and sympy.Integer(0) in e.args:
+        return e.args[0] if e.args[1] == 0 else e.args[1]
+    return e
+
+
 def sparse_type_of(desc: dace.data.Structure) -> SparseType:
     """Recover the :class:`SparseType` a structure was built from (its name and member shapes).
     Results are cached per descriptor object (the call path asks on every call)."""
@@ -403,7 +422,7 @@ def _sparse_type_of(desc: dace.data.Structure) -> SparseType:
     members = desc.members
 
     def sym(v):
-        return dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v
+        return _unwrapped(dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v)
 
     rows = int(m.group('r')) if m.group('r') else sym(members['rows'])
     cols = int(m.group('c')) if m.group('c') else sym(members['cols'])

@@ -30,7 +30,8 @@ from sdfgsparse.formats import views as _views
 from sdfgsparse.lowering.graph import connector_desc
 
 __all__ = ['SparseLibraryNode', 'FusableSparseNode', 'member_conn', 'member_memlet', 'resolve_alias',
-           'transposed_alias', 'alias', 'view_alias', 'resolve_view', 'shown_name', 'add_sparse_input',
+           'transposed_alias', 'alias', 'view_alias', 'resolve_view', 'shown_name', 'concat_alias', 'concat_of',
+           'add_sparse_input',
            'add_sparse_output', 'add_dense_input', 'add_dense_output', 'new_sparse_result', 'insert_node',
            'retype_sparse', 'sparse_consumers', 'change_argument_format', 'use_implementation',
            'implementation_override']
@@ -96,6 +97,9 @@ def shown_name(sdfg: dace.SDFG, name: str) -> str:
     view = getattr(sdfg.arrays.get(name), VIEW_ATTR, None)
     if view is not None:
         return view[3]
+    cat = getattr(sdfg.arrays.get(name), CONCAT_ATTR, None)
+    if cat is not None:
+        return cat[2]
     base, tr = resolve_alias(name)
     return f'{base}.T' if tr else base
 
@@ -118,6 +122,28 @@ def view_alias(sdfg: dace.SDFG, name: str, steps, shown: str) -> str:
     desc = st.structure(transient=True)
     setattr(desc, VIEW_ATTR, (base, tr, _views.encode_steps(allsteps), shown))
     return sdfg.add_datadesc(f'{base}_ssV', desc, find_new_name=True)
+
+
+#: Attribute of the descriptor that stands for a concatenation in a program
+#: (:func:`concat_alias`): ``(axis, part names, how it is shown in errors)``
+CONCAT_ATTR = '_ss_concat'
+
+
+def concat_alias(sdfg: dace.SDFG, parts, axis: int, st: SparseType, shown: str) -> str:
+    """A new name that stands for sparse data ``parts`` (names: arguments, results, views)
+    concatenated along ``axis`` (0: rows, 1: columns), of type ``st`` (the type the
+    concatenation has when it is materialised: its shape, dtype and capacity). No storage:
+    the frontend splits a linear operation on it into one per part, and materialises it
+    (a ``SparseConcat`` node) for the others; no node reads it directly."""
+    desc = st.structure(transient=True)
+    setattr(desc, CONCAT_ATTR, (int(axis), tuple(parts), shown))
+    return sdfg.add_datadesc('__ss_cat', desc, find_new_name=True)
+
+
+def concat_of(sdfg: dace.SDFG, name) -> Optional[Tuple[int, Tuple[str, ...]]]:
+    """``(axis, parts)`` when ``name`` stands for a concatenation (:func:`concat_alias`), else None."""
+    cat = getattr(sdfg.arrays.get(name), CONCAT_ATTR, None) if isinstance(name, str) else None
+    return None if cat is None else (cat[0], cat[1])
 
 
 def alias(sdfg: dace.SDFG, name: str) -> str:
@@ -287,6 +313,9 @@ def add_sparse_input(state: SDFGState, node: SparseLibraryNode, prefix: str, nam
     ``node.transpose_<prefix>`` accordingly when the node has that property.
     """
     sdfg = state.parent
+    if concat_of(sdfg, name) is not None:
+        raise errors.UnsupportedOperationError(f'{node.label} does not read a concatenation ({shown_name(sdfg, name)}); '
+                                               'split the operation per part or materialise it (SparseConcat)')
     base, transposed, steps = resolve_view(sdfg, name)
     desc = sdfg.arrays[base]
     st = sparse_type_of(desc)
@@ -304,6 +333,9 @@ def add_sparse_input(state: SDFGState, node: SparseLibraryNode, prefix: str, nam
         state.add_edge(vnode, None, node, conn, dace.Memlet.from_array(view, sdfg.arrays[view]))
     if hasattr(node, f'transpose_{prefix}'):
         setattr(node, f'transpose_{prefix}', transposed)
+    elif transposed and node.ACCEPTS_VIEWS:  # read as a view whose first step transposes
+        steps = _views.encode_steps([_views.Transpose()] + _views.decode_steps(steps))
+        transposed = False
     elif transposed:
         raise errors.UnsupportedOperationError(f'{node.label} does not take a transposed operand {prefix}')
     st = st.T if transposed else st
@@ -338,20 +370,31 @@ def add_sparse_output(state: SDFGState, node: SparseLibraryNode, prefix: str, na
     return st
 
 
-def add_dense_input(state: SDFGState, node: nodes.LibraryNode, conn: str, name: str):
+def _dense_memlet(sdfg: dace.SDFG, name: str, subset=None) -> dace.Memlet:
+    """The whole of dense data ``name``, or the part ``subset`` (a ``Range`` or its text)."""
+    if subset is None:
+        return dace.Memlet.from_array(name, sdfg.arrays[name])
+    return dace.Memlet(data=name, subset=subset if isinstance(subset, dace.subsets.Range) else
+                       dace.subsets.Range.from_string(str(subset)))
+
+
+def add_dense_input(state: SDFGState, node: nodes.LibraryNode, conn: str, name: str, subset=None):
+    """Connect dense data ``name`` (or the part ``subset`` of it: a block of a
+    concatenation's operand) to input ``conn``."""
     sdfg = state.parent
     if isinstance(node, SparseLibraryNode):
         node.dense_ranks = {**(node.dense_ranks or {}), conn: len(sdfg.arrays[name].shape)}
     node.add_in_connector(conn)
-    state.add_edge(state.add_read(name), None, node, conn, dace.Memlet.from_array(name, sdfg.arrays[name]))
+    state.add_edge(state.add_read(name), None, node, conn, _dense_memlet(sdfg, name, subset))
 
 
-def add_dense_output(state: SDFGState, node: nodes.LibraryNode, conn: str, name: str):
+def add_dense_output(state: SDFGState, node: nodes.LibraryNode, conn: str, name: str, subset=None):
+    """Connect output ``conn`` to dense data ``name`` (or to the part ``subset`` of it)."""
     sdfg = state.parent
     if isinstance(node, SparseLibraryNode):
         node.dense_ranks = {**(node.dense_ranks or {}), conn: len(sdfg.arrays[name].shape)}
     node.add_out_connector(conn)
-    state.add_edge(node, conn, state.add_write(name), None, dace.Memlet.from_array(name, sdfg.arrays[name]))
+    state.add_edge(node, conn, state.add_write(name), None, _dense_memlet(sdfg, name, subset))
 
 
 def insert_node(state: SDFGState,
@@ -363,8 +406,8 @@ def insert_node(state: SDFGState,
     """Add ``node`` to ``state`` and wire it.
 
     :param sparse_in: operand prefix -> sparse data name (or ``X.T`` alias).
-    :param dense_in: connector -> dense data name.
-    :param dense_out: (connector, data name) of a dense result.
+    :param dense_in: connector -> dense data name, or ``(name, subset)`` for a part of it.
+    :param dense_out: (connector, data name[, subset]) of a dense result.
     :param sparse_out: (prefix, type, name hint) of a sparse result, created here.
     :return: the name of the result.
     """
@@ -372,7 +415,7 @@ def insert_node(state: SDFGState,
     for prefix, name in (sparse_in or {}).items():
         add_sparse_input(state, node, prefix, name)
     for conn, name in (dense_in or {}).items():
-        add_dense_input(state, node, conn, name)
+        add_dense_input(state, node, conn, *(name if isinstance(name, tuple) else (name, )))
     if dense_out is not None:
         add_dense_output(state, node, *dense_out)
         return dense_out[1]
