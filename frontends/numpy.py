@@ -900,6 +900,8 @@ def _sparse_concat(pv, sdfg, state, arrays, axis, call: str) -> str:
     are concatenations along the same axis are flattened into it; along the other axis,
     materialised first."""
     names = list(arrays) if isinstance(arrays, (tuple, list)) else [arrays]
+    # a call's result inside the tuple arrives as a one-element list
+    names = [n[0] if isinstance(n, (tuple, list)) and len(n) == 1 else n for n in names]
     what = f'{call}(({", ".join(_shown(n, sdfg) if _sparse_name(sdfg, n) else str(n) for n in names)}), axis={axis})'
     dense = [str(n) for n in names if not _sparse_name(sdfg, n)]
     if dense:

@@ -381,22 +381,26 @@ def is_sparse_desc(desc) -> bool:
 _TYPE_CACHE: Dict[int, tuple] = {}
 
 
+#: The function that holds a dimension a structure member cannot be as it is (:func:`_settable`)
+_SIZE = sympy.Function('ss_size')
+
+
 def _settable(e):
     """A symbolic dimension as a structure member. DaCe 1.0.2's ``Structure`` sets
     ``transient`` on every member, which a sympy sum (``M + K``: the rows of a
-    concatenation) does not take: such an expression is kept as ``Max(e, 0)`` (unevaluated;
-    equal to ``e``, a size), which does."""
+    concatenation) does not take: such an expression is kept as ``ss_size(M + K)``, which
+    does (and has the same free symbols)."""
     try:
         e.transient = False
         return e
     except AttributeError:
-        return sympy.Max(e, 0, evaluate=False)
+        return _SIZE(e)
 
 
 def _unwrapped(e):
-    """Inverse of :func:`_settable`."""
-    if isinstance(e, sympy.Max) and len(e.args) == 2 and sympy.Integer(0) in e.args:
-        return e.args[0] if e.args[1] == 0 else e.args[1]
+    """Inverse of :func:`_settable` (also of its text, after a JSON round trip)."""
+    if isinstance(e, sympy.core.function.AppliedUndef) and e.func.__name__ == 'ss_size' and len(e.args) == 1:
+        return e.args[0]
     return e
 
 
