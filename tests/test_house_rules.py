@@ -190,7 +190,8 @@ def test_the_checks_catch_a_broken_tree(tmp_path):
 
 def test_cpu_implementations_are_registered_by_the_target():
     """The node files define ``pure`` only; ``targets/cpu`` adds ``cpu`` (and makes it the
-    default) on every sparse node but the copy, which has no kernel of its own."""
+    default) on every sparse node but the copy and the concatenation, which have no kernel
+    of their own (member copies; rows copied at offsets: their level walks are the CPU code)."""
     import sdfgsparse  # noqa: F401 (imports every node file and registers the targets)
     from sdfgsparse.ops.base import SparseLibraryNode
     from sdfgsparse.targets.registry import registered
@@ -203,7 +204,7 @@ def test_cpu_implementations_are_registered_by_the_target():
     nodes = {c for c in subclasses(SparseLibraryNode) if c.__module__.startswith('sdfgsparse.ops.')
              and 'implementations' in c.__dict__}
     with_cpu = set(registered('cpu'))
-    assert {c.__name__ for c in nodes - with_cpu} == {'SparseCopy'}
+    assert {c.__name__ for c in nodes - with_cpu} == {'SparseCopy', 'SparseConcat'}
     for c in with_cpu:
         assert c.default_implementation == 'cpu' and type(c.implementations['cpu']).__name__ != 'NoneType'
         assert c.implementations['cpu'].__module__.startswith('sdfgsparse.targets.cpu.expansions.')

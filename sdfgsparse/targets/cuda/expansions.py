@@ -16,6 +16,7 @@ from sdfgsparse.ops.add import SparseAdd
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.attention import SparseAttention
 from sdfgsparse.ops.base import SparseLibraryNode
+from sdfgsparse.ops.concat import SparseConcat
 from sdfgsparse.ops.convert import Convert
 from sdfgsparse.ops.dense_spmm import DenseSpMM
 from sdfgsparse.ops.map_values import MapValues
@@ -38,7 +39,7 @@ IMPLEMENTATION = 'cuda'
 #: The node classes that get a ``cuda`` implementation (every sparse library node).
 NODES: List[Type[SparseLibraryNode]] = [
     SparseAdd, SparseAddDense, SparseAttention, Convert, DenseSpMM, MapValues, SparseMul, SparseMulDense, SparseSum,
-    SDDMM, SparseSoftmax, SparseCopy, SpGEMM, SpMM, SpMV
+    SDDMM, SparseSoftmax, SparseCopy, SparseConcat, SpGEMM, SpMM, SpMV
 ]
 
 
