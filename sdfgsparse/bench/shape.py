@@ -1,15 +1,18 @@
 """``sdfgsparse bench --suite shape``: shape operators on sparse matrices (issue 37).
 
-Slices today (concatenation, reshape and N-D tensors are not built yet). On each matrix of
-the set (CSR, float64), with bounds that cut about a quarter off each end:
+Slices and concatenation today (reshape and N-D tensors are not built yet). On each matrix
+of the set (CSR, float64), with bounds that cut about a quarter off each end:
 
 * **alone, materialised** — ``A[a:b]`` (rows), ``A[:, c:d]`` (columns; scipy slices a
-  CSR's columns through a conversion), ``A[::2]``: our program returns the slice as a
-  canonical CSR; peers scipy (``A[a:b]``) and pydata/sparse (GCXS, where installed);
-* **fused** — ``A[a:b] @ x``, ``A[:, c:d] @ X`` (16 columns) and ``A[a:b].sum(axis=1)``:
-  our program iterates the view (no copy), against the same program with the slice
-  materialised first (``ss.convert(A[a:b], ss.CSR) @ x``) and against scipy (which slices,
-  then multiplies).
+  CSR's columns through a conversion), ``A[::2]``, ``np.vstack((A, A))`` and
+  ``np.hstack((A, A))`` (scipy concatenates CSR columns through COO): our program returns
+  the result as a canonical CSR; peers scipy (``A[a:b]``, ``sp.vstack(..., format='csr')``)
+  and pydata/sparse (GCXS, where installed);
+* **fused** — ``A[a:b] @ x``, ``A[:, c:d] @ X`` (16 columns), ``A[a:b].sum(axis=1)``,
+  ``np.vstack((A, A)) @ x`` and ``np.hstack((A, A)) @ x``: our program iterates the view
+  (no copy), against the same program with the view materialised first
+  (``ss.convert(A[a:b], ss.CSR) @ x``) and against scipy (which slices or stacks, then
+  multiplies).
 
 Each program is built once (the bounds are symbols) and its result checked against
 scipy's; calls are interleaved (:mod:`.timing`), medians reported.
@@ -33,6 +36,10 @@ TASKS = {
     'rows@x': 'A[a:b] @ x',
     'cols@X': 'A[:, c:d] @ X',
     'rows.sum': 'A[a:b].sum(axis=1)',
+    'vstack': 'np.vstack((A, A))',
+    'hstack': 'np.hstack((A, A))',
+    'vstack@x': 'np.vstack((A, A)) @ x',
+    'hstack@x': 'np.hstack((A, A)) @ x',
 }
 K = 16
 
@@ -85,8 +92,27 @@ def _programs():
     def rows_sum_copy(A: ss.CSR[dace.float64, M, N]):
         return ss.convert(A[a:b], ss.CSR).sum(axis=1)
 
+    def vstack(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N]):
+        return np.vstack((A, B))
+
+    def hstack(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N]):
+        return np.hstack((A, B))
+
+    def vstack_x(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+        return np.vstack((A, B)) @ x
+
+    def vstack_x_copy(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+        return ss.convert(np.vstack((A, B)), ss.CSR) @ x
+
+    def hstack_x(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[2 * N]):
+        return np.hstack((A, B)) @ x
+
+    def hstack_x_copy(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[2 * N]):
+        return ss.convert(np.hstack((A, B)), ss.CSR) @ x
+
     made = {}
-    for f in (rows, cols, rows_step, rows_x, rows_x_copy, cols_X, cols_X_copy, rows_sum, rows_sum_copy):
+    for f in (rows, cols, rows_step, rows_x, rows_x_copy, cols_X, cols_X_copy, rows_sum, rows_sum_copy, vstack, hstack,
+              vstack_x, vstack_x_copy, hstack_x, hstack_x_copy):
         f.__name__ = f'shape_{f.__name__}'
         made[f.__name__[6:]] = dace.program(f)
     return made
@@ -105,10 +131,10 @@ def _same(ours, ref, scale: float) -> bool:
     entry (bcsstk16's row sums cancel values of 2e9 down to 1e-5)."""
     if sp.issparse(ref):
         ours = sp.csr_array(ours)
-        return ours.shape == ref.shape and (abs(ours - ref).max() <= 1e-12 * scale if ref.nnz else
-                                            ours.count_nonzero() == 0)
+        return bool(ours.shape == ref.shape and (abs(ours - ref).max() <= 1e-12 * scale if ref.nnz else
+                                                 ours.count_nonzero() == 0))
     ours, ref = np.asarray(ours).ravel(), np.asarray(ref).ravel()
-    return ours.shape == ref.shape and np.allclose(ours, ref, rtol=1e-9, atol=1e-12 * scale)
+    return bool(ours.shape == ref.shape and np.allclose(ours, ref, rtol=1e-9, atol=1e-12 * scale))  # (JSON)
 
 
 def run_shape(matrices, repeat: int = 20, log: Callable[[str], None] = print) -> List[ShapeResult]:
@@ -124,6 +150,7 @@ def run_shape(matrices, repeat: int = 20, log: Callable[[str], None] = print) ->
         m, n = A.shape
         lo, hi, clo, chi = m // 4, m - m // 4, n // 4, n - n // 4
         x = rng.standard_normal(n)
+        x2 = rng.standard_normal(2 * n)
         X = rng.standard_normal((chi - clo, K))
         G = pydata.GCXS.from_scipy_sparse(A) if pydata is not None else None
         bounds = dict(sa=lo, sb=hi, sc=clo, sd=chi)
@@ -145,6 +172,18 @@ def run_shape(matrices, repeat: int = 20, log: Callable[[str], None] = print) ->
             'rows.sum': ({'sdfgsparse': lambda: progs['rows_sum'](A, **bounds),
                           'materialised': lambda: progs['rows_sum_copy'](A, **bounds),
                           'scipy': lambda: A[lo:hi].sum(axis=1)}, lambda: A[lo:hi].sum(axis=1)),
+            'vstack': ({'sdfgsparse': lambda: progs['vstack'](A, A), 'scipy': lambda: sp.vstack((A, A), format='csr'),
+                        'pydata': (lambda: pydata.concatenate([G, G], axis=0)) if G is not None else None},
+                       lambda: sp.vstack((A, A), format='csr')),
+            'hstack': ({'sdfgsparse': lambda: progs['hstack'](A, A), 'scipy': lambda: sp.hstack((A, A), format='csr'),
+                        'pydata': (lambda: pydata.concatenate([G, G], axis=1)) if G is not None else None},
+                       lambda: sp.hstack((A, A), format='csr')),
+            'vstack@x': ({'sdfgsparse': lambda: progs['vstack_x'](A, A, x),
+                          'materialised': lambda: progs['vstack_x_copy'](A, A, x),
+                          'scipy': lambda: sp.vstack((A, A), format='csr') @ x}, lambda: np.concatenate((A @ x, A @ x))),
+            'hstack@x': ({'sdfgsparse': lambda: progs['hstack_x'](A, A, x2),
+                          'materialised': lambda: progs['hstack_x_copy'](A, A, x2),
+                          'scipy': lambda: sp.hstack((A, A), format='csr') @ x2}, lambda: A @ x2[:n] + A @ x2[n:]),
         }
         for task, (calls, reference) in tasks.items():
             calls = {k: v for k, v in calls.items() if v is not None}

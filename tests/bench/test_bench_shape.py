@@ -1,5 +1,7 @@
 """``sdfgsparse bench --suite shape`` (sdfgsparse.bench.shape): every task runs, its result
 checked against scipy, on an empty-rowed rectangular matrix and a one-row one."""
+import json
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -17,6 +19,8 @@ def test_shape_suite_runs_every_task_and_checks_it():
     results = run_shape(mats, repeat=2, log=lines.append)
     assert [(r.task, r.matrix) for r in results] == [(t, m.name) for m in mats for t in TASKS]
     assert all(r.correct for r in results), [(r.task, r.matrix, r.errors) for r in results if not r.correct]
+    assert all(type(r.correct) is bool for r in results)
+    json.dumps([r.__dict__ for r in results])  # what --json writes
     assert all({'sdfgsparse', 'scipy'} <= r.seconds.keys() for r in results)
     assert all('materialised' in r.seconds for r in results if '@' in r.task or '.' in r.task)
     table = format_shape(results)
