@@ -19,11 +19,12 @@ import sympy
 from dace.frontend.common import op_repository as oprepo
 from dace.frontend.python.common import DaceSyntaxError
 from dace.frontend.python.newast import ProgramVisitor
+from dace.symbolic import int_floor
 
 from sdfgsparse import errors
 from sdfgsparse import formats as _formats
 from sdfgsparse.formats import CSC, CSR, SparseFormat, is_sparse_desc, sparse_type_of
-from sdfgsparse.formats.views import Slice, Transpose, decode_steps, normalise_slice
+from sdfgsparse.formats.views import Reshape, Slice, Transpose, decode_steps, normalise_slice
 from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.dense_spmm import DenseSpMM
@@ -959,11 +960,86 @@ def _new_axis_stack(name: str):
     return refuse
 
 
+# ---------------------------------------------------------------------- reshape
+class _ShownPrinter(sympy.printing.str.StrPrinter):
+    """Sizes as a user writes them: ``N // 2``, not ``int_floor(N, 2)``."""
+
+    def _print_int_floor(self, expr):
+        a, b = (self.parenthesize(x, 50) for x in expr.args)
+        return f'{a} // {b}'
+
+
+def _dim_text(v) -> str:
+    return _ShownPrinter().doprint(v) if isinstance(v, sympy.Basic) else str(v)
+
+
+def _dimension(v, what: str):
+    """One entry of a new shape: an integer (``-1``: inferred) or a symbolic expression."""
+    if isinstance(v, bool) or v is None or isinstance(v, (float, np.floating)):
+        raise errors.ShapeError(f'{what}: {v!r} is not a dimension (an integer, -1 or a symbolic size)')
+    if isinstance(v, (int, np.integer)):
+        if int(v) < -1:
+            raise errors.ShapeError(f'{what}: negative dimension {int(v)} (only -1 is inferred)')
+        return int(v)
+    e = dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v
+    if not dace.symbolic.issymbolic(e):
+        raise errors.ShapeError(f'{what}: {v!r} is not a dimension (an integer, -1 or a symbolic size)')
+    return e
+
+
+def _sparse_reshape(pv, sdfg, state, a: str, shape, order='C') -> str:
+    """``A.reshape(shape)`` of a sparse matrix into another 2-D shape, in C order (``F``: the
+    transposed matrix reshaped to the reversed shape, transposed back): a view
+    (:class:`~sdfgsparse.formats.views.Reshape`), no copy. One ``-1`` is inferred; the sizes
+    must agree (now where they are constants, at each call where they are symbols)."""
+    items = list(shape) if isinstance(shape, (tuple, list)) else [shape]
+    order = str(order).strip('\'"')
+    what = f'{_shown(a, sdfg)}.reshape(({", ".join(_dim_text(v) for v in items)}{"," if len(items) == 1 else ""}))'
+    if order not in ('C', 'F'):
+        raise errors.UnsupportedOperationError(f'{what}: order={order!r}; sparse matrices reshape in C or F order')
+    dims = [_dimension(v, what) for v in items]
+    if len(dims) != 2:
+        raise errors.UnsupportedOperationError(f'{what}: a {len(dims)}-D result; sparse data inside a program are '
+                                               '2-D for now (reshape to two dimensions)')
+    st = _stype(sdfg, a)
+    size = st.rows * st.cols
+    unknown = [k for k, v in enumerate(dims) if isinstance(v, int) and v == -1]
+    if len(unknown) > 1:
+        raise errors.ShapeError(f'{what}: can only specify one unknown dimension')
+    if unknown:
+        other = dims[1 - unknown[0]]
+        if other == 0:
+            raise errors.ShapeError(f'{what}: cannot infer -1 next to a zero dimension')
+        num, den = sympy.fraction(sympy.cancel(sympy.sympify(size) / other))
+        dims[unknown[0]] = num if den == 1 else int_floor(num, den)  # a wrong guess fails the size rule below
+    rows2, cols2 = dims
+    require_equal(sdfg, rows2 * cols2, size, f'{what}: the number of elements ({_shown(a, sdfg)} has {_dim_text(size)})')
+    if base.concat_of(sdfg, a) is not None:
+        a = _concat_materialise(sdfg, state, a)
+    if sympy.simplify(sympy.sympify(rows2) - st.rows) == 0 and sympy.simplify(sympy.sympify(cols2) - st.cols) == 0:
+        return a
+    steps = [Reshape(st.cols, rows2, cols2)] if order == 'C' else \
+        [Transpose(), Reshape(st.rows, cols2, rows2), Transpose()]
+    return base.view_alias(sdfg, a, steps, what)
+
+
+@oprepo.replaces_method('Structure', 'reshape')
+def _sparse_reshape_method(pv, sdfg, state, a, *shape, order='C'):
+    return _sparse_reshape(pv, sdfg, state, a, shape[0] if len(shape) == 1 else shape, order)
+
+
+def _np_reshape(pv, sdfg, state, a, newshape, order='C'):
+    if not _sparse_name(sdfg, a):
+        raise _unsupported('numpy.reshape', _sparse_operands(sdfg, (a, newshape)), sdfg)
+    return _sparse_reshape(pv, sdfg, state, a, newshape, order)
+
+
 #: DaCe's function name -> the sparse implementation used when an operand is sparse
 SPARSE_FUNCTIONS = {
     'numpy.copy': _np_copy,
     'numpy.transpose': _np_transpose,
     'numpy.concatenate': _np_concatenate,
+    'numpy.reshape': _np_reshape,
     'numpy.vstack': _stacker('numpy.vstack', 0),
     'numpy.row_stack': _stacker('numpy.row_stack', 0),
     'numpy.hstack': _stacker('numpy.hstack', 1),

@@ -42,11 +42,22 @@ class _PyPrinter(StrPrinter):
 
     def _print_int_floor(self, expr):
         a, b = expr.args
+        if _of_symbols(expr):  # a size (``N // 2``): DaCe's frontend parses the call, not ``//``
+            return f'int_floor({self._print(a)}, {self._print(b)})'
         return f'(({self._print(a)}) // ({self._print(b)}))'
+
+    def _print_floor(self, expr):  # SymPy's form of some floor divisions (``int_floor(M*N, 2*N)``: M/2)
+        num, den = sympy.fraction(sympy.together(expr.args[0]))
+        return self._print(dace.symbolic.int_floor(num, den, evaluate=False))
 
     def _print_int_ceil(self, expr):
         a, b = expr.args
         return f'(({self._print(a)} + {self._print(b)} - 1) // ({self._print(b)}))'
+
+
+def _of_symbols(e) -> bool:
+    """Whether ``e`` reads program symbols only (``dace.symbol``: no loop variable, no array)."""
+    return not e.atoms(sympy.core.function.AppliedUndef) and all(isinstance(s, dace.symbol) for s in e.free_symbols)
 
 
 def pyexpr(e, members=None) -> str:

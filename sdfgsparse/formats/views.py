@@ -11,7 +11,12 @@ compute fuse by construction:
   narrows that level's loop (``for r in [0, count)``, stored row ``start + step * r``);
 * a slice of any other dimension is a guard on the entry's coordinate (in range, on the
   step) and a new coordinate ``(c - start) / step``;
-* a transposition swaps the two coordinates.
+* a transposition swaps the two coordinates;
+* a reshape (C order) linearises the coordinates and splits the linear index again:
+  ``(i, j)`` of a ``rows x cols`` matrix is ``((i * cols + j) // cols2, (i * cols + j) %
+  cols2)`` of the ``rows2 x cols2`` view. The walk stays the stored one, so the view's rows
+  are no longer owned by the outer loop (:attr:`ViewFormat.outer_dim` is None): writers
+  along them take their safe schedule, a materialised reshape is sorted.
 
 Slices are normalised as NumPy does (:func:`normalise_slice`): negative bounds count from
 the end, bounds clip to the dimension, a negative step walks backwards; with symbolic
@@ -35,7 +40,7 @@ from sdfgsparse import errors
 from sdfgsparse.formats.format import LoopNest, SparseFormat, SparseType
 from sdfgsparse.formats.levels import COUNTED, LevelLoop
 
-__all__ = ['Slice', 'Transpose', 'ViewFormat', 'view_type', 'normalise_slice', 'encode_steps', 'decode_steps',
+__all__ = ['Slice', 'Transpose', 'Reshape', 'ViewFormat', 'view_type', 'normalise_slice', 'encode_steps', 'decode_steps',
            'is_view']
 
 
@@ -70,7 +75,23 @@ class Transpose:
         return 'Transpose()'
 
 
-Step = Union[Slice, Transpose]
+class Reshape:
+    """The matrix (``cols`` columns) seen in C order as ``rows2 x cols2`` (the same number
+    of elements)."""
+
+    def __init__(self, cols, rows2, cols2):
+        self.cols = sympy.sympify(cols)
+        self.rows2 = sympy.sympify(rows2)
+        self.cols2 = sympy.sympify(cols2)
+
+    def as_json(self):
+        return ['reshape', str(self.cols), str(self.rows2), str(self.cols2)]
+
+    def __repr__(self):
+        return f'Reshape({self.cols} -> {self.rows2} x {self.cols2})'
+
+
+Step = Union[Slice, Transpose, Reshape]
 
 
 def encode_steps(steps: Sequence[Step]) -> str:
@@ -84,6 +105,9 @@ def decode_steps(text: str) -> List[Step]:
     for item in json.loads(text) if text else []:
         if item[0] == 'T':
             res.append(Transpose())
+        elif item[0] == 'reshape':
+            sym = dace.symbolic.pystr_to_symbolic
+            res.append(Reshape(*(sym(v) for v in item[1:])))
         elif item[0] == 'slice':
             _, axis, start, count, step = item
             sym = dace.symbolic.pystr_to_symbolic
@@ -177,6 +201,10 @@ def apply_steps(nest: LoopNest, steps: Sequence[Step]) -> LoopNest:
         if isinstance(s, Transpose):
             dims.reverse()
             continue
+        if isinstance(s, Reshape):
+            flat = dims[0] * s.cols + dims[1]
+            dims = [int_floor(flat, s.cols2), sympy.Mod(flat, s.cols2)]
+            continue
         e = dims[s.axis]
         if _narrowable(levels[0], e):
             v = levels[0].var
@@ -222,7 +250,7 @@ class ViewFormat(SparseFormat):
     @property
     def outer_dim(self) -> Optional[int]:
         od = self.base.fmt.outer_dim
-        if od is None:
+        if od is None or any(isinstance(s, Reshape) for s in self.steps):
             return None
         for s in self.steps:
             if isinstance(s, Transpose):
@@ -232,14 +260,18 @@ class ViewFormat(SparseFormat):
     @property
     def symbol_exprs(self) -> list:
         """Expressions whose symbols the view's iteration uses beyond the stored type's."""
-        return [self.base.rows, self.base.cols] + [e for s in self.steps if isinstance(s, Slice) for e in (s.start, s.count)]
+        return [self.base.rows, self.base.cols] + [e for s in self.steps if isinstance(s, Slice) for e in (s.start, s.count)] \
+            + [e for s in self.steps if isinstance(s, Reshape) for e in (s.cols, s.rows2, s.cols2)]
 
     def reverses(self, dim: int) -> bool:
         """Whether the view walks dimension ``dim`` (0: rows, 1: columns) backwards from the
-        stored order (a slice along it with a negative step)."""
+        stored order (a slice along it with a negative step), or in no stored order at all
+        (after a reshape)."""
         origin = [0, 1]  # current dimension -> the stored type's
         backwards = [False, False]
         for s in self.steps:
+            if isinstance(s, Reshape):  # the order of a reshaped walk is not the stored one
+                return True
             if isinstance(s, Transpose):
                 origin.reverse()
             elif s.step < 0:
@@ -271,6 +303,8 @@ def view_type(st: SparseType, steps: Sequence[Step]) -> SparseType:
     for s in steps:
         if isinstance(s, Transpose):
             shape.reverse()
+        elif isinstance(s, Reshape):
+            shape = [s.rows2, s.cols2]
         else:
             shape[s.axis] = s.count
     fmt = ViewFormat(base, steps)

@@ -26,6 +26,10 @@ class _TablePrinter(_PyPrinter):
     def _print_Max(self, expr):
         return f'max({", ".join(self._print(a) for a in expr.args)})'
 
+    def _print_int_floor(self, expr):  # Python's floor division (a reshape's ``N // 2``)
+        a, b = expr.args
+        return f'(({self._print(a)}) // ({self._print(b)}))'
+
 
 _CACHE: Dict[object, Callable] = {}
 

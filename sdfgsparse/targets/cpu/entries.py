@@ -97,7 +97,7 @@ class Entries:
                     continue
                 if type(e).__name__ == 'int_floor':
                     q, m = e.args
-                    self.coordinate_lines += [f'vq{attr} = dace.int64({py(q)})', f'v{attr} = vq{attr} // {py(m)}']
+                    self.coordinate_lines += [f'vq{attr} = dace.int64({py(q)})', f'v{attr} = vq{attr} // ({py(m)})']
                 else:
                     self.coordinate_lines.append(f'v{attr} = dace.int64({getattr(self, attr)})')
                 setattr(self, attr, f'v{attr}')

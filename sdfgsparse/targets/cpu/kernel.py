@@ -30,7 +30,9 @@ from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
 
 __all__ = ['KernelBuilder', 'pyexpr', 'cpp_tasklet']
 
-_MIN_MAX = re.compile(r'(?<![\w.])(Min|Max)\(')
+#: what :meth:`KernelBuilder._bind_min_max` binds: clipping (a slice's bounds) and floor
+#: divisions of sizes (a reshape to ``N // 2`` columns, printed as a call by ``pyexpr``)
+_MIN_MAX = re.compile(r'(?<![\w.])(Min|Max|int_floor)\(')
 
 
 def _bound_name(text: str) -> str:
@@ -224,7 +226,7 @@ class KernelBuilder:
                 if depth == 0:
                     break
             expr = src[m.start():end + 1]
-            names = set(re.findall(r'[A-Za-z_]\w*', expr)) - {'Min', 'Max'}
+            names = set(re.findall(r'[A-Za-z_]\w*', expr)) - {'Min', 'Max', 'int_floor'}
             if not all(n in self.view_symbols or isinstance(self.globals.get(n), dace.symbol) for n in names):
                 continue
             name = _bound_name(expr)
