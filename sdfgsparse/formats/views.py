@@ -203,7 +203,11 @@ def apply_steps(nest: LoopNest, steps: Sequence[Step]) -> LoopNest:
             continue
         if isinstance(s, Reshape):
             flat = dims[0] * s.cols + dims[1]
-            dims = [int_floor(flat, s.cols2), sympy.Mod(flat, s.cols2)]
+            # one column: the linear index is the row (SymPy keeps ``Mod(M*crd1(p), 1)``: its
+            # storage reads are not known integers; DaCe 1.0.2 miscompiled the ``% 1``)
+            dims = [flat, sympy.Integer(0)] if s.cols2 == 1 else [int_floor(flat, s.cols2), sympy.Mod(flat, s.cols2)]
+            if s.rows2 == 1:
+                dims[0] = sympy.Integer(0)  # one row (see _one below)
             continue
         e = dims[s.axis]
         if _narrowable(levels[0], e):
@@ -212,7 +216,7 @@ def apply_steps(nest: LoopNest, steps: Sequence[Step]) -> LoopNest:
             levels = [LevelLoop(COUNTED, v, levels[0].pos.xreplace(sub), v, sympy.Integer(0), s.count)] + \
                 [_replace(l, sub) for l in levels[1:]]
             dims = [d.xreplace(sub) for d in dims]
-            dims[s.axis] = v
+            dims[s.axis] = _one(s.count, v)
             continue
         q = e - s.start if s.step > 0 else s.start - e
         m = abs(s.step)
@@ -221,8 +225,15 @@ def apply_steps(nest: LoopNest, steps: Sequence[Step]) -> LoopNest:
             guard.append(sympy.Eq(sympy.Mod(q, m), 0))
         k = _level_of(levels, e)
         levels[k] = _with_guard(levels[k], sympy.And(*guard))
-        dims[s.axis] = q if m == 1 else int_floor(q, m)
+        dims[s.axis] = _one(s.count, q if m == 1 else int_floor(q, m))
     return LoopNest(levels, dims[0], dims[1], nest.members)
+
+
+def _one(count, coord):
+    """A view's coordinate along a dimension of ``count`` positions: 0 where there is one
+    (a dense result of one row is passed to a kernel as a scalar by DaCe 1.0.2, which then
+    refused the computed index: "Tried to offset address of scalar _y")."""
+    return sympy.Integer(0) if count == 1 else coord
 
 
 class ViewFormat(SparseFormat):

@@ -346,3 +346,20 @@ def test_mkl_and_the_fpga_target_do_not_read_views():
     assert node.views and 'view of an operand' in mkl_expansions.unsupported(node, state)
     with pytest.raises(errors.UnsupportedOperationError, match='reads a view'):
         flatten_sparse_arguments(sdfg)
+
+
+def test_one_row_slice_of_a_fixed_shape():
+    """A slice of one row with constant bounds: the result (one element) reaches the kernel
+    as a scalar in DaCe 1.0.2, which refused the computed row index ("Tried to offset
+    address of scalar _y"); the view's coordinate along a one-position dimension is 0."""
+
+    @dace.program
+    def one(A: ss.CSR[dace.float64, 6, 5], x: dace.float64[5], B: ss.CSC[dace.float64, 6, 5]):
+        return A[2:3] @ x, B[2:3] @ x, A[:, ::-1][2:3] @ x, B[:, 4:5].sum(axis=0)
+
+    A = _matrix(6, 5, seed=12)
+    D = A.toarray()
+    x = np.arange(5.0)
+    got = one(A, x, sp.csc_array(A))
+    for g, w in zip(got, (D[2:3] @ x, D[2:3] @ x, D[:, ::-1][2:3] @ x, D[:, 4:5].sum(axis=0))):
+        np.testing.assert_allclose(g, w, atol=1e-12)
