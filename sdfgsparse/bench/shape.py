@@ -1,15 +1,18 @@
 """``sdfgsparse bench --suite shape``: shape operators on sparse matrices (issue 37).
 
-Slices and concatenation today (reshape and N-D tensors are not built yet). On each matrix
-of the set (CSR, float64), with bounds that cut about a quarter off each end:
+Slices, concatenation and reshape of 2-D matrices (N-D tensors are not built yet). On each
+matrix of the set (CSR, float64), with bounds that cut about a quarter off each end, and
+reshapes of its first ``2 * (N // 2)`` columns into ``2 M x N // 2`` (each row in two):
 
 * **alone, materialised** — ``A[a:b]`` (rows), ``A[:, c:d]`` (columns; scipy slices a
   CSR's columns through a conversion), ``A[::2]``, ``np.vstack((A, A))`` and
   ``np.hstack((A, A))`` (scipy concatenates CSR columns through COO): our program returns
-  the result as a canonical CSR; peers scipy (``A[a:b]``, ``sp.vstack(..., format='csr')``)
-  and pydata/sparse (GCXS, where installed);
+  the result as a canonical CSR; ``A.reshape((2 * M, N // 2))`` too (scipy reshapes
+  through COO and gives COO; its time includes the conversion to CSR); peers scipy
+  (``A[a:b]``, ``sp.vstack(..., format='csr')``) and pydata/sparse (GCXS, where installed);
 * **fused** — ``A[a:b] @ x``, ``A[:, c:d] @ X`` (16 columns), ``A[a:b].sum(axis=1)``,
-  ``np.vstack((A, A)) @ x`` and ``np.hstack((A, A)) @ x``: our program iterates the view
+  ``np.vstack((A, A)) @ x``, ``np.hstack((A, A)) @ x``, ``A.reshape((2 * M, N // 2)) @ x``
+  and its ``.sum(axis=1)``: our program iterates the view
   (no copy), against the same program with the view materialised first
   (``ss.convert(A[a:b], ss.CSR) @ x``) and against scipy (which slices or stacks, then
   multiplies).
@@ -40,6 +43,9 @@ TASKS = {
     'hstack': 'np.hstack((A, A))',
     'vstack@x': 'np.vstack((A, A)) @ x',
     'hstack@x': 'np.hstack((A, A)) @ x',
+    'reshape': 'A.reshape((2M, N/2))',
+    'reshape@x': 'A.reshape((2M, N/2)) @ x',
+    'reshape.sum': 'A.reshape((2M, N/2)).sum(1)',
 }
 K = 16
 
@@ -110,9 +116,25 @@ def _programs():
     def hstack_x_copy(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[2 * N]):
         return ss.convert(np.hstack((A, B)), ss.CSR) @ x
 
+    def reshape(A: ss.CSR[dace.float64, M, N]):
+        return A.reshape((2 * M, N // 2))
+
+    def reshape_x(A: ss.CSR[dace.float64, M, N], x: dace.float64[N // 2]):
+        return A.reshape((2 * M, N // 2)) @ x
+
+    def reshape_x_copy(A: ss.CSR[dace.float64, M, N], x: dace.float64[N // 2]):
+        return ss.convert(A.reshape((2 * M, N // 2)), ss.CSR) @ x
+
+    def reshape_sum(A: ss.CSR[dace.float64, M, N]):
+        return A.reshape((2 * M, N // 2)).sum(axis=1)
+
+    def reshape_sum_copy(A: ss.CSR[dace.float64, M, N]):
+        return ss.convert(A.reshape((2 * M, N // 2)), ss.CSR).sum(axis=1)
+
     made = {}
     for f in (rows, cols, rows_step, rows_x, rows_x_copy, cols_X, cols_X_copy, rows_sum, rows_sum_copy, vstack, hstack,
-              vstack_x, vstack_x_copy, hstack_x, hstack_x_copy):
+              vstack_x, vstack_x_copy, hstack_x, hstack_x_copy, reshape, reshape_x, reshape_x_copy, reshape_sum,
+              reshape_sum_copy):
         f.__name__ = f'shape_{f.__name__}'
         made[f.__name__[6:]] = dace.program(f)
     return made
@@ -151,6 +173,11 @@ def run_shape(matrices, repeat: int = 20, log: Callable[[str], None] = print) ->
         lo, hi, clo, chi = m // 4, m - m // 4, n // 4, n - n // 4
         x = rng.standard_normal(n)
         x2 = rng.standard_normal(2 * n)
+        E = sp.csr_array(A[:, :2 * (n // 2)])  # an even number of columns, to reshape
+        E.sort_indices()
+        xh = rng.standard_normal(n // 2)
+        GE = pydata.GCXS.from_scipy_sparse(E) if pydata is not None else None
+        shape2 = (2 * m, n // 2)
         X = rng.standard_normal((chi - clo, K))
         G = pydata.GCXS.from_scipy_sparse(A) if pydata is not None else None
         bounds = dict(sa=lo, sb=hi, sc=clo, sd=chi)
@@ -184,6 +211,16 @@ def run_shape(matrices, repeat: int = 20, log: Callable[[str], None] = print) ->
             'hstack@x': ({'sdfgsparse': lambda: progs['hstack_x'](A, A, x2),
                           'materialised': lambda: progs['hstack_x_copy'](A, A, x2),
                           'scipy': lambda: sp.hstack((A, A), format='csr') @ x2}, lambda: A @ x2[:n] + A @ x2[n:]),
+            'reshape': ({'sdfgsparse': lambda: progs['reshape'](E), 'scipy': lambda: E.reshape(shape2).tocsr(),
+                         'pydata': (lambda: GE.reshape(shape2)) if GE is not None else None},
+                        lambda: E.reshape(shape2).tocsr()),
+            'reshape@x': ({'sdfgsparse': lambda: progs['reshape_x'](E, xh),
+                           'materialised': lambda: progs['reshape_x_copy'](E, xh),
+                           'scipy': lambda: E.reshape(shape2).tocsr() @ xh}, lambda: E.reshape(shape2).tocsr() @ xh),
+            'reshape.sum': ({'sdfgsparse': lambda: progs['reshape_sum'](E),
+                             'materialised': lambda: progs['reshape_sum_copy'](E),
+                             'scipy': lambda: E.reshape(shape2).tocsr().sum(axis=1)},
+                            lambda: E.reshape(shape2).tocsr().sum(axis=1)),
         }
         for task, (calls, reference) in tasks.items():
             calls = {k: v for k, v in calls.items() if v is not None}

@@ -87,6 +87,7 @@ def test_reshape_composes_with_views_and_operations():
         R1, R2, R3, R4, R5, t, u = composed(A, sp.csc_array(B), y, a=lo, b=hi)
         np.testing.assert_allclose(u, D.reshape(1, -1) @ D.reshape(24, 1).sum(axis=1), atol=1e-12)
         np.testing.assert_allclose(R1.toarray(), D[lo:hi].reshape(-1, 2), atol=1e-12)
+        assert sp.csr_array(R1).has_canonical_format  # the ordered copy of a reshaped CSR: no sort
         np.testing.assert_allclose(R2.toarray(), D.reshape(4, 6)[1:, ::2], atol=1e-12)
         np.testing.assert_allclose(R3.toarray(), D.T.reshape(24, 1).T, atol=1e-12)
         np.testing.assert_allclose(R4.toarray(), np.vstack((D, E)).reshape(4, 8), atol=1e-12)

@@ -5,6 +5,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense
+from sdfgsparse.formats.views import Reshape, Slice
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.ops.convert import Convert
@@ -28,6 +29,8 @@ class ExpandConvertCPU(ExpandTransformation):
         rows = Entries(walk, {m: member_conn('A', m) for m in walk.fmt.member_names})
         if sorted_row_walk(walk, rows):
             return row_copy_kernel(node, state, sdfg, rows, walk)
+        if ordered_walk(walk):
+            return ordered_copy_kernel(node, state, sdfg, rows, walk)
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
 
         def expand(kb, vt):
@@ -49,6 +52,46 @@ def sorted_row_walk(st, ent: Entries) -> bool:
     if getattr(fmt, 'steps', None) and fmt.reverses(1):
         return False
     return ent.strategy(0) == 'acc'
+
+
+def ordered_walk(st) -> bool:
+    """Whether the stored walk of ``st`` (a view) meets its entries in the view's row-major
+    order without a repeat: a sorted row walk of the stored matrix (CSR, or a CSC read
+    transposed) seen through reshapes and slices with positive steps only. A C-order reshape
+    keeps the linear order of the entries, a forward slice keeps their order; a transposition
+    or a reversal does not."""
+    fmt = st.fmt
+    steps = getattr(fmt, 'steps', None)
+    if not steps or not any(isinstance(s, Reshape) for s in steps):
+        return False  # (no reshape: sorted_row_walk decides)
+    stored = fmt.base.fmt
+    if [type(l) for l in stored.levels] != [Dense, Compressed] or not (stored.levels[1].ordered and
+                                                                       stored.levels[1].unique):
+        return False
+    base_nest = stored.loops(fmt.base.rows, fmt.base.cols, fmt.base.sizes)
+    if base_nest.row != base_nest.levels[0].var:  # the outer level enumerates the rows
+        return False
+    return all(isinstance(s, Reshape) or (isinstance(s, Slice) and s.step > 0) for s in steps)
+
+
+def ordered_copy_kernel(node, state, sdfg, ent: Entries, st):
+    """The result's rows filled straight from an :func:`ordered_walk` (a reshaped CSR), no
+    sort: its entries counted per result row, a prefix sum into ``pos``, then each entry
+    appended to its row in walk order (one sequential pass each: a result row may gather
+    entries of several stored rows)."""
+    kb = kernel_for_node(node, state, sdfg)
+    kb.globals['np'] = __import__('numpy')
+    R = pyexpr(st.rows)
+    pos, crd, vals = (member_conn('out', m) for m in ('pos1', 'crd1', 'vals'))
+    kb.line(f'rcnt = np.zeros(({R},), dtype=dace.int64)')
+    ent.emit(kb, ['ri = dace.int64(' + ent.i + ')', 'rcnt[ri] = rcnt[ri] + 1'], parallel=False)
+    kb.line(f'{pos}[0] = min(0, {pyexpr(node.sparse_type(state, "out").sizes["n1"])})')  # (row_copy_kernel)
+    kb.line(f'for r in range(0, {R}):')
+    kb.line(f'    {pos}[r + 1] = {pos}[r] + rcnt[r]')
+    kb.line(f'    rcnt[r] = {pos}[r]')
+    ent.emit(kb, ['ri = dace.int64(' + ent.i + ')', 'd = rcnt[ri]', f'{crd}[d] = {ent.j}', f'{vals}[d] = {ent.val}',
+                  'rcnt[ri] = d + 1'], parallel=False)
+    return kb.build()
 
 
 def row_copy_kernel(node, state, sdfg, ent: Entries, st):
