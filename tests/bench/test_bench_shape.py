@@ -21,7 +21,11 @@ def test_shape_suite_runs_every_task_and_checks_it():
     assert all(r.correct for r in results), [(r.task, r.matrix, r.errors) for r in results if not r.correct]
     assert all(type(r.correct) is bool for r in results)
     json.dumps([r.__dict__ for r in results])  # what --json writes
+    for r in results:  # one peak per system timed: bytes above the inputs (None off Linux)
+        assert r.peak.keys() == r.seconds.keys()
+        assert all(v is None or (isinstance(v, int) and v >= 0) for v in r.peak.values())
+        assert r.out_bytes and r.out_bytes > 0
     assert all({'sdfgsparse', 'scipy'} <= r.seconds.keys() for r in results)
     assert all('materialised' in r.seconds for r in results if '@' in r.task or '.' in r.task)
     table = format_shape(results)
-    assert 'rows@x' in table and 'geomean' in table and ' NO' not in table
+    assert 'rows@x' in table and 'geomean' in table and ' NO' not in table and 'peak KiB' in table
