@@ -642,7 +642,8 @@ def _sparse_subscript(pv, node, name, inference):
     sdfg = pv.sdfg
     unparse = ast.unparse  # (DaCe's writes ``::(- 1)``)
     items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    text = f'{_shown(name, sdfg)}[{", ".join(unparse(e) for e in items)}]'
+    index = ', '.join(unparse(e) for e in items)
+    text = f'{_shown(name, sdfg)}[{index}]'
     if not isinstance(node.ctx, ast.Load):
         raise errors.UnsupportedOperationError(f'assignment into {text}: a sparse matrix (or its pattern) cannot be '
                                                'written inside a program')
@@ -662,21 +663,17 @@ def _sparse_subscript(pv, node, name, inference):
             continue  # ':' keeps the dimension as it is
         first, count, step = normalise_slice(st.shape[axis], start, stop, step)
         steps.append(Slice(axis, first, count, step))
+    shape = list(st.shape)
+    for s in steps:
+        shape[s.axis] = s.count
     if inference:
-        shape = list(st.shape)
-        for s in steps:
-            shape[s.axis] = s.count
         return st.dtype, shape
     if not steps:
         return name
     cat = base.concat_of(sdfg, name)
     if cat is not None:
         if all(s.axis != cat[0] for s in steps):  # a slice across the parts: the concatenation of their slices
-            parts = [base.view_alias(sdfg, p, steps, f'{_shown(p, sdfg)}[{", ".join(unparse(e) for e in items)}]')
-                     for p in cat[1]]
-            shape = list(st.shape)
-            for s in steps:
-                shape[s.axis] = s.count
+            parts = [base.view_alias(sdfg, p, steps, f'{_shown(p, sdfg)}[{index}]') for p in cat[1]]
             return base.concat_alias(sdfg, parts, cat[0],
                                      _csr_type(st.dtype, shape[0], shape[1], st.index_dtype, _vals_count(st)), text)
         name = _concat_materialise(sdfg, pv._add_state('materialise_concat'), name)
@@ -886,15 +883,6 @@ _CONCAT_CALLS = {'numpy.concatenate': 'np.concatenate', 'numpy.vstack': 'np.vsta
                  'numpy.hstack': 'np.hstack', 'numpy.column_stack': 'np.hstack'}
 
 
-def _concat_axis(axis, what: str) -> int:
-    if axis is None:
-        raise errors.UnsupportedOperationError(f'{what}: axis=None flattens the operands, which sparse matrices do not '
-                                               'support inside a program; give axis 0 or 1')
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -2 <= int(axis) < 2:
-        raise errors.ShapeError(f'{what}: axis {axis!r} is out of range for 2-D sparse matrices (axes are 0, 1, -1, -2)')
-    return int(axis) % 2
-
-
 def _sparse_concat(pv, sdfg, state, arrays, axis, call: str) -> str:
     """``np.concatenate(arrays, axis)`` (``np.vstack``: axis 0, ``np.hstack``: axis 1) of
     sparse matrices: a concatenation (:func:`base.concat_alias`), no storage. Parts that
@@ -909,7 +897,10 @@ def _sparse_concat(pv, sdfg, state, arrays, axis, call: str) -> str:
         raise errors.UnsupportedOperationError(f'{what}: {", ".join(dense)} {"is" if len(dense) == 1 else "are"} not '
                                                'sparse; a program concatenates sparse matrices with sparse matrices '
                                                'only (make the dense operand sparse outside the program)')
-    axis = _concat_axis(axis, what)
+    if axis is None:
+        raise errors.UnsupportedOperationError(f'{what}: axis=None flattens the operands, which sparse matrices do not '
+                                               'support inside a program; give axis 0 or 1')
+    (axis, ) = _axes_of((axis, ), what, names[0], sdfg)  # (a tuple axis is refused too)
     sts = [_stype(sdfg, n) for n in names]
     other = 1 - axis
     for n, st in zip(names[1:], sts[1:]):

@@ -1,7 +1,10 @@
 """Test helpers: a seeded matrix zoo, the small real matrices in tests/data, and
-conversion of a reference scipy CSR matrix into any catalogue format's argument."""
+conversion of a reference scipy CSR matrix into any catalogue format's argument; programs
+from source text and calls from several threads."""
 import gzip
+import importlib.util
 import os
+import threading
 
 import numpy as np
 import scipy.io
@@ -150,3 +153,23 @@ def expanded_pure(sdfg):
     assert tasklets and all(t.language == dace.dtypes.Language.Python for t in tasklets), \
         sorted({t.label for t in tasklets if t.language != dace.dtypes.Language.Python})
     return expanded
+
+
+def program_from_source(tmp_path, src: str, name: str = 'prog'):
+    """The object ``name`` of module source ``src`` (written to a file under ``tmp_path``
+    and imported: DaCe's frontend reads a program's source from its file)."""
+    path = tmp_path / f'src_{abs(hash(src))}.py'
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, name)
+
+
+def from_threads(work, n: int = 8):
+    """Run ``work(t)`` for ``t`` in ``range(n)``, each in a thread of its own, and wait for all."""
+    threads = [threading.Thread(target=work, args=(t, )) for t in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()

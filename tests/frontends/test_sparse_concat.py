@@ -5,8 +5,6 @@ A concatenation is a view: a linear operation on it (``@``, ``.sum``, ``.nnz``) 
 per part, into that part's block of the result or as a partial result added afterwards;
 no part is copied (the tests look for the absence of a ``SparseConcat`` node). Anything
 else materialises it once, canonical, with a ``SparseConcat`` node."""
-import importlib.util
-import threading
 
 import dace
 import numpy as np
@@ -16,7 +14,7 @@ import scipy.sparse as sp
 import sdfgsparse as ss
 from sdfgsparse import errors
 from sdfgsparse.ops.concat import SparseConcat
-from tests.sparse_zoo import FORMATS, as_format
+from tests.sparse_zoo import FORMATS, as_format, from_threads, program_from_source
 
 M, N, K, P = (dace.symbol(s) for s in 'MNKP')
 a, b = dace.symbol('a'), dace.symbol('b')
@@ -189,11 +187,7 @@ def test_concatenated_program_from_eight_threads():
                 failures.append(t)
 
     prog(A, B, C, np.ones(6), np.ones(8), np.ones((6, 3)), np.ones((2, 9)), np.ones((2, 14)))  # build once
-    threads = [threading.Thread(target=work, args=(t, )) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    from_threads(work)
     assert not failures
 
 
@@ -224,10 +218,6 @@ def test_mismatched_parts_are_refused():
 def test_refused_concatenations_name_the_operands(tmp_path, body, error, match):
     src = ('import dace\nimport numpy as np\nimport sdfgsparse as ss\nM, N = dace.symbol("M"), dace.symbol("N")\n\n'
            f'@dace.program\ndef prog(A: ss.CSR[dace.float64, N, N], x: dace.float64[N, N]):\n    {body}\n')
-    path = tmp_path / 'refused_concat.py'
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location(f'refused_concat_{abs(hash(body))}', path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    prog = program_from_source(tmp_path, src)
     with pytest.raises(error, match=match):
-        mod.prog.to_sdfg()
+        prog.to_sdfg()

@@ -2,8 +2,6 @@
 views whose coordinates are the stored walk's, linearised in C order and split again,
 checked against NumPy on the dense matrix, alone and composed with the operations and the
 other views (slices, transposes, concatenation)."""
-import importlib.util
-import threading
 
 import dace
 import numpy as np
@@ -12,7 +10,7 @@ import scipy.sparse as sp
 
 import sdfgsparse as ss
 from sdfgsparse import errors
-from tests.sparse_zoo import FORMATS, as_format
+from tests.sparse_zoo import FORMATS, as_format, from_threads, program_from_source
 
 M, N, K = (dace.symbol(s) for s in 'MNK')
 a, b = dace.symbol('a'), dace.symbol('b')
@@ -130,11 +128,7 @@ def test_reshaped_program_from_eight_threads():
                 failures.append(t)
 
     prog(A, np.ones(4), np.ones((16, 3)), np.ones(12), np.ones((2, 3)))  # build once
-    threads = [threading.Thread(target=work, args=(t, )) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    from_threads(work)
     assert not failures
 
 
@@ -166,10 +160,6 @@ def test_reshape_sizes_are_checked():
 def test_refused_reshapes_name_the_operand(tmp_path, body, error, match):
     src = ('import dace\nimport numpy as np\nimport sdfgsparse as ss\nN = dace.symbol("N")\n\n'
            f'@dace.program\ndef prog(A: ss.CSR[dace.float64, N, N]):\n    {body}\n')
-    path = tmp_path / 'refused_reshape.py'
-    path.write_text(src)
-    spec = importlib.util.spec_from_file_location(f'refused_reshape_{abs(hash(body))}', path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    prog = program_from_source(tmp_path, src)
     with pytest.raises(error, match=match):
-        mod.prog.to_sdfg()
+        prog.to_sdfg()

@@ -5,7 +5,6 @@ Every format of the catalogue, with symbolic bounds (one build per program, many
 per build: negative, clipped, empty and reversed ones), steps and transpositions, alone
 and composed with the operations; returned views come back materialised."""
 import itertools
-import threading
 
 import dace
 import numpy as np
@@ -16,7 +15,7 @@ import sympy
 import sdfgsparse as ss
 from sdfgsparse import errors
 from sdfgsparse.formats.views import normalise_slice
-from tests.sparse_zoo import FORMATS, as_format
+from tests.sparse_zoo import FORMATS, as_format, from_threads, program_from_source
 
 M, N, K, R = (dace.symbol(s) for s in 'MNKR')
 a, b, c, d = (dace.symbol(s) for s in 'abcd')
@@ -219,11 +218,7 @@ def test_sliced_program_from_eight_threads():
             if not (np.allclose(y, D[lo:hi, lo2:hi2] @ x) and np.allclose(z, D[hi:lo:-1, ::2] @ w)):
                 failures.append((lo, hi, lo2, hi2))
 
-    threads = [threading.Thread(target=work, args=(t, )) for t in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    from_threads(work)
     assert not failures
 
 
@@ -253,14 +248,9 @@ def test_constant_slices_check_shapes_while_parsing():
 def test_refused_subscripts_name_the_operand(tmp_path, body, error, match):
     src = (f'import dace\nimport sdfgsparse as ss\nM, N = dace.symbol("M"), dace.symbol("N")\n\n'
            f'@dace.program\ndef prog(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):\n    {body}\n')
-    path = tmp_path / 'refused_subscript.py'
-    path.write_text(src)
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(f'refused_{abs(hash(body))}', path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    prog = program_from_source(tmp_path, src)
     with pytest.raises(error, match=match):
-        mod.prog.to_sdfg()
+        prog.to_sdfg()
 
 
 def test_assignment_into_a_slice_is_refused():

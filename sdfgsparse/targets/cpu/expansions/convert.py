@@ -30,7 +30,7 @@ class ExpandConvertCPU(ExpandTransformation):
         if sorted_row_walk(walk, rows):
             return row_copy_kernel(node, state, sdfg, rows, walk)
         if ordered_walk(walk):
-            return ordered_copy_kernel(node, state, sdfg, rows, walk)
+            return row_copy_kernel(node, state, sdfg, rows, walk, by_row=False)
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
 
         def expand(kb, vt):
@@ -40,14 +40,19 @@ class ExpandConvertCPU(ExpandTransformation):
         return compress_kernel(node, state, sdfg, expand, st.rows, st.cols)
 
 
+def _sorted_rows(stored) -> bool:
+    """Whether stored format ``stored`` is a dense level over one ordered, unique compressed
+    level (CSR, or CSC seen transposed)."""
+    levels = stored.levels
+    return [type(l) for l in levels] == [Dense, Compressed] and levels[1].ordered and levels[1].unique
+
+
 def sorted_row_walk(st, ent: Entries) -> bool:
     """Whether ``ent`` walks ``st`` row by row (its outer loop is the row, one per
     iteration) over one ordered, unique compressed level, its columns in increasing order:
     a CSR, or a view of one (a slice, a transposed CSC) whose columns are not reversed."""
     fmt = st.fmt
-    stored = getattr(fmt, 'base', st).fmt
-    if [type(l) for l in stored.levels] != [Dense, Compressed] or not (stored.levels[1].ordered and
-                                                                       stored.levels[1].unique):
+    if not _sorted_rows(getattr(fmt, 'base', st).fmt):
         return False
     if getattr(fmt, 'steps', None) and fmt.reverses(1):
         return False
@@ -65,8 +70,7 @@ def ordered_walk(st) -> bool:
     if not steps or not any(isinstance(s, Reshape) for s in steps):
         return False  # (no reshape: sorted_row_walk decides)
     stored = fmt.base.fmt
-    if [type(l) for l in stored.levels] != [Dense, Compressed] or not (stored.levels[1].ordered and
-                                                                       stored.levels[1].unique):
+    if not _sorted_rows(stored):
         return False
     base_nest = stored.loops(fmt.base.rows, fmt.base.cols, fmt.base.sizes)
     if base_nest.row != base_nest.levels[0].var:  # the outer level enumerates the rows
@@ -74,36 +78,24 @@ def ordered_walk(st) -> bool:
     return all(isinstance(s, Reshape) or (isinstance(s, Slice) and s.step > 0) for s in steps)
 
 
-def ordered_copy_kernel(node, state, sdfg, ent: Entries, st):
-    """The result's rows filled straight from an :func:`ordered_walk` (a reshaped CSR), no
-    sort: its entries counted per result row, a prefix sum into ``pos``, then each entry
-    appended to its row in walk order (one sequential pass each: a result row may gather
-    entries of several stored rows)."""
+def row_copy_kernel(node, state, sdfg, ent: Entries, st, by_row: bool = True):
+    """The result's rows copied straight from the walk, no sort: entries counted per result
+    row, a prefix sum into ``pos`` (each row's cursor set to its start), each entry written
+    at its row's cursor.
+
+    ``by_row``: ``ent`` is a sorted row walk (:func:`sorted_row_walk`: one result row per
+    outer iteration), whose rows run in parallel, the row index read once per row; a row
+    slice of a CSR costs its entries. Else an :func:`ordered_walk` (a reshaped CSR): one
+    sequential pass each, entries appended in walk order (a result row may gather entries
+    of several stored rows)."""
     kb = kernel_for_node(node, state, sdfg)
     kb.globals['np'] = __import__('numpy')
     R = pyexpr(st.rows)
     pos, crd, vals = (member_conn('out', m) for m in ('pos1', 'crd1', 'vals'))
+    row = [f'ri = dace.int64({ent.i})']
+    pro, head = (row, []) if by_row else ([], row)
     kb.line(f'rcnt = np.zeros(({R},), dtype=dace.int64)')
-    ent.emit(kb, ['ri = dace.int64(' + ent.i + ')', 'rcnt[ri] = rcnt[ri] + 1'], parallel=False)
-    kb.line(f'{pos}[0] = min(0, {pyexpr(node.sparse_type(state, "out").sizes["n1"])})')  # (row_copy_kernel)
-    kb.line(f'for r in range(0, {R}):')
-    kb.line(f'    {pos}[r + 1] = {pos}[r] + rcnt[r]')
-    kb.line(f'    rcnt[r] = {pos}[r]')
-    ent.emit(kb, ['ri = dace.int64(' + ent.i + ')', 'd = rcnt[ri]', f'{crd}[d] = {ent.j}', f'{vals}[d] = {ent.val}',
-                  'rcnt[ri] = d + 1'], parallel=False)
-    return kb.build()
-
-
-def row_copy_kernel(node, state, sdfg, ent: Entries, st):
-    """The result's rows copied straight from a sorted row walk (:func:`sorted_row_walk`),
-    no sort: each row's entries counted (rows in parallel), a prefix sum into ``pos``, each
-    row filled at ``pos[row]`` (rows in parallel). A row slice of a CSR costs its entries."""
-    kb = kernel_for_node(node, state, sdfg)
-    kb.globals['np'] = __import__('numpy')
-    R = pyexpr(st.rows)
-    pos, crd, vals = (member_conn('out', m) for m in ('pos1', 'crd1', 'vals'))
-    kb.line(f'rcnt = np.zeros(({R},), dtype=dace.int64)')
-    ent.emit(kb, ['rcnt[ri] = rcnt[ri] + 1'], parallel=True, pro=[f'ri = dace.int64({ent.i})'])
+    ent.emit(kb, head + ['rcnt[ri] = rcnt[ri] + 1'], parallel=by_row, pro=pro)
     # pos[0] = 0, written as min(0, capacity): the capacity past pos[rows] is left as it is
     # (the runtime trims results to the count), and this keeps the capacity a symbol the
     # kernel reads: DaCe passes the enclosing program only the symbols its nested kernels
@@ -111,8 +103,9 @@ def row_copy_kernel(node, state, sdfg, ent: Entries, st):
     kb.line(f'{pos}[0] = min(0, {pyexpr(node.sparse_type(state, "out").sizes["n1"])})')
     kb.line(f'for r in range(0, {R}):')
     kb.line(f'    {pos}[r + 1] = {pos}[r] + rcnt[r]')
-    ent.emit(kb, ['d = rcnt[ri]', f'{crd}[d] = {ent.j}', f'{vals}[d] = {ent.val}', 'rcnt[ri] = d + 1'],
-             parallel=True, pro=[f'ri = dace.int64({ent.i})', f'rcnt[ri] = {pos}[ri]'])
+    kb.line(f'    rcnt[r] = {pos}[r]')
+    ent.emit(kb, head + ['d = rcnt[ri]', f'{crd}[d] = {ent.j}', f'{vals}[d] = {ent.val}', 'rcnt[ri] = d + 1'],
+             parallel=by_row, pro=pro)
     return kb.build()
 
 
