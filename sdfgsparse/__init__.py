@@ -22,7 +22,7 @@ from sdfgsparse.targets.cpu import openmp as _openmp
 _openmp.bind()  # one OpenMP runtime for our libraries and those already or later loaded
 
 from sdfgsparse import errors
-from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, SparseFormat, SparseType
+from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, NM, GNM, VNM, SparseFormat, SparseType
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, spones, sddmm, softmax
 from sdfgsparse.runtime.call import compile
@@ -67,13 +67,16 @@ def set_validation(on: bool) -> None:
     _VALIDATE['on'] = bool(on)
 
 
-def convert(A, fmt, index_dtype=None):
+def convert(A, fmt, index_dtype=None, prune=False):
     """Convert ``A`` to the catalogue format ``fmt``.
 
     In Python: returns a new matrix (scipy when the format has a scipy twin, else
     :class:`SparseMatrix`). Inside a ``@dace.program`` it becomes a conversion node.
+    ``prune=True``: into a structured format (``ss.NM[2, 4]``), keep the largest
+    magnitudes of each group (by default a matrix that does not fit raises
+    ``ss.errors.PatternError``).
     """
-    return _host_convert(A, fmt, index_dtype)
+    return _host_convert(A, fmt, index_dtype, prune)
 
 
 def record_examples(sdfg, matrices, threads=None, cache_bytes=None) -> dict:
@@ -101,7 +104,7 @@ def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None, fpga
 
 
 __all__ = [
-    'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
+    'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'NM', 'GNM', 'VNM', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
     'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
     'sigmoid', 'spones', 'sddmm', 'softmax', 'optimize', 'targets', 'ops', 'to_device', 'transformations',
     'record_examples'

@@ -11,7 +11,8 @@ import warnings
 __all__ = [
     'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
     'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
-    'UnsupportedOperationError', 'ArgumentError', 'DeviceError', 'CopyWarning', 'FormatFallbackWarning', 'warn_user'
+    'UnsupportedOperationError', 'PatternError', 'ArgumentError', 'DeviceError', 'CopyWarning',
+    'FormatFallbackWarning', 'warn_user'
 ]
 
 
@@ -41,6 +42,11 @@ class UnsortedIndicesError(InvalidIndexError):
 
 class DuplicateIndicesError(InvalidIndexError):
     """The format stores each coordinate at most once, but a duplicate was found."""
+
+
+class PatternError(InvalidIndexError):
+    """Storage that breaks its format's pattern: an n:m group whose slots repeat a
+    coordinate or list them out of order, a V:N:M block that selects a column twice."""
 
 
 class IndptrError(SparseError, ValueError):

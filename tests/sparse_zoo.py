@@ -84,6 +84,20 @@ def real_matrix(name, dtype=np.float64):
 REAL = ['cora_A', 'adder_dcop_05', 'cryg2500']
 
 
+def format_of(name: str):
+    """The format a test names: ``'BSR'`` is 2x2 BSR, ``'NM2_4'`` is ``ss.NM[2, 4]``, ..."""
+    return ss.BSR.with_block(2, 2) if name == 'BSR' else ss.formats.get_format(name)
+
+
+def padded_to_block(A, fmt):
+    """``A`` (scipy) with zero rows and columns appended up to a multiple of ``fmt``'s block."""
+    R, C = fmt.block
+    m, n = A.shape
+    B = sp.lil_array((m + -m % R, n + -n % C), dtype=A.dtype)
+    B[:m, :n] = A
+    return sp.csr_array(B)
+
+
 def as_format(A, fmt: str, index_dtype=np.int32, rng=None, duplicates=True):
     """The argument for format ``fmt`` holding the same matrix as scipy CSR ``A``.
 
@@ -105,7 +119,7 @@ def as_format(A, fmt: str, index_dtype=np.int32, rng=None, duplicates=True):
         if index_dtype == np.int32:
             return sp.coo_array((v, (r, c)), shape=A.shape)
         return SparseMatrix(ss.COO, {'crd0': r, 'crd1': c, 'vals': v}, A.shape)
-    f = ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
+    f = format_of(fmt)
     arrays, shape = to_storage(A, f, index_dtype)
     m = SparseMatrix(f, arrays, shape)
     if index_dtype == np.int32 and f.scipy_format:

@@ -163,10 +163,11 @@ class SparseFormat:
 
     def member_shapes(self, rows, cols, sizes) -> Dict[str, object]:
         counts = self.counts(rows, cols, sizes)
+        ext = dict(enumerate(self.extents(rows, cols)))
         shapes = {}
         parent = 1
         for k, lvl in enumerate(self.levels):
-            shapes.update(lvl.member_sizes(k, parent, counts[k], sizes))
+            shapes.update(lvl.member_sizes(k, parent, counts[k], sizes, extents=ext))
             parent = counts[k]
         shapes['vals'] = counts[-1]
         return shapes
@@ -228,7 +229,7 @@ class SparseFormat:
         return SparseType(self, dtype, rows, cols, index_dtype, sizes)
 
     def __repr__(self):
-        return f'ss.{self.name}'
+        return getattr(self, 'spelling', None) or f'ss.{self.name}'
 
 
 class LoopNest:

@@ -28,7 +28,7 @@ import sympy
 
 from sdfgsparse import errors
 
-__all__ = ['Level', 'Dense', 'Compressed', 'Singleton', 'Offset', 'LevelLoop', 'LoopContext', 'member', 'member_reads',
+__all__ = ['Level', 'Dense', 'Compressed', 'Singleton', 'Offset', 'Indirect', 'LevelLoop', 'LoopContext', 'member', 'member_reads',
            'COUNTED', 'SEGMENT', 'NONE']
 
 
@@ -112,8 +112,9 @@ class Level:
         """Names of the storage arrays this level owns (without the values array)."""
         return []
 
-    def member_sizes(self, k: int, parent_count, count, sizes) -> Dict[str, object]:
-        """Symbolic sizes of each member array (``parent_count``: positions of the parent)."""
+    def member_sizes(self, k: int, parent_count, count, sizes, extents=None) -> Dict[str, object]:
+        """Symbolic sizes of each member array (``parent_count``: positions of the parent;
+        ``extents``: every level's coordinate extent)."""
         return {}
 
     def count(self, parent_count, sizes, k: int):
@@ -189,7 +190,7 @@ class Compressed(Level):
     def members(self, k):
         return [f'pos{k}', f'crd{k}'] if k > 0 else [f'crd{k}']
 
-    def member_sizes(self, k, parent_count, count, sizes):
+    def member_sizes(self, k, parent_count, count, sizes, extents=None):
         res = {f'crd{k}': count}
         if k > 0:
             res[f'pos{k}'] = parent_count + 1
@@ -252,18 +253,21 @@ class Singleton(Level):
     """One coordinate per parent position: ``c = crd[p_parent]`` (COO's column level, ELL).
 
     ``padded=True`` allows the value ``-1`` for unused slots (ELL), skipped on iteration.
+    ``run=r``: the parent's positions come in runs of ``r`` (the ``n`` slots of an n:m
+    group), and the coordinates of each run increase strictly (sorted, no duplicate).
     """
     kind = 'singleton'
     branchless = True
 
-    def __init__(self, padded: bool = False, unique: bool = True):
+    def __init__(self, padded: bool = False, unique: bool = True, run: int = 0):
         self.padded = padded
         self.unique = unique
+        self.run = int(run)
 
     def members(self, k):
         return [f'crd{k}']
 
-    def member_sizes(self, k, parent_count, count, sizes):
+    def member_sizes(self, k, parent_count, count, sizes, extents=None):
         return {f'crd{k}': parent_count}
 
     def count(self, parent_count, sizes, k, extent=None):
@@ -278,6 +282,74 @@ class Singleton(Level):
         if crd.shape[0] != parent_count:
             raise errors.IndptrError(f'{argname}: crd{k} has {crd.shape[0]} entries, expected {parent_count}')
         _check_range(argname, f'crd{k}', crd, extent, allow_pad=self.padded)
+        if self.run > 1:
+            _check_runs(argname, f'crd{k}', crd, self.run)
+
+
+def _check_runs(argname: str, arrname: str, crd: np.ndarray, run: int):
+    """Each run of ``run`` consecutive entries of ``crd`` increases strictly."""
+    if crd.size < 2:
+        return
+    step = np.diff(crd.reshape(-1, run).astype(np.int64), axis=1)
+    bad = np.flatnonzero((step <= 0).any(axis=1))
+    if bad.size:
+        g = int(bad[0])
+        at = g * run + int(np.argmax(step[g] <= 0))
+        what = 'twice' if crd[at] == crd[at + 1] else 'out of order'
+        raise errors.PatternError(f'{argname}: {arrname}[{at}:{at + 2}] = {crd[at:at + 2].tolist()}: a group of '
+                                  f'{run} slots (positions {g * run}..{g * run + run - 1}) stores a coordinate {what}; '
+                                  'the slots of a group hold distinct coordinates in increasing order')
+
+
+class Indirect(Level):
+    """One coordinate per parent position, read through a table: ``c = sel[t * width +
+    crd[p_parent]]``, where the table row ``t`` is a function of the outer coordinates and
+    each row holds ``width`` coordinates (V:N:M: the 4 columns a block of V rows keeps in
+    each group of M, shared by the block; ``crd`` picks one of them).
+
+    :param width: coordinates per table row.
+    :param table_row: ``f(coords, extents) -> t`` (symbolic), ``coords``/``extents`` by level.
+    :param table_rows: ``f(extents) -> number of table rows`` (symbolic).
+    :param run: as :class:`Singleton`'s: each run of ``run`` slots picks distinct table
+        entries in increasing order.
+    Capabilities: iterate (no loop), like a singleton. Members ``crd{k}`` (one per parent
+    position, in ``[0, width)``) and ``sel{k}`` (the table: each row strictly increasing in
+    ``[0, extent)``).
+    """
+    kind = 'indirect'
+    branchless = True
+
+    def __init__(self, width: int, table_row, table_rows, run: int = 0):
+        self.width = int(width)
+        self.table_row = table_row
+        self.table_rows = table_rows
+        self.run = int(run)
+
+    def members(self, k):
+        return [f'crd{k}', f'sel{k}']
+
+    def member_sizes(self, k, parent_count, count, sizes, extents=None):
+        return {f'crd{k}': parent_count, f'sel{k}': self.table_rows(extents) * self.width}
+
+    def count(self, parent_count, sizes, k, extent=None):
+        return parent_count
+
+    def loop(self, k, parent, ctx):
+        t = self.table_row(ctx.coords, ctx.extent)
+        c = member(f'sel{k}', t * self.width + member(f'crd{k}', parent.pos))
+        return LevelLoop(NONE, coord=c, pos=parent.pos)
+
+    def validate(self, k, arrays, parent_count, extent, argname, sizes):
+        crd, sel = arrays[f'crd{k}'], arrays[f'sel{k}']
+        if crd.shape[0] != parent_count:
+            raise errors.IndptrError(f'{argname}: crd{k} has {crd.shape[0]} entries, expected {parent_count}')
+        _check_range(argname, f'crd{k}', crd, self.width)
+        _check_range(argname, f'sel{k}', sel, extent)
+        if sel.size % self.width:
+            raise errors.IndptrError(f'{argname}: sel{k} has {sel.size} entries, not a multiple of {self.width}')
+        _check_runs(argname, f'sel{k}', sel, self.width)
+        if self.run > 1:
+            _check_runs(argname, f'crd{k}', crd, self.run)
 
 
 class Offset(Level):
@@ -293,7 +365,7 @@ class Offset(Level):
     def members(self, k):
         return [f'off{k}']
 
-    def member_sizes(self, k, parent_count, count, sizes):
+    def member_sizes(self, k, parent_count, count, sizes, extents=None):
         return {f'off{k}': sizes['nd']}
 
     def count(self, parent_count, sizes, k, extent=None):

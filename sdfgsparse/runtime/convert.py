@@ -11,7 +11,8 @@ import scipy.sparse as sp
 
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat
-from sdfgsparse.formats.levels import Compressed, Dense, Offset, Singleton
+from sdfgsparse.formats.levels import Compressed, Dense, Indirect, Offset, Singleton
+from sdfgsparse.runtime.structured import structured_storage
 
 __all__ = ['to_storage', 'storage_to_coo', 'scipy_members', 'to_scipy_twin', 'has_scipy_twin']
 
@@ -67,6 +68,10 @@ def storage_to_coo(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) -> T
         elif isinstance(lvl, Singleton):
             c = arrays[f'crd{k}'].astype(np.int64)[pos]
             parent = np.arange(pos.size)
+        elif isinstance(lvl, Indirect):
+            t = lvl.table_row(coords, ext)
+            c = arrays[f'sel{k}'].astype(np.int64)[t * lvl.width + arrays[f'crd{k}'].astype(np.int64)[pos]]
+            parent = np.arange(pos.size)
         elif isinstance(lvl, Offset):
             off = arrays[f'off{k}'].astype(np.int64)
             L = arrays['vals'].size // max(off.size, 1) if off.size else 0
@@ -102,12 +107,17 @@ def _csr_parts(A, index_dtype):
     return A.indptr.astype(index_dtype), A.indices.astype(index_dtype), A.data
 
 
-def to_storage(A, fmt: SparseFormat, index_dtype=np.int32, block=None) -> Tuple[Dict[str, np.ndarray], tuple]:
-    """Member arrays of ``A`` (scipy, dense or ``SparseMatrix``) stored as ``fmt`` (copies)."""
+def to_storage(A, fmt: SparseFormat, index_dtype=np.int32, prune: bool = False) -> Tuple[Dict[str, np.ndarray], tuple]:
+    """Member arrays of ``A`` (scipy, dense or ``SparseMatrix``) stored as ``fmt`` (copies).
+    ``prune``: for a structured format (``ss.NM[2, 4]``), keep each group's largest
+    magnitudes instead of raising :class:`~sdfgsparse.errors.PatternError` where the
+    matrix does not fit (see :mod:`sdfgsparse.runtime.structured`)."""
     if hasattr(A, 'to_coo_arrays'):  # a SparseMatrix (runtime/container.py)
         r, c, v = A.to_coo_arrays()
         A = sp.coo_array((v, (r, c)), shape=A.shape)
-    elif not sp.issparse(A):
+    if getattr(fmt, 'pattern', None) is not None:
+        return structured_storage(A, fmt, index_dtype, prune)
+    if not sp.issparse(A):
         A = sp.coo_array(np.asarray(A))
     shape = A.shape
     name = fmt.name

@@ -97,7 +97,7 @@ class StorageCheck:
                 continue
             if isinstance(lvl, Compressed):
                 self._levels.append(('compressed', k, lvl, f'crd{k}', f'pos{k}' if k else None, f'n{k}'))
-            elif isinstance(lvl, Singleton) and not lvl.padded:
+            elif isinstance(lvl, Singleton) and not lvl.padded and lvl.run <= 1:
                 self._levels.append(('singleton', k, lvl, f'crd{k}', None, None))
             else:
                 self._levels.append(('level', k, lvl, None, None, None))

@@ -12,13 +12,15 @@ from sdfgsparse.runtime.marshal import check_value, is_sparse_value
 __all__ = ['convert']
 
 
-def convert(A, fmt, index_dtype=None):
+def convert(A, fmt, index_dtype=None, prune=False):
     """Convert a matrix into the catalogue format ``fmt`` (a copy).
 
     Returns a scipy sparse array when the format has a scipy twin, else a
-    :class:`SparseMatrix`. ``fmt`` may be a format (``ss.ELL``), a BSR with a block shape
-    (``ss.BSR.with_block(4, 4)``) or an annotation (``ss.CSR[dace.float32, M, N]``, whose
-    value and index dtypes are then applied).
+    :class:`SparseMatrix`. ``fmt`` may be a format (``ss.ELL``, ``ss.NM[2, 4]``), a BSR
+    with a block shape (``ss.BSR.with_block(4, 4)``) or an annotation
+    (``ss.CSR[dace.float32, M, N]``, whose value and index dtypes are then applied).
+    ``prune=True`` (structured formats only) keeps each group's largest magnitudes where
+    ``A`` does not fit the pattern; by default such an ``A`` raises ``PatternError``.
     """
     dtype = None
     if isinstance(fmt, _BSRFamily):
@@ -32,7 +34,10 @@ def convert(A, fmt, index_dtype=None):
         check_value('A', A)
     elif isinstance(A, (str, bytes)) or A is None:
         raise errors.ArgumentError(f'convert: A must be a sparse matrix or an array, got {type(A).__name__}')
-    arrays, shape = to_storage(A, fmt, index_dtype or np.int32)
+    if prune and getattr(fmt, 'pattern', None) is None:
+        raise errors.ArgumentError(f'convert: prune=True needs a structured format (ss.NM, ss.GNM, ss.VNM), '
+                                   f'got {fmt!r}')
+    arrays, shape = to_storage(A, fmt, index_dtype or np.int32, prune=bool(prune))
     if dtype is not None:
         arrays['vals'] = arrays['vals'].astype(dtype, copy=False)
     m = SparseMatrix(fmt, arrays, shape)

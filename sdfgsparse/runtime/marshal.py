@@ -250,7 +250,7 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
         given = fmt.name
         raise errors.FormatMismatchError(
             f'{argname}: the program expects {st.fmt.name} but got {given} ({type(value).__name__}); '
-            f'convert explicitly with ss.convert({argname}, ss.{st.fmt.name.rstrip("T")})')
+            f'convert explicitly with ss.convert({argname}, {_spelling(st.fmt.name.rstrip("T"))})')
     arg = SparseArg(argname, value, st)
     arg.shape = (int(shape[0]), int(shape[1]))
 
@@ -304,6 +304,14 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
     if VALIDATE['on'] and not getattr(value, '_ss_checked', False):  # (a private copy, checked once)
         validate_storage(st.fmt, arrays, arg.shape, arg.sizes, argname)
     return arg
+
+
+def _spelling(name: str) -> str:
+    """How a user writes the format named ``name`` (``ss.CSR``, ``ss.NM[2, 4]``)."""
+    try:
+        return repr(get_format(name))
+    except KeyError:
+        return f'ss.{name}'
 
 
 def check_value(argname: str, value) -> None:

@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sparse_zoo import REAL, as_format, dense, real_matrix, signatures, tol, zoo
+from sparse_zoo import REAL, as_format, dense, format_of, real_matrix, signatures, tol, zoo
 
 M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
 
@@ -24,8 +24,7 @@ _PROGRAMS = {}
 def allops_program(fmt, vt, it):
     key = (fmt, vt, it)
     if key not in _PROGRAMS:
-        F = ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
-        T = F[vt, M, N, it]
+        T = format_of(fmt)[vt, M, N, it]
 
         @dace.program
         def allops(A: T, x: vt[N], xt: vt[M], B: vt[N, K], P: vt[K, M], D: vt[M, N], X: vt[M, K], Y: vt[K, N]):

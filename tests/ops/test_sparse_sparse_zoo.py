@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sparse_zoo import REAL, as_format, dense, real_matrix, signatures, tol, zoo
+from sparse_zoo import REAL, as_format, dense, format_of, real_matrix, signatures, tol, zoo
 
 M, N = dace.symbol('M'), dace.symbol('N')
 
@@ -16,7 +16,7 @@ _PROGRAMS = {}
 
 
 def _fmt(fmt):
-    return ss.BSR.with_block(2, 2) if fmt == 'BSR' else getattr(ss, fmt)
+    return format_of(fmt)
 
 
 def program(fmt, vt, it):

@@ -55,8 +55,13 @@ def render(nest, member_vars: Dict[str, str]) -> Tuple[List[LevelPiece], Callabl
     ``map_var * symbol + loop_var``."""
     pieces, subs = [], {}
 
-    def py(e):
-        return pyexpr(e.xreplace(subs), member_vars) if isinstance(e, sympy.Basic) else pyexpr(e, member_vars)
+    def py(e, reads_only=False):
+        if not isinstance(e, sympy.Basic):
+            return pyexpr(e, member_vars)
+        if reads_only:  # positions through b{k} inside storage reads only (a row index stays a symbol)
+            return pyexpr(e.replace(lambda a: isinstance(a, sympy.core.function.AppliedUndef),
+                                    lambda a: a.func(*(x.xreplace(subs) for x in a.args))), member_vars)
+        return pyexpr(e.xreplace(subs), member_vars)
 
     for k, l in enumerate(nest.levels):
         piece = LevelPiece(coord=py(l.coord), pos=py(l.pos), bounds=(py(l.begin), py(l.end)) if l.has_loop else None,
@@ -81,7 +86,10 @@ class Entries:
         self.member_vars = dict(member_vars)
         self.nest = st.fmt.loops(st.rows, st.cols, st.sizes)
         self.pieces, py = render(self.nest, member_vars)
-        self.i, self.j, self.v = (py(e) for e in (self.nest.row, self.nest.col, self.nest.value_pos))
+        # the row and column index dense operands (memlets): no data scalar in them (GNM's
+        # and VNM's row ``c0 * g + c1`` is also a dense level's position, ``b1 + c1``)
+        self.i, self.j = (py(e, reads_only=True) for e in (self.nest.row, self.nest.col))
+        self.v = py(self.nest.value_pos)
         self.vals = member_vars['vals']
         #: lines that define the entry's coordinates before a body reads them (see below)
         self.coordinate_lines: List[str] = []

@@ -1,0 +1,59 @@
+"""The structured layouts (``ss.NM``, ``ss.GNM``, ``ss.VNM``) through every operation,
+against scipy: the zoo padded to each pattern's block and pruned by magnitude (the
+reference is the pruned matrix), and the real matrices of tests/data.
+
+One signature per format (the pairs alternate), as the other formats' pairs do, so each
+program compiles once; the programs are those of ``test_ops_zoo`` and
+``test_sparse_sparse_zoo``."""
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sparse_zoo import REAL, format_of, padded_to_block, real_matrix, zoo
+
+import test_ops_zoo
+import test_sparse_sparse_zoo
+
+STRUCTURED = ['NM2_4', 'NM1_4', 'GNM2_2_4', 'VNM4_2_8']
+PAIRS = [(dace.float64, dace.int32), (dace.float32, dace.int64)]
+
+
+def signatures():
+    for k, fmt in enumerate(STRUCTURED):
+        vt, it = PAIRS[k % 2]
+        yield pytest.param(fmt, vt, it, id=f'{fmt}-{vt.to_string()}-{it.to_string()}')
+
+
+def pruned(A, fmt):
+    """``A`` padded to the block of ``fmt`` and pruned to its pattern, as scipy CSR."""
+    F = format_of(fmt)
+    return sp.csr_array(ss.convert(padded_to_block(A, F), F, prune=True).to_scipy())
+
+
+def _cases(fmt, dtype, real: bool, seed=7):
+    cases = [(name, pruned(A, fmt)) for name, A in zoo(dtype, seed).items()]
+    if real:
+        cases += [(name, pruned(real_matrix(name), fmt)) for name in REAL if name != 'cryg2500']
+    return cases
+
+
+@pytest.mark.parametrize('fmt,vt,it', list(signatures()))
+def test_all_ops(fmt, vt, it):
+    real = vt == dace.float64
+    for name, A in _cases(fmt, np.dtype(vt.type), real):
+        try:
+            test_ops_zoo.run_case(fmt, vt, it, A)
+        except AssertionError as ex:
+            raise AssertionError(f'matrix {name}: {ex}') from ex
+
+
+@pytest.mark.parametrize('fmt,vt,it', list(signatures()))
+def test_sparse_sparse_ops(fmt, vt, it):
+    npv = np.dtype(vt.type)
+    for (name, A), (_, B) in zip(_cases(fmt, npv, False), _cases(fmt, npv, False, seed=99)):
+        try:
+            test_sparse_sparse_zoo.run_case(fmt, vt, it, A, B)
+        except AssertionError as ex:
+            raise AssertionError(f'matrix {name}: {ex}') from ex
