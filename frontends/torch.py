@@ -40,7 +40,13 @@ import torch
 from sdfgsparse import errors
 from sdfgsparse.frontends.torch_graph import Segment, plan_segments, translate
 
-__all__ = ['compile', 'CompiledModel', 'sparsify', 'SparseOptimizer']
+from sdfgsparse.frontends.torch_dispatch import LayoutTensor
+from sdfgsparse.frontends.torch_layers import SparseConv2d, SparseLinear, sparsify_layers
+from sdfgsparse.frontends.torch_rigl import RigL
+from sdfgsparse.frontends.torch_sparsifiers import Block, Magnitude, Random, Sparsifier
+
+__all__ = ['compile', 'CompiledModel', 'sparsify', 'SparseOptimizer', 'LayoutTensor', 'SparseLinear', 'SparseConv2d',
+           'Sparsifier', 'Magnitude', 'Random', 'Block', 'RigL']
 
 FALLBACKS = ('raise', 'torch')
 
@@ -209,8 +215,20 @@ def _identifier(name: str) -> str:
     return out if out and not out[0].isdigit() else f'm_{out}'
 
 
-def sparsify(module, density: float):
-    """Prune every ``torch.nn.Linear`` weight of ``module`` (itself included) to its
+def sparsify(module, density):
+    """Sparsify the weights of ``module`` **in place** and return it.
+
+    ``density`` a sparsifier (:class:`Magnitude`, :class:`Random`, :class:`Block`, each
+    with its layout: ``ss.torch.Magnitude(layout=ss.NM[2, 4])``): every ``nn.Linear`` and
+    every pointwise (1x1) ``nn.Conv2d`` below ``module`` becomes a :class:`SparseLinear` /
+    :class:`SparseConv2d` whose weight is the sparsifier's :class:`LayoutTensor` (values a
+    parameter, trainable by any torch optimizer); a ``nn.ReLU`` right after one in a
+    ``nn.Sequential`` is fused into it; other convolutions stay dense. Raises
+    ``ArgumentError`` when there is no such layer.
+
+    ``density`` a number: the CSR form below, which :func:`compile` reads as CSR arguments.
+
+    Prune every ``torch.nn.Linear`` weight of ``module`` (itself included) to its
     ``density`` fraction of largest-magnitude entries (``round(density * numel)``, at least
     one; ties to the lower flat index), stored as a sparse CSR parameter. **In place**, as
     ``torch.nn.utils.prune`` does; returns ``module``. Biases stay dense; a weight keeps its
@@ -227,6 +245,15 @@ def sparsify(module, density: float):
     it through :class:`SparseOptimizer` (its dense weight gradients are read on the pattern)."""
     if not isinstance(module, torch.nn.Module):
         raise errors.ArgumentError(f'ss.torch.sparsify: module must be a torch.nn.Module, got {type(module).__name__}')
+    if isinstance(density, Sparsifier):
+        wrapped = torch.nn.Sequential(module)  # so that module itself can be replaced too
+        if not sparsify_layers(wrapped, density):
+            raise errors.ArgumentError(f'ss.torch.sparsify: {type(module).__name__} has no torch.nn.Linear or '
+                                       'pointwise torch.nn.Conv2d layer')
+        if wrapped[0] is not module:
+            raise errors.ArgumentError(f'ss.torch.sparsify: {type(module).__name__} is itself a layer; use '
+                                       f'ss.torch.{type(wrapped[0]).__name__}.from_dense(layer, sparsifier)')
+        return module
     if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0 < density <= 1:
         raise errors.ArgumentError(f'ss.torch.sparsify: density must be a number in (0, 1], got {density!r}')
     layers = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]

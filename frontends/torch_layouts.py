@@ -235,6 +235,19 @@ def _backward(ctx, G):
 layout_mm.register_autograd(_backward, setup_context=_setup)
 
 
+def _backward_t(ctx, dY):
+    # Y = A.T @ G: dG = A @ dY, d values = (G @ dY.T) at A's slots
+    values, G, *index = ctx.saved_tensors
+    fmt, rows, cols = ctx.layout
+    dY = dY.contiguous()
+    d_values = layout_sampled(fmt, rows, cols, index, G, dY) if ctx.needs_input_grad[4] else None
+    d_G = layout_mm(fmt, rows, cols, index, values, dY) if ctx.needs_input_grad[5] else None
+    return None, None, None, [None] * len(index), d_values, d_G
+
+
+layout_mm_t.register_autograd(_backward_t, setup_context=_setup)
+
+
 def layout_mm_epilogue(fmt: str, rows: int, cols: int, index: List[torch.Tensor], values: torch.Tensor,
                        X: torch.Tensor, bias: torch.Tensor, activation: str = 'none') -> torch.Tensor:
     """``activation(A @ X + bias[:, None])`` in one kernel (inference: no gradient)."""

@@ -12,7 +12,7 @@ __all__ = [
     'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
     'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
     'UnsupportedOperationError', 'PatternError', 'ArgumentError', 'DeviceError', 'CopyWarning',
-    'FormatFallbackWarning', 'warn_user'
+    'FormatFallbackWarning', 'LayoutFallbackWarning', 'warn_user'
 ]
 
 
@@ -80,6 +80,12 @@ class FormatFallbackWarning(UserWarning):
     """A call's matrix would not fit the format ``ss.optimize`` chose for the example
     matrices; the call ran the program's own format instead
     (:mod:`sdfgsparse.transformations.format_guard`)."""
+
+
+class LayoutFallbackWarning(UserWarning):
+    """An operation has no sparse implementation for a layout (``ss.torch``'s
+    :class:`LayoutTensor`): it ran on the dense matrix instead (once per operation and
+    layout is warned)."""
 
 
 #: Modules whose frames are ours or DaCe's (a warning is attributed past them). By module

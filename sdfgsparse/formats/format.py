@@ -206,6 +206,8 @@ class SparseFormat:
                            transpose_name=self.name,
                            block=(self.block[1], self.block[0]),
                            doc=f'Transposed view of {self.name}: same arrays, coordinates swapped.')
+        if getattr(self, 'spelling', None):
+            fmt.spelling = f'{self.spelling}.T'
         return register_format(fmt)
 
     # ------------------------------------------------------------------ annotation

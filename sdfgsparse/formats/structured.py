@@ -84,8 +84,13 @@ class _Family:
     def __getitem__(self, args):
         if not isinstance(args, tuple):
             args = (args, )
-        if len(args) != self.arity or any(isinstance(a, (dace.typeclass, type)) for a in args):
+        if any(isinstance(a, (dace.typeclass, type)) for a in args):
             raise TypeError(f'{self!r}[...] takes the pattern first: {self.usage}')
+        if len(args) != self.arity:
+            raise TypeError(f'{self!r}[...] takes {self.arity} pattern parameters, got {len(args)}: {self.usage}')
+        for a in args:  # checked before the cache: NM[2.0, 4] is not NM[2, 4]
+            if isinstance(a, bool) or not isinstance(a, int):
+                raise TypeError(f'{self!r}[...]: pattern parameters are positive integers, got {a!r}')
         key = tuple(args)
         if key not in self._made:
             self._made[key] = self._make(*args)

@@ -14,7 +14,7 @@ from sdfgsparse.formats import SparseFormat
 from sdfgsparse.formats.levels import Compressed, Dense, Indirect, Offset, Singleton
 from sdfgsparse.runtime.structured import structured_storage
 
-__all__ = ['to_storage', 'storage_to_coo', 'scipy_members', 'to_scipy_twin', 'has_scipy_twin']
+__all__ = ['to_storage', 'storage_to_coo', 'slot_coordinates', 'scipy_members', 'to_scipy_twin', 'has_scipy_twin']
 
 
 #: The scipy attribute holding each member of a CSR / CSC twin (the warm call's
@@ -39,6 +39,13 @@ def scipy_members(obj, fmt: SparseFormat) -> Dict[str, np.ndarray]:
 def storage_to_coo(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) -> Tuple[np.ndarray, ...]:
     """(row, col, val) of every stored entry of a matrix in format ``fmt``, walking its
     levels (padding and out-of-range diagonal slots are dropped)."""
+    r, c, slots = slot_coordinates(fmt, arrays, shape)
+    return r, c, arrays['vals'][slots]
+
+
+def slot_coordinates(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) -> Tuple[np.ndarray, ...]:
+    """(row, col, slot) of every stored entry: its coordinates and the position of its
+    value in ``vals``, in storage order (padding and out-of-range diagonal slots dropped)."""
     rows, cols = shape
     ext = [None if e is None else int(e) for e in fmt.extents(rows, cols)]
     pos = np.zeros(1, dtype=np.int64)  # positions of the current level
@@ -97,7 +104,7 @@ def storage_to_coo(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) -> T
     cc = eval(fmt.dims[1], {}, env) if coords else np.zeros(0, np.int64)
     r = np.broadcast_to(r, pos.shape)
     cc = np.broadcast_to(cc, pos.shape)
-    return r[keep], cc[keep], arrays['vals'][pos[keep]]
+    return r[keep], cc[keep], pos[keep]
 
 
 def _csr_parts(A, index_dtype):

@@ -17,7 +17,7 @@ import sympy
 
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat
-from sdfgsparse.formats.levels import Compressed, Dense, Singleton
+from sdfgsparse.formats.levels import Compressed, Dense, Indirect, Singleton
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.symexpr import compile_int
 
@@ -91,6 +91,10 @@ class StorageCheck:
         sizes = {k: sympy.Symbol(k, integer=True) for k in fmt.size_keys}
         self._extents = [None if e is None else compile_int(e) for e in fmt.extents(r, c)]
         self._counts = [compile_int(e) for e in fmt.counts(r, c, sizes)]
+        # members no level checks the length of (V:N:M's column table)
+        shapes = fmt.member_shapes(r, c, sizes)
+        self._tables = [(f'sel{k}', compile_int(shapes[f'sel{k}'])) for k, lvl in enumerate(fmt.levels)
+                        if isinstance(lvl, Indirect)]
         self._levels = []
         for k, lvl in enumerate(fmt.levels):
             if isinstance(lvl, Dense):
@@ -111,6 +115,9 @@ class StorageCheck:
         counts = [f(table) for f in self._counts]
         if arrays['vals'].size != counts[-1]:
             return False
+        for name, size in self._tables:
+            if arrays[name].size != size(table):
+                return False
         for kind, k, lvl, crd_name, pos_name, n_name in self._levels:
             parent = counts[k - 1] if k else 1
             ext = self._extents[k]

@@ -379,6 +379,10 @@ def validate_storage(fmt: SparseFormat, arrays, shape, sizes, argname: str):
     for k, lvl in enumerate(fmt.levels):
         lvl.validate(k, arrays, parent, ext[k] if ext[k] is not None else 0, argname, sizes)
         parent = counts[k]
+    for name, size in fmt.member_shapes(rows, cols, sizes).items():  # what no level checks (V:N:M's table)
+        want = int(dace.symbolic.evaluate(size, {})) if dace.symbolic.issymbolic(size) else int(size)
+        if arrays[name].size != want:
+            raise errors.IndptrError(f'{argname}: {name} has {arrays[name].size} entries, expected {want}')
 
 
 def _size_mismatch(fmt: SparseFormat, arrays, expect_vals: int) -> str:

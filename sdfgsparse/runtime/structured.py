@@ -84,7 +84,7 @@ def structured_storage(A, fmt, index_dtype=np.int32, prune: bool = False) -> Tup
     crds, vals, sels = [], [], []
     for r0, W in _chunks(A, rows, cols, R):
         if pat.kind == 'nm':
-            W3 = W.reshape(-1, G, m)
+            W3 = W.reshape(W.shape[0], G, m)
             if not prune:
                 _too_many((W3 != 0).sum(axis=2), n, fmt, 'non-zeros', lambda a: (r0 + a[0], r0 + a[0] + 1),
                           lambda a: (a[1] * m, a[1] * m + m))
@@ -93,7 +93,7 @@ def structured_storage(A, fmt, index_dtype=np.int32, prune: bool = False) -> Tup
             vals.append(np.take_along_axis(W3, idx, axis=2).reshape(-1))
         elif pat.kind == 'gnm':
             g = pat.rows
-            W4 = W.reshape(-1, g, G, m)
+            W4 = W.reshape(W.shape[0] // g, g, G, m)
             if not prune:
                 _too_many((W4 != 0).any(axis=1).sum(axis=2), n, fmt, 'non-zero columns',
                           lambda a: (r0 + a[0] * g, r0 + a[0] * g + g), lambda a: (a[1] * m, a[1] * m + m))
@@ -103,7 +103,7 @@ def structured_storage(A, fmt, index_dtype=np.int32, prune: bool = False) -> Tup
             vals.append(np.take_along_axis(W4.transpose(0, 2, 3, 1), idx[..., None], axis=2).reshape(-1))
         else:  # vnm
             v = pat.rows
-            W4 = W.reshape(-1, v, G, m).transpose(0, 2, 1, 3)  # [rb, G, v, m]
+            W4 = W.reshape(W.shape[0] // v, v, G, m).transpose(0, 2, 1, 3)  # [rb, G, v, m]
             if not prune:
                 _too_many((W4 != 0).any(axis=2).sum(axis=2), VNM_KEPT, fmt, 'non-zero columns',
                           lambda a: (r0 + a[0] * v, r0 + a[0] * v + v), lambda a: (a[1] * m, a[1] * m + m))
