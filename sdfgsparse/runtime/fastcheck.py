@@ -103,6 +103,10 @@ class StorageCheck:
                 self._levels.append(('compressed', k, lvl, f'crd{k}', f'pos{k}' if k else None, f'n{k}'))
             elif isinstance(lvl, Singleton) and not lvl.padded and lvl.run <= 1:
                 self._levels.append(('singleton', k, lvl, f'crd{k}', None, None))
+            elif isinstance(lvl, Singleton) and not lvl.padded:
+                self._levels.append(('runs', k, lvl, f'crd{k}', None, None))
+            elif isinstance(lvl, Indirect):
+                self._levels.append(('indirect', k, lvl, f'crd{k}', f'sel{k}', None))
             else:
                 self._levels.append(('level', k, lvl, None, None, None))
 
@@ -143,6 +147,19 @@ class StorageCheck:
                                                                               lvl.unique)
                 if not ok:
                     return False
+            elif kind in ('runs', 'indirect') and self.native is not None and self.native.get('runs') is not None:
+                crd = arrays[crd_name]
+                if crd.shape[0] != parent:
+                    return False
+                run = max(lvl.run, 1)
+                if kind == 'runs':
+                    if self.native['runs'](data_pointer(crd), parent, extent, run) != 0:
+                        return False
+                else:  # the picks index the table's rows; the table's rows are columns
+                    sel = arrays[pos_name]
+                    if self.native['runs'](data_pointer(crd), parent, lvl.width, run) != 0 or \
+                            self.native['runs'](data_pointer(sel), sel.shape[0], extent, lvl.width) != 0:
+                        return False
             elif kind == 'singleton':
                 crd = arrays[crd_name]
                 if crd.shape[0] != parent:

@@ -119,7 +119,7 @@ class SparseSlot:
             sizes = marshal._sizes(self.fmt, arrays, (rows, cols))
         else:
             sizes = {key: arrays[member].shape[0] for key, member in self.size_specs}
-        if marshal.VALIDATE['on']:
+        if marshal.VALIDATE['on'] and not getattr(v, '_ss_checked', False):  # (a private copy, checked once)
             contents = self.in_kernel_from is None or sizes['n1'] * self.index_size < self.in_kernel_from
             if not self.check(arrays, rows, cols, sizes, contents=contents):
                 return None

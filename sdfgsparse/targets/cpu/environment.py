@@ -6,7 +6,7 @@ generated code of every program that holds such a kernel and puts ``include/`` o
 compiler's include path. The headers hold the C++ leaves of the kernels: the vector width
 and argument pointers of the row tasklets (``sdfgsparse_cpu.h``), the per-call thread
 choice of the row loops (``sdfgsparse_team.h``), the row walks of the products
-(``sdfgsparse_rows.h``), the row union of ``A + B`` (``sdfgsparse_row_union.h``) and the vector
+(``sdfgsparse_rows.h``; of the structured layouts: ``sdfgsparse_structured.h``), the row union of ``A + B`` (``sdfgsparse_row_union.h``) and the vector
 versions of ``exp`` / ``log`` / ``tanh`` for the loops that call them (``sdfgsparse_vecmath.h``,
 glibc's libmvec: :func:`libmvec`). They are part of sdfgsparse's source
 fingerprint (:func:`sdfgsparse.build.naming.source_fingerprint`), so a change of a header
@@ -25,7 +25,8 @@ INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include')
 #: What every program with a ``cpu`` kernel includes (``sdfgsparse_cpu.h`` includes the team
 #: header); the SpGEMM workspaces and the in-kernel checks come with the kernels that use them,
 #: as their global code.
-HEADERS = ['sdfgsparse_cpu.h', 'sdfgsparse_rows.h', 'sdfgsparse_row_union.h', 'sdfgsparse_vecmath.h']
+HEADERS = ['sdfgsparse_cpu.h', 'sdfgsparse_rows.h', 'sdfgsparse_structured.h', 'sdfgsparse_row_union.h',
+           'sdfgsparse_vecmath.h']
 
 
 def libmvec() -> bool:

@@ -18,7 +18,9 @@ which names the argument, array, position and value (``runtime.marshal.validate_
 entries, or NULL for one segment ``[0, n)``) starts at 0, ends at ``n`` and never
 decreases; each of the ``n`` entries of ``crd`` lies in ``[0, extent)``; within a segment
 the entries increase (``ordered``; strictly when ``unique``). ``in_range(crd, n, extent)``:
-the entries lie in ``[0, extent)``. Both return 0 when the storage is valid (``compressed``
+the entries lie in ``[0, extent)``. ``runs(crd, n, extent, run)``: in range, and each run
+of ``run`` entries increases strictly (the structured layouts' groups and tables). All
+return 0 when the storage is valid (``compressed``
 returns 2, "not checked", for levels of 2**32 entries or more: its counters are 32-bit).
 """
 import ctypes
@@ -62,6 +64,9 @@ DACE_EXPORTED int __ss_check_compressed_{suffix}(const {T}* pos, long long paren
 DACE_EXPORTED int __ss_check_range_{suffix}(const {T}* crd, long long n, long long extent) {{
     return sdfgsparse::check_range<{T}>(crd, n, extent);
 }}
+DACE_EXPORTED int __ss_check_runs_{suffix}(const {T}* crd, long long n, long long extent, long long run) {{
+    return sdfgsparse::check_runs<{T}>(crd, n, extent, run);
+}}
 #endif
 '''
 
@@ -83,6 +88,7 @@ def add_to(sdfg: dace.SDFG, desc) -> None:
 _LL = ctypes.c_longlong
 _COMPRESSED = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _LL, ctypes.c_void_p, _LL, _LL, ctypes.c_int, ctypes.c_int)
 _RANGE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _LL, _LL)
+_RUNS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, _LL, _LL, _LL)
 
 
 def library_function(lib, name: str, proto):
@@ -96,7 +102,7 @@ def library_function(lib, name: str, proto):
 
 
 def symbols(lib, index_dtype) -> Optional[Dict[str, object]]:
-    """``{'compressed': f, 'in_range': f}`` from a loaded kernel library, or None when the
+    """``{'compressed': f, 'in_range': f, 'runs': f or None}`` from a loaded kernel library, or None when the
     library has no checks for this index dtype (built before they existed, or by a kernel
     without sparse arguments)."""
     names = INDEX_CTYPES.get(np.dtype(index_dtype))
@@ -106,4 +112,6 @@ def symbols(lib, index_dtype) -> Optional[Dict[str, object]]:
     rng = library_function(lib, f'__ss_check_range_{names[0]}', _RANGE)
     if comp is None or rng is None:
         return None
-    return {'compressed': comp, 'in_range': rng}
+    # (None in a library built before it: those levels are checked in NumPy)
+    runs = library_function(lib, f'__ss_check_runs_{names[0]}', _RUNS)
+    return {'compressed': comp, 'in_range': rng, 'runs': runs}

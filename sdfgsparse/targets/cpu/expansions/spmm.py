@@ -3,6 +3,7 @@ import dace
 import dace.library
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.targets.cpu import structured
 from sdfgsparse.targets.cpu.dense_loops import axpy_row, axpy_tile, contiguous_rows, spmm_row
 from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
 from sdfgsparse.lowering.epilogue import emit_epilogue_pass, node_epilogue
@@ -43,6 +44,13 @@ class ExpandSpMMCPU(ExpandTransformation):
         if node.epilogue and ent.i == ent.pieces[0].coord:  # the row is complete after its outer iteration
             el = f'{Y}[{ent.i}, k]'
             row_done = [f'for k in {krange}:', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
+        if structured.applies(st) and not T and contiguous_rows(bdesc, y):
+            # a fixed number of slots per group: one tasklet per row or row block (targets/cpu/structured.py)
+            structured.emit_spmm(kb, st, ent.member_vars, Y, B, K, pyexpr(bdesc.strides[0]), y.dtype.ctype,
+                                 pyexpr(y.strides[0]))
+            if node.epilogue:
+                emit_epilogue_pass(kb, node, Y, y.shape)
+            return kb.build()
         row = ent.row_walk() if not T and ent.strategy(0, node.schedule_hint) == 'acc' and contiguous_rows(
             bdesc, y) else None
         if row is not None:

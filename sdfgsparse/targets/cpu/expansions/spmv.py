@@ -4,7 +4,7 @@ import dace.library
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense
-from sdfgsparse.targets.cpu import kernel_checks
+from sdfgsparse.targets.cpu import kernel_checks, structured
 from sdfgsparse.targets.cpu.dense_loops import regular_rows, spmv_row, spmv_row_chunks
 from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
 from sdfgsparse.lowering.epilogue import node_epilogue
@@ -39,6 +39,15 @@ class ExpandSpMVCPU(ExpandTransformation):
         ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
         y = node.connected(state, Y)
         finish = (lambda v, idx: node_epilogue(node, v, idx)) if node.epilogue else None
+        x_desc = node.connected(state, X)
+        if structured.applies(st) and st.dtype == y.dtype == x_desc.dtype and \
+                all(str(d.strides[-1]) == '1' for d in (x_desc, y)):
+            # a fixed number of slots per group: one tasklet per row or row block (targets/cpu/structured.py)
+            structured.emit_spmv(kb, st, ent.member_vars, Y, X, y.dtype.ctype)
+            if finish:
+                kb.line(f'for z0 in dace.map[0:{pyexpr(y.shape[0])}]:')
+                kb.line(f'    {Y}[z0] = {finish(f"{Y}[z0]", ["z0"])}')
+            return kb.build()
         row = row_walk(node, ent, state)
         argument = kernel_checks.claims(node, sdfg) if row is not None else None
         if node.row_chunk > 1 and (node.row_chunk > 64 or node.row_chunk & (node.row_chunk - 1)):

@@ -6,6 +6,7 @@
 // NULL for one segment [0, n)) starts at 0, ends at n and never decreases; each of the n
 // entries of crd lies in [0, extent); within a segment the entries increase (ordered;
 // strictly when unique). check_range(crd, n, extent): the entries lie in [0, extent).
+// check_runs(crd, n, extent, run): in range, and each run of `run` entries increasing strictly.
 #ifndef SDFGSPARSE_STORAGE_CHECK_H
 #define SDFGSPARSE_STORAGE_CHECK_H
 #include <omp.h>
@@ -127,6 +128,26 @@ static inline int check_range(const T* crd, long long n, long long extent) {
     } else {
         #pragma omp parallel for simd reduction(|:bad) schedule(static)
         for (long long p = 0; p < n; ++p) bad |= (U)crd[p] >= ext;
+    }
+    return bad;
+}
+
+// check_runs(crd, n, extent, run): the entries lie in [0, extent) and each run of `run`
+// consecutive entries increases strictly (the slots of an n:m group, a V:N:M table row)
+template <typename T>
+static inline int check_runs(const T* crd, long long n, long long extent, long long run) {
+    using U = typename index_traits<T>::unsigned_type;
+    constexpr long long HALF = index_traits<T>::half;
+    if (n < 0 || extent < 0 || run < 1 || n % run) return 1;
+    const U ext = (U)(extent < HALF ? extent : HALF);
+    const long long groups = n / run;
+    int bad = 0;
+    #pragma omp parallel for reduction(|:bad) schedule(static) if (n > STORAGE_CHECK_PARALLEL)
+    for (long long g = 0; g < groups; ++g) {
+        const T* c = crd + g * run;
+        int b = (U)c[0] >= ext;
+        for (long long s = 1; s < run; ++s) b |= ((U)c[s] >= ext) | (c[s] <= c[s - 1]);
+        bad |= b;
     }
     return bad;
 }

@@ -1,0 +1,127 @@
+// sdfgsparse: the row leaves of the structured layouts (ss.NM, ss.GNM, ss.VNM; formats/structured.py).
+//
+// A structured row has G groups of N slots, every slot stored (zeros where a group has fewer
+// entries): no row pointers, a fixed trip count per group, so the slot loop unrolls and the
+// dense rows it reads are known a group ahead. The slot (g, s) of a row has its value at
+// vals[g * N + s] and the column g * M + off[g * N + s] (n:m), or g * M + sel[g * 4 + off[g * N + s]]
+// (V:N:M: the slot picks one of the 4 columns its block of rows keeps in group g). GNM stores
+// the R rows of a row block side by side: the slot (g, s) of row r at vals[(g * N + s) * R + r],
+// one offset per slot for the R rows, so one read of b's row serves R rows (register blocking,
+// as a dense GEMM does). Conventions as in sdfgsparse_rows.h (C++14, restrict, forced inline).
+#ifndef SDFGSPARSE_STRUCTURED_H
+#define SDFGSPARSE_STRUCTURED_H
+#include <type_traits>
+
+#include "sdfgsparse_rows.h"
+
+namespace sdfgsparse {
+
+template <bool TABLE, typename I>
+SS_ROW_INLINE long long structured_col(const I* __restrict__ off, const I* __restrict__ sel, long long g, long long p,
+                                       long long M) {
+    return g * M + (long long)(TABLE ? sel[g * 4 + off[p]] : off[p]);
+}
+
+// y[0:k] = sum over the row's slots of vals[p] * b[col(p), 0:k]; PANEL vectors of y in registers
+template <int PANEL, int N, bool TABLE, typename T, typename I>
+SS_ROW_INLINE void structured_spmm_row(T* __restrict__ y, const T* __restrict__ b, long long ldb,
+                                       const I* __restrict__ off, const I* __restrict__ sel,
+                                       const T* __restrict__ vals, long long G, long long M, long k) {
+    typedef typename vec_of<T, SS_VECTOR_BYTES>::type V;
+    constexpr long L = SS_VECTOR_BYTES / sizeof(T);
+    auto panel = [&](long c0, auto vectors) {
+        constexpr int NV = decltype(vectors)::value;
+        V acc[N][NV];  // one set per slot: independent chains
+        for (int s = 0; s < N; ++s)
+            for (int u = 0; u < NV; ++u) acc[s][u] = V{};
+        for (long long g = 0; g < G; ++g)
+            for (int s = 0; s < N; ++s) {
+                const long long p = g * N + s;
+                const T a = vals[p];
+                const V* br = (const V*)(b + structured_col<TABLE>(off, sel, g, p, M) * ldb + c0);
+                for (int u = 0; u < NV; ++u) acc[s][u] += a * br[u];
+            }
+        V* yv = (V*)(y + c0);
+        for (int u = 0; u < NV; ++u) {
+            V t = acc[0][u];
+            for (int s = 1; s < N; ++s) t += acc[s][u];
+            yv[u] = t;
+        }
+    };
+    long c0 = 0;
+    for (; c0 + PANEL * L <= k; c0 += PANEL * L) panel(c0, std::integral_constant<int, PANEL>());
+    if (c0 + 2 * L <= k) {
+        panel(c0, std::integral_constant<int, 2>());
+        c0 += 2 * L;
+    }
+    for (; c0 + L <= k; c0 += L) panel(c0, std::integral_constant<int, 1>());
+    for (; c0 < k; ++c0) {  // fewer columns than a vector
+        T acc = 0;
+        for (long long g = 0; g < G; ++g)
+            for (int s = 0; s < N; ++s) {
+                const long long p = g * N + s;
+                acc += vals[p] * b[structured_col<TABLE>(off, sel, g, p, M) * ldb + c0];
+            }
+        y[c0] = acc;
+    }
+}
+
+// y = sum over the row's slots of vals[p] * x[col(p)]
+template <int N, bool TABLE, typename T, typename I, typename X>
+SS_ROW_INLINE T structured_spmv_row(const I* __restrict__ off, const I* __restrict__ sel, const T* __restrict__ vals,
+                                    const X* __restrict__ x, long long G, long long M) {
+    T acc[N] = {};
+    for (long long g = 0; g < G; ++g)
+        for (int s = 0; s < N; ++s) {
+            const long long p = g * N + s;
+            acc[s] += vals[p] * x[structured_col<TABLE>(off, sel, g, p, M)];
+        }
+    T t = acc[0];
+    for (int s = 1; s < N; ++s) t += acc[s];
+    return t;
+}
+
+// The R rows of a GNM row block: y[r, 0:k] = sum over slots of vals[p * R + r] * b[col(p), 0:k]
+// (rows ldy apart). Each vector of b's row is read once for the R rows.
+template <int R, int N, typename T, typename I>
+SS_ROW_INLINE void grouped_spmm_block(T* __restrict__ y, long long ldy, const T* __restrict__ b, long long ldb,
+                                      const I* __restrict__ off, const T* __restrict__ vals, long long G,
+                                      long long M, long k) {
+    typedef typename vec_of<T, SS_VECTOR_BYTES>::type V;
+    constexpr long L = SS_VECTOR_BYTES / sizeof(T);
+    // accumulators: R rows x NV vectors within 16 of the 32 (AVX-512) or 16 (AVX2) registers
+    constexpr int NV = R >= 16 ? 1 : 16 / R > 4 ? 4 : 16 / R;
+    long c0 = 0;
+    for (; c0 + NV * L <= k; c0 += NV * L) {
+        V acc[R][NV];
+        for (int r = 0; r < R; ++r)
+            for (int u = 0; u < NV; ++u) acc[r][u] = V{};
+        for (long long g = 0; g < G; ++g)
+            for (int s = 0; s < N; ++s) {
+                const long long p = g * N + s;
+                const V* br = (const V*)(b + (g * M + (long long)off[p]) * ldb + c0);
+                V bv[NV];
+                for (int u = 0; u < NV; ++u) bv[u] = br[u];
+                const T* a = vals + p * R;
+                for (int r = 0; r < R; ++r)
+                    for (int u = 0; u < NV; ++u) acc[r][u] += a[r] * bv[u];
+            }
+        for (int r = 0; r < R; ++r) {
+            V* yv = (V*)(y + r * ldy + c0);
+            for (int u = 0; u < NV; ++u) yv[u] = acc[r][u];
+        }
+    }
+    for (; c0 < k; ++c0) {  // the columns beyond the last full panel
+        T acc[R] = {};
+        for (long long g = 0; g < G; ++g)
+            for (int s = 0; s < N; ++s) {
+                const long long p = g * N + s;
+                const T bj = b[(g * M + (long long)off[p]) * ldb + c0];
+                for (int r = 0; r < R; ++r) acc[r] += vals[p * R + r] * bj;
+            }
+        for (int r = 0; r < R; ++r) y[r * ldy + c0] = acc[r];
+    }
+}
+
+}  // namespace sdfgsparse
+#endif  // SDFGSPARSE_STRUCTURED_H

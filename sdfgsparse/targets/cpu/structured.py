@@ -1,0 +1,99 @@
+"""The cpu kernels of the structured layouts (``ss.NM``, ``ss.GNM``, ``ss.VNM``): SpMM and SpMV.
+
+Every group of a structured row stores exactly ``n`` slots, so a row's work is known
+without row pointers: the rows (GNM: the row blocks, whose rows share offsets) run in a
+parallel map, each one tasklet calling a leaf of ``include/sdfgsparse_structured.h`` with
+the row's slots (``i * G * n`` onward) and the matrix's ``m``. The SIMD is over the dense
+columns (SpMM: register panels of ``y``'s row; GNM: each vector of ``b``'s row multiplied
+into the ``g`` rows of the block) and over a group's ``n`` slots (independent chains).
+
+:func:`applies` says whether a node's sparse operand takes these kernels: a plain
+structured format (not a view of one), dense operands with contiguous rows, no tiling.
+"""
+from typing import Optional
+
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.formats.structured import pattern_of
+from sdfgsparse.targets.cpu.dense_loops import SPMM_PANEL
+from sdfgsparse.targets.cpu.kernel import cpp_tasklet
+
+__all__ = ['applies', 'emit_spmm', 'emit_spmv']
+
+
+def applies(st) -> Optional[object]:
+    """The pattern of ``st`` when its structured kernels apply, else None."""
+    return pattern_of(st.fmt)
+
+
+def _members(st, conns):
+    """(offset connector, table connector or None, the value connector) of the operand."""
+    pat = pattern_of(st.fmt)
+    k = len(st.fmt.levels) - 1 if pat.kind != 'gnm' else 3
+    return conns[f'crd{k}'], conns.get(f'sel{k}') if pat.kind == 'vnm' else None, conns['vals']
+
+
+def _rows_map(kb, st, pat, var: str):
+    """Open the parallel map over the rows (GNM: row blocks); returns its extent."""
+    kb.symbols_of(st.rows, st.cols, *st.sizes.values())
+    n = pyexpr(st.rows) if pat.kind != 'gnm' else f'({pyexpr(st.rows)}) // {pat.rows}'
+    kb.line(f'for {var} in dace.map[0:{n}]:')
+    return n
+
+
+def emit_spmm(kb, st, conns, y: str, b: str, k: str, b_stride: str, ctype: str, y_stride: str):
+    """``y = A @ b`` (``y`` written whole, no zero fill) for a structured ``A``."""
+    pat = pattern_of(st.fmt)
+    off, sel, vals = _members(st, conns)
+    G = f'(({pyexpr(st.cols)}) / {pat.m})'  # (C++)
+    itype = 'int64_t' if st.index_dtype.bytes == 8 else 'int'
+    slots = f'{G} * {pat.n}'  # per row
+    _rows_map(kb, st, pat, 'i')
+    kb.line('    _ii = dace.int64(i)')
+    ins = [('_ti', '_ii'), ('_to', f'{off}(-1)'), ('_tv', f'{vals}(-1)'), ('_tb', b)]
+    if pat.kind == 'gnm':
+        R = pat.rows
+        code = (f'sdfgsparse::grouped_spmm_block<{R}, {pat.n}, {ctype}, {itype}>(ss_out(_ty) + _ti * {R} * '
+                f'{y_stride}, {y_stride}, ss_in(_tb), {b_stride}, _to + _ti * {slots}, _tv + _ti * {slots} * {R}, '
+                f'{G}, {pat.m}, {k});')
+        for line in cpp_tasklet(ins, [('_ty', f'{y}(-1)')], code):  # the block's rows (disjoint per i)
+            kb.line(line, 1)
+        return
+    if pat.kind == 'vnm':
+        ins.append(('_ts', f'{sel}(-1)'))
+        table = f'_ts + (_ti / {pat.rows}) * {G} * 4'
+    else:
+        table = f'({itype}*)nullptr'
+    code = (f'sdfgsparse::structured_spmm_row<{SPMM_PANEL}, {pat.n}, {str(pat.kind == "vnm").lower()}, {ctype}, '
+            f'{itype}>(ss_out(_ty), ss_in(_tb), {b_stride}, _to + _ti * {slots}, {table}, _tv + _ti * {slots}, {G}, '
+            f'{pat.m}, {k});')
+    for line in cpp_tasklet(ins, [('_ty', f'{y}[i, :]')], code):
+        kb.line(line, 1)
+
+
+def emit_spmv(kb, st, conns, y: str, x: str, ctype: str):
+    """``y = A @ x`` for a structured ``A`` (NM, VNM: one row per tasklet; GNM: a block)."""
+    pat = pattern_of(st.fmt)
+    off, sel, vals = _members(st, conns)
+    G = f'(({pyexpr(st.cols)}) / {pat.m})'  # (C++)
+    itype = 'int64_t' if st.index_dtype.bytes == 8 else 'int'
+    slots = f'{G} * {pat.n}'
+    _rows_map(kb, st, pat, 'i')
+    kb.line('    _ii = dace.int64(i)')
+    ins = [('_ti', '_ii'), ('_to', f'{off}(-1)'), ('_tv', f'{vals}(-1)'), ('_tx', x)]
+    if pat.kind == 'gnm':
+        R = pat.rows
+        # the block's R rows: one pass over its slots (b = x as a matrix of one column)
+        code = (f'sdfgsparse::grouped_spmm_block<{R}, {pat.n}, {ctype}, {itype}>(ss_out(_ty) + _ti * {R}, 1, '
+                f'ss_in(_tx), 1, _to + _ti * {slots}, _tv + _ti * {slots} * {R}, {G}, {pat.m}, 1);')
+        for line in cpp_tasklet(ins, [('_ty', f'{y}(-1)')], code):  # the block's rows (disjoint per i)
+            kb.line(line, 1)
+        return
+    if pat.kind == 'vnm':
+        ins.append(('_ts', f'{sel}(-1)'))
+        table = f'_ts + (_ti / {pat.rows}) * {G} * 4'
+    else:
+        table = f'({itype}*)nullptr'
+    code = (f'_ty = sdfgsparse::structured_spmv_row<{pat.n}, {str(pat.kind == "vnm").lower()}>(_to + _ti * '
+            f'{slots}, {table}, _tv + _ti * {slots}, ss_in(_tx), {G}, {pat.m});')
+    for line in cpp_tasklet(ins, [('_ty', f'{y}[i]')], code):
+        kb.line(line, 1)
