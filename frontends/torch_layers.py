@@ -158,9 +158,10 @@ class SparseConv2d(_LayoutWeight):
         X = x.contiguous().reshape(B, C, H * W)
         if grad:
             return torch.stack([self._product(X[b], True) for b in range(B)]).reshape(B, self.out_channels, H, W)
-        out = torch.empty(B, self.out_channels, H * W, dtype=x.dtype)
-        for b in range(B):
-            out[b] = self._product(X[b], False)
+        rows, cols = self.weight_shape
+        bias = self.bias if self.bias is not None else torch.zeros(rows, dtype=self.values.dtype)
+        out = ops.layout_bmm_epilogue(self.format.name, rows, cols, self.index, self.values, X, bias.detach(),
+                                      self.activation)  # one call for the batch
         return out.reshape(B, self.out_channels, H, W)
 
 

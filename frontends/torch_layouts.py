@@ -29,7 +29,8 @@ import torch
 
 from sdfgsparse import errors
 
-__all__ = ['layout_mm', 'layout_mm_t', 'layout_sampled', 'layout_mm_epilogue', 'matrix_of', 'ACTIVATIONS']
+__all__ = ['layout_mm', 'layout_mm_t', 'layout_sampled', 'layout_mm_epilogue', 'layout_bmm_epilogue', 'matrix_of',
+           'ACTIVATIONS']
 
 _LOCK = threading.Lock()
 _PROGRAMS: Dict[Any, Any] = {}
@@ -91,6 +92,27 @@ def _build(kind, fmt_name, vdtype, idtype, activation):
             return ss.sddmm(A, G, XT)
 
         return ss_layout_sampled
+    if kind == 'bmm_bias':  # one product per image of a batch (a pointwise convolution, NCHW)
+        NB = dace.symbol('NB')
+        if activation == 'relu':
+
+            @dace.program
+            def ss_layout_bmm_bias_relu(A: A_t, X: vt[NB, N, K], b: vt[M]):
+                Y = np.empty((NB, M, K), dtype=vt.type)
+                for i in range(NB):
+                    Y[i] = np.maximum(A @ X[i] + b[:, np.newaxis], zero)
+                return Y
+
+            return ss.optimize(ss_layout_bmm_bias_relu)
+
+        @dace.program
+        def ss_layout_bmm_bias(A: A_t, X: vt[NB, N, K], b: vt[M]):
+            Y = np.empty((NB, M, K), dtype=vt.type)
+            for i in range(NB):
+                Y[i] = A @ X[i] + b[:, np.newaxis]
+            return Y
+
+        return ss.optimize(ss_layout_bmm_bias)
     if activation == 'relu':
 
         @dace.program
@@ -260,6 +282,22 @@ def layout_mm_epilogue(fmt: str, rows: int, cols: int, index: List[torch.Tensor]
         raise errors.ShapeError(f'sdfgsparse layouts: bias has shape {tuple(bias.shape)}, expected ({rows},)')
     prog = _program('mm_bias', fmt, values.dtype, index[0].dtype, activation)
     return torch.as_tensor(prog(A, _dense('X', X, values.dtype), bias.detach().contiguous().numpy()))
+
+
+def layout_bmm_epilogue(fmt: str, rows: int, cols: int, index: List[torch.Tensor], values: torch.Tensor,
+                        X: torch.Tensor, bias: torch.Tensor, activation: str = 'none') -> torch.Tensor:
+    """``activation(A @ X[i] + bias[:, None])`` for each ``i`` of a 3-D ``X`` (one program
+    call for the batch; inference: no gradient)."""
+    if activation not in ACTIVATIONS:
+        raise errors.ArgumentError(f'sdfgsparse layouts: activation must be one of {ACTIVATIONS}, got {activation!r}')
+    A = matrix_of(fmt, rows, cols, index, values)
+    if X.dim() != 3 or X.shape[1] != cols or X.dtype != values.dtype:
+        raise errors.ShapeError(f'sdfgsparse layouts: A is {rows} x {cols} {values.dtype}, X is {tuple(X.shape)} '
+                                f'{X.dtype} (expected [batch, {cols}, k])')
+    if bias.dim() != 1 or bias.shape[0] != rows:
+        raise errors.ShapeError(f'sdfgsparse layouts: bias has shape {tuple(bias.shape)}, expected ({rows},)')
+    prog = _program('bmm_bias', fmt, values.dtype, index[0].dtype, activation)
+    return torch.as_tensor(prog(A, X.detach().contiguous().numpy(), bias.detach().contiguous().numpy()))
 
 
 def storage_tensors(S) -> Tuple[List[torch.Tensor], torch.Tensor]:

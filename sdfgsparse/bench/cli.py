@@ -307,9 +307,11 @@ def _single_thread(args, log):
 def _run_ml(args, config) -> int:
     from sdfgsparse.bench.errors import BenchError
     from sdfgsparse.bench.ml import format_ml, run_ml
+    from sdfgsparse.bench.ml_structured import FULL, QUICK
     try:
         results = run_ml(config.matrices, repeat=args.repeat, seqs=(512, ) if args.quick else (512, 1024, 2048),
-                         log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
+                         log=lambda line: print(f'sdfgsparse bench: {line}', flush=True),
+                         structured=QUICK if args.quick else FULL)
     except BenchError as exc:
         print(f'sdfgsparse bench: {exc}', file=sys.stderr)
         return 2

@@ -19,6 +19,9 @@ Tasks (Scorch's evaluation, as far as built so far):
   compile serves every length (the length is a symbol); torch-dense is masked dense
   attention.
 
+The structured-sparsity tasks (``pointwise``, ``mlp-block``, ``rigl``) are in
+:mod:`sdfgsparse.bench.ml_structured`.
+
 Systems: ``torch-dense`` (the model with dense adjacency / weights, eager), ``torch-sparse``
 (torch.sparse CSR, eager), ``sdfgsparse`` (``ss.torch.compile``; training through its custom
 operators), and ``scorch`` (GCN inference, its products by ``scorch.matmul`` on
@@ -53,6 +56,11 @@ class MLResult:
     errors: Dict[str, str] = field(default_factory=dict)
     compile_s: Optional[float] = None
     correct: Optional[bool] = None
+
+    def ratio_dense(self) -> Optional[float]:
+        """sdfgsparse's speed-up over torch-dense (> 1: faster)."""
+        ours, dense = self.seconds.get('sdfgsparse'), self.seconds.get('torch-dense')
+        return dense / ours if ours and dense else None
 
     def ratio(self) -> Optional[float]:
         """sdfgsparse's speed-up over the fastest torch system (> 1: faster)."""
@@ -337,10 +345,12 @@ def _line(r: MLResult) -> str:
 
 
 def run_ml(matrices, repeat: int = 10, log=print, seqs=(512, 1024, 2048), attention_layers: int = 4,
-           sparsities=(0.9, 0.95, 0.99), autoencoder=AUTOENCODER) -> List[MLResult]:
+           sparsities=(0.9, 0.95, 0.99), autoencoder=AUTOENCODER, structured=None) -> List[MLResult]:
     """Run the ML tasks; ``matrices``: :class:`~sdfgsparse.bench.matrices.MatrixSource` list
     (the square ones are GCN graphs); ``seqs``: the attention task's sequence lengths;
-    ``sparsities``: the autoencoder's; ``autoencoder``: its layer widths and batch."""
+    ``sparsities``: the autoencoder's; ``autoencoder``: its layer widths and batch;
+    ``structured``: the sizes of the structured-sparsity and RigL tasks
+    (:class:`~sdfgsparse.bench.ml_structured.StructuredTasks`; None: not run)."""
     try:
         import torch
     except ImportError as e:
@@ -360,19 +370,22 @@ def run_ml(matrices, repeat: int = 10, log=print, seqs=(512, 1024, 2048), attent
         results.extend(_mlp(torch, ss, sparsity, repeat, log, autoencoder))
     if seqs:
         results.extend(_attention(torch, ss, seqs, attention_layers, repeat, log))
+    if structured is not None:
+        from sdfgsparse.bench.ml_structured import run_structured
+        results.extend(run_structured(structured, repeat, log, MLResult))
     return results
 
 
 def format_ml(results: List[MLResult]) -> str:
     head = f'{"task":<9} {"data":<14} {"mode":<10} ' + ' '.join(f'{s:>13}' for s in SYSTEMS) + \
-        f' {"vs best":>8} {"compile":>8}  ok'
+        f' {"vs best":>8} {"vs dense":>8} {"compile":>8}  ok'
     lines = [head, '-' * len(head)]
     for r in results:
         cells = ' '.join(f'{r.seconds[s] * 1e3:>10.2f} ms' if s in r.seconds else f'{"-":>13}' for s in SYSTEMS)
-        ratio = r.ratio()
+        ratio, dense = r.ratio(), r.ratio_dense()
         lines.append(f'{r.task:<9} {r.data[:14]:<14} {r.mode:<10} {cells} '
-                     f'{f"x{ratio:.2f}" if ratio else "-":>8} {f"{r.compile_s:.1f} s" if r.compile_s else "-":>8}  '
-                     f'{"yes" if r.correct else "NO"}')
+                     f'{f"x{ratio:.2f}" if ratio else "-":>8} {f"x{dense:.2f}" if dense else "-":>8} '
+                     f'{f"{r.compile_s:.1f} s" if r.compile_s else "-":>8}  {"yes" if r.correct else "NO"}')
     ratios = [r.ratio() for r in results if r.ratio()]
     if ratios:
         lines.append(f'geomean vs the best torch system: x{float(np.exp(np.mean(np.log(ratios)))):.2f} '

@@ -13,16 +13,64 @@ structured format (not a view of one), dense operands with contiguous rows, no t
 from typing import Optional
 
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.formats import get_format
 from sdfgsparse.formats.structured import pattern_of
 from sdfgsparse.targets.cpu.dense_loops import SPMM_PANEL
 from sdfgsparse.targets.cpu.kernel import cpp_tasklet
 
-__all__ = ['applies', 'emit_spmm', 'emit_spmv']
+__all__ = ['applies', 'transposed', 'emit_spmm', 'emit_spmm_t', 'emit_spmv', 'TRANSPOSED_RANGE']
 
 
 def applies(st) -> Optional[object]:
     """The pattern of ``st`` when its structured kernels apply, else None."""
     return pattern_of(st.fmt)
+
+
+def transposed(st) -> Optional[object]:
+    """The pattern of the structured format ``st`` is the transposed view of (``A.T``), else None."""
+    name = st.fmt.transpose_name
+    if not name or pattern_of(st.fmt) is not None:
+        return None
+    try:
+        base = get_format(name)
+    except KeyError:
+        return None
+    return pattern_of(base) if base.T is st.fmt else None
+
+
+#: dense columns of ``A.T @ B`` per parallel range (two vectors of float32 at AVX-512)
+TRANSPOSED_RANGE = 32
+
+
+def emit_spmm_t(kb, st, conns, y: str, b: str, k: str, b_stride: str, ctype: str, y_stride: str):
+    """``y = A.T @ b`` for the transposed view ``st`` of a structured ``A``: ranges of
+    :data:`TRANSPOSED_RANGE` dense columns in parallel, each walking all of A's slots."""
+    pat = transposed(st)
+    off, sel, vals = _members(_base_type(st), conns)
+    rows, cols = pyexpr(st.cols), pyexpr(st.rows)  # A's own rows and columns
+    G = f'(({cols}) / {pat.m})'  # (C++)
+    itype = 'int64_t' if st.index_dtype.bytes == 8 else 'int'
+    R = pat.rows if pat.kind == 'gnm' else 1
+    kb.symbols_of(st.rows, st.cols, *st.sizes.values())
+    n = f'(({k}) + {TRANSPOSED_RANGE - 1}) // {TRANSPOSED_RANGE}'
+    kb.line(f'for t in dace.map[0:{n}]:')
+    kb.line('    _tt = dace.int64(t)')
+    ins = [('_tk', '_tt'), ('_to', f'{off}(-1)'), ('_tv', f'{vals}(-1)'), ('_tb', b)]
+    table = f'({itype}*)nullptr'
+    if pat.kind == 'vnm':
+        ins.append(('_ts', f'{sel}(-1)'))
+        table = '_ts'
+    code = (f'sdfgsparse::structured_spmm_t<{R}, {pat.n}, {str(pat.kind == "vnm").lower()}, {ctype}, {itype}>('
+            f'ss_out(_ty), {y_stride}, ss_in(_tb), {b_stride}, _to, {table}, {pat.rows}, _tv, {rows}, {G}, {pat.m}, '
+            f'_tk * {TRANSPOSED_RANGE}, std::min<long>({k}, (_tk + 1) * {TRANSPOSED_RANGE}));')
+    for line in cpp_tasklet(ins, [('_ty', f'{y}(-1)')], code):  # (disjoint column ranges per t)
+        kb.line(line, 1)
+
+
+def _base_type(st):
+    """The type of the matrix ``st`` is the transposed view of."""
+    from sdfgsparse.formats import SparseType
+    return SparseType(get_format(st.fmt.transpose_name), st.dtype, st.cols, st.rows, st.index_dtype, st.sizes, uid=-1)
 
 
 def _members(st, conns):

@@ -3,6 +3,7 @@ import dace
 import dace.library
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.formats.structured import pattern_of
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows, dot_rows, sddmm_row, transposed_rows
 from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 from sdfgsparse.ops.base import member_conn
@@ -49,7 +50,8 @@ class ExpandSDDMMCPU(ExpandTransformation):
             copy_crd = [f'{ocrd}[{ent.v}] = {crd}[{ent.v}]']
         else:
             copy_index_members(kb, members, 'S', 'out')
-        if st.fmt.name not in ('CSR', 'CSC', 'COO', 'DCSR'):  # padded slots (ELL, DIA, BSR) read as zeros
+        if st.fmt.name not in ('CSR', 'CSC', 'COO', 'DCSR') and pattern_of(st.fmt) is None:
+            # padded slots (ELL, DIA, BSR) read as zeros (a structured layout has none: every slot is written)
             zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
         y = node.connected(state, Y)
         Kd = pyexpr(x.shape[1])

@@ -51,6 +51,13 @@ class ExpandSpMMCPU(ExpandTransformation):
             if node.epilogue:
                 emit_epilogue_pass(kb, node, Y, y.shape)
             return kb.build()
+        if structured.transposed(st) and not T and contiguous_rows(bdesc, y):
+            # A.T of a structured A: column ranges in parallel, each over all slots
+            structured.emit_spmm_t(kb, st, ent.member_vars, Y, B, K, pyexpr(bdesc.strides[0]), y.dtype.ctype,
+                                   pyexpr(y.strides[0]))
+            if node.epilogue:
+                emit_epilogue_pass(kb, node, Y, y.shape)
+            return kb.build()
         row = ent.row_walk() if not T and ent.strategy(0, node.schedule_hint) == 'acc' and contiguous_rows(
             bdesc, y) else None
         if row is not None:

@@ -123,5 +123,62 @@ SS_ROW_INLINE void grouped_spmm_block(T* __restrict__ y, long long ldy, const T*
     }
 }
 
+// Columns [k0, k1) of y = A.T @ b (y: A's columns x k, b: A's rows x k) for a structured A of
+// `rows` rows (GNM: R > 1, rows of a block side by side): row by row, the row's part of b in
+// registers, added into the rows of y its slots name. Different column ranges never meet, so
+// the ranges run in parallel; y's range is zeroed first.
+template <int R, int N, bool TABLE, typename T, typename I>
+SS_ROW_INLINE void structured_spmm_t(T* __restrict__ y, long long ldy, const T* __restrict__ b, long long ldb,
+                                     const I* __restrict__ off, const I* __restrict__ sel, long long table_rows,
+                                     const T* __restrict__ vals, long long rows, long long G, long long M, long k0,
+                                     long k1) {
+    typedef typename vec_of<T, SS_VECTOR_BYTES>::type V;
+    constexpr long L = SS_VECTOR_BYTES / sizeof(T);
+    const long long cols = G * M;
+    for (long long j = 0; j < cols; ++j)
+        for (long c = k0; c < k1; ++c) y[j * ldy + c] = 0;
+    const long long blocks = rows / R;
+    const long long per = G * N;  // slots per row (GNM: per row block)
+    long c0 = k0;
+    for (; c0 + 2 * L <= k1; c0 += 2 * L) {
+        for (long long i = 0; i < blocks; ++i) {
+            V bv[R][2];
+            for (int r = 0; r < R; ++r) {
+                const V* br = (const V*)(b + (i * R + r) * ldb + c0);
+                bv[r][0] = br[0];
+                bv[r][1] = br[1];
+            }
+            const I* o = off + i * per;
+            const T* v = vals + i * per * R;
+            const I* t = TABLE ? sel + (i / table_rows) * G * 4 : sel;
+            for (long long g = 0; g < G; ++g)
+                for (int s = 0; s < N; ++s) {
+                    const long long p = g * N + s;
+                    V* yr = (V*)(y + structured_col<TABLE>(o, t, g, p, M) * ldy + c0);
+                    V a0 = V{}, a1 = V{};
+                    for (int r = 0; r < R; ++r) {
+                        a0 += v[p * R + r] * bv[r][0];
+                        a1 += v[p * R + r] * bv[r][1];
+                    }
+                    yr[0] += a0;
+                    yr[1] += a1;
+                }
+        }
+    }
+    for (; c0 < k1; ++c0)  // the columns beyond the last pair of vectors
+        for (long long i = 0; i < blocks; ++i) {
+            const I* o = off + i * per;
+            const T* v = vals + i * per * R;
+            const I* t = TABLE ? sel + (i / table_rows) * G * 4 : sel;
+            for (long long g = 0; g < G; ++g)
+                for (int s = 0; s < N; ++s) {
+                    const long long p = g * N + s;
+                    T a = 0;
+                    for (int r = 0; r < R; ++r) a += v[p * R + r] * b[(i * R + r) * ldb + c0];
+                    y[structured_col<TABLE>(o, t, g, p, M) * ldy + c0] += a;
+                }
+        }
+}
+
 }  // namespace sdfgsparse
 #endif  // SDFGSPARSE_STRUCTURED_H
