@@ -392,7 +392,14 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
         else:
             conn = f'__outarr{n}'
             outs.append((conn, arr, None, True, wcr))
-            stores.append(f'{conn}[{", ".join(pyexpr(lower(i), whole_in) for i in idx)}] = {val}')
+            where = []
+            for d, i in enumerate(idx):
+                text = pyexpr(lower(i), whole_in)
+                if array_reads(lower(i)):  # a read inside a read (V:N:M's sel[crd[p]]): DaCe's code
+                    stores.append(f'__idx{n}_{d} = {text}')  # for a wcr store takes no subscript in its index
+                    text = f'__idx{n}_{d}'
+                where.append(text)
+            stores.append(f'{conn}[{", ".join(where)}] = {val}')
     code += stores
     g = lower(guard) if guard is not None else None
     dynamic = g is not None and g is not sympy.true

@@ -285,3 +285,51 @@ def test_dace_gpu_transformation_runs_on_host_arguments(rng):
         for k, (g, w) in enumerate(zip(built(A, B, x), dace_gpu_reference(A, B, x))):
             np.testing.assert_allclose(_fetched(g).reshape(w.shape), w, **tol(np.float64),
                                        err_msg=f'{name}: result {k}')
+
+
+# ---------------------------------------------------------------- structured layouts
+@dace.program
+def gpu_structured_ops(A: ss.NM[2, 4][dace.float64, M, N], V: ss.VNM[4, 2, 8][dace.float64, M, N],
+                       Gp: ss.GNM[2, 2, 4][dace.float64, M, N], x: dace.float64[N], B: dace.float64[N, K],
+                       G: dace.float64[M, K], X: dace.float64[M, K], Y: dace.float64[K, N]):
+    return A @ x, A @ B, A.T @ G, V @ B, Gp @ x, ss.sddmm(A, X, Y), V.T @ G, Gp.sum(axis=0)
+
+
+def _structured_args(rng, m=8, n=16, k=3):
+    W = rng.standard_normal((m, n))
+    W[rng.random(W.shape) < 0.4] = 0
+    W[1] = 0  # an empty row
+    mats = {name: ss.convert(W, F, prune=True) for name, F in (('A', ss.NM[2, 4]), ('V', ss.VNM[4, 2, 8]),
+                                                               ('Gp', ss.GNM[2, 2, 4]))}
+    return dict(mats, x=rng.standard_normal(n), B=rng.standard_normal((n, k)), G=rng.standard_normal((m, k)),
+                X=rng.standard_normal((m, k)), Y=rng.standard_normal((k, n)))
+
+
+def structured_reference(A, V, Gp, x, B, G, X, Y):
+    Ad, Vd, Gd = A.toarray(), V.toarray(), Gp.toarray()
+    return [Ad @ x, Ad @ B, Ad.T @ G, Vd @ B, Gd @ x, Ad * (X @ Y), Vd.T @ G, Gd.sum(axis=0)]
+
+
+def test_structured_gpu_algorithm_on_the_cpu(rng):
+    """ss.NM / ss.VNM / ss.GNM in the GPU program's graph (the level walk; V:N:M's column
+    table read inside a scattered index), with CPU schedules, agree with the dense reference."""
+    cpu = ss.compile(lower.with_cpu_schedules(gpu_sdfg(gpu_structured_ops)))
+    for m, n in ((8, 16), (16, 32)):
+        args = _structured_args(rng, m, n)
+        for k, (g, w) in enumerate(zip(cpu(**args), structured_reference(**args))):
+            np.testing.assert_allclose(dense(g).reshape(w.shape), w, **tol(np.float64), err_msg=f'{m}x{n}: {k}')
+
+
+@needs_nvcc
+def test_structured_gpu_program_compiles_with_nvcc():
+    assert gpu_built(gpu_structured_ops).compiled is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(toolchain.device_count() == 0, reason='no CUDA device')
+def test_structured_gpu_program_runs_on_the_gpu(rng):
+    built = gpu_built(gpu_structured_ops)
+    args = _structured_args(rng, 16, 32)
+    got = built(**{k: ss.to_device(v) for k, v in args.items()})
+    for k, (g, w) in enumerate(zip(got, structured_reference(**args))):
+        np.testing.assert_allclose(_fetched(g).reshape(w.shape), w, **tol(np.float64), err_msg=f'result {k}')
