@@ -18,7 +18,7 @@ from sdfgsparse.formats.structured import pattern_of
 from sdfgsparse.targets.cpu.dense_loops import SPMM_PANEL
 from sdfgsparse.targets.cpu.kernel import cpp_tasklet
 
-__all__ = ['applies', 'transposed', 'emit_spmm', 'emit_spmm_t', 'emit_spmv', 'TRANSPOSED_RANGE']
+__all__ = ['applies', 'transposed', 'emit_spmm', 'emit_spmm_t', 'emit_spmv', 'emit_sddmm', 'TRANSPOSED_RANGE']
 
 
 def applies(st) -> Optional[object]:
@@ -144,4 +144,31 @@ def emit_spmv(kb, st, conns, y: str, x: str, ctype: str):
     code = (f'_ty = sdfgsparse::structured_spmv_row<{pat.n}, {str(pat.kind == "vnm").lower()}>(_to + _ti * '
             f'{slots}, {table}, _tv + _ti * {slots}, ss_in(_tx), {G}, {pat.m});')
     for line in cpp_tasklet(ins, [('_ty', f'{y}[i]')], code):
+        kb.line(line, 1)
+
+
+def emit_sddmm(kb, st, conns, out_vals: str, x: str, y: str, k: str, x_stride: str, y_stride: str, ctype: str,
+               y_pointer: bool):
+    """``out_vals[p] = vals[p] * dot(x[row(p), :], y[col(p), :])`` for a structured ``S``
+    (``y``: rows of ``Y.T``, an array or with ``y_pointer`` the int64 address of a buffer):
+    one tasklet per row (GNM: per row block), several slots' dot products at a time."""
+    from sdfgsparse.targets.cpu.dense_loops import SDDMM_GROUP
+    pat = pattern_of(st.fmt)
+    off, sel, vals = _members(st, conns)
+    G = f'(({pyexpr(st.cols)}) / {pat.m})'  # (C++)
+    itype = 'int64_t' if st.index_dtype.bytes == 8 else 'int'
+    R = pat.rows if pat.kind == 'gnm' else 1
+    slots = f'{G} * {pat.n}'
+    _rows_map(kb, st, pat, 'i')
+    kb.line('    _ii = dace.int64(i)')
+    ins = [('_ti', '_ii'), ('_to', f'{off}(-1)'), ('_tv', f'{vals}(-1)'), ('_tx', x), ('_ty', y)]
+    table = f'({itype}*)nullptr'
+    if pat.kind == 'vnm':
+        ins.append(('_ts', f'{sel}(-1)'))
+        table = f'_ts + (_ti / {pat.rows}) * {G} * 4'
+    rows_of_y = f'sdfgsparse::address<{ctype}>(_ty)' if y_pointer else 'ss_in(_ty)'
+    code = (f'sdfgsparse::structured_sddmm_rows<{SDDMM_GROUP}, {R}, {pat.n}, {str(pat.kind == "vnm").lower()}>('
+            f'_tout + _ti * {slots} * {R}, ss_in(_tx) + _ti * {R} * ({x_stride}), {x_stride}, {rows_of_y}, '
+            f'{y_stride}, _to + _ti * {slots}, {table}, _tv + _ti * {slots} * {R}, {G}, {pat.m}, {k});')
+    for line in cpp_tasklet(ins, [('_tout', f'{out_vals}(-1)')], code):  # (the rows' slots: disjoint per i)
         kb.line(line, 1)

@@ -4,6 +4,7 @@ import dace.library
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.structured import pattern_of
+from sdfgsparse.targets.cpu import structured
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows, dot_rows, sddmm_row, transposed_rows
 from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
 from sdfgsparse.ops.base import member_conn
@@ -63,6 +64,11 @@ class ExpandSDDMMCPU(ExpandTransformation):
                 kb.line(l)
             rows_of_y, y_stride, y_pointer = '_ytp', Kd, True
         rows_in_simd = y_pointer or (node.y_layout == 'NK' and contiguous_rows(x, y))
+        if rows_in_simd and structured.applies(st) and st.dtype == out['vals'].dtype:
+            # a fixed number of slots per group: one tasklet per row (targets/cpu/structured.py)
+            structured.emit_sddmm(kb, st, ent.member_vars, member_conn('out', 'vals'), X, rows_of_y, Kd,
+                                  pyexpr(x.strides[0]), y_stride, out['vals'].dtype.ctype, y_pointer)
+            return kb.build()
         if rows_in_simd and copy_in_walk:
             # a plain row walk: one tasklet per row, dot products of several entries at a
             # time (targets/cpu/dense_loops.sddmm_row); it also copies the row's indices
