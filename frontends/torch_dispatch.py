@@ -19,6 +19,8 @@ import numpy as np
 import torch
 
 from sdfgsparse import errors
+from sdfgsparse.formats import SparseFormat, get_format
+from sdfgsparse.runtime.convert import slot_coordinates
 from sdfgsparse.frontends import torch_layouts as ops
 
 __all__ = ['LayoutTensor']
@@ -41,7 +43,6 @@ class LayoutTensor:
     ``index`` (the format's index members, in order) and ``values``."""
 
     def __init__(self, fmt, shape: Sequence[int], index: List[torch.Tensor], values: torch.Tensor):
-        from sdfgsparse.formats import SparseFormat, get_format
         self.format = fmt if isinstance(fmt, SparseFormat) else get_format(fmt)
         self.shape = torch.Size((int(shape[0]), int(shape[1])))
         self.index = list(index)
@@ -92,7 +93,6 @@ class LayoutTensor:
         and the position of each one's value, computed once per version of the index."""
         key = tuple((t.data_ptr(), t._version, t.numel()) for t in self.index)
         if self._coords is None or self._coords[0] != key:
-            from sdfgsparse.runtime.convert import slot_coordinates
             names = [m for m in self.format.member_names if m != 'vals']
             arrays = {m: t.detach().numpy() for m, t in zip(names, self.index)}
             arrays['vals'] = np.empty(self.nnz, dtype=np.float32)  # only its size is read

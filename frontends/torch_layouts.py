@@ -28,6 +28,12 @@ import numpy as np
 import torch
 
 from sdfgsparse import errors
+from sdfgsparse.formats import get_format
+from sdfgsparse.formats.levels import Compressed
+from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.convert import scipy_members
+from sdfgsparse.runtime.marshal import _sizes as storage_sizes
+from sdfgsparse.runtime.marshal import validate_storage
 
 __all__ = ['layout_mm', 'layout_mm_t', 'layout_sampled', 'layout_mm_epilogue', 'layout_bmm_epilogue', 'matrix_of',
            'ACTIVATIONS']
@@ -131,9 +137,6 @@ def _build(kind, fmt_name, vdtype, idtype, activation):
 def matrix_of(fmt_name: str, rows: int, cols: int, index: List[torch.Tensor], values: torch.Tensor):
     """The :class:`~sdfgsparse.SparseMatrix` over these tensors (no copies), its storage
     checked once per version of the index tensors."""
-    from sdfgsparse.formats import get_format
-    from sdfgsparse.runtime.container import SparseMatrix
-    from sdfgsparse.runtime.marshal import validate_storage, _sizes
     fmt = get_format(fmt_name)
     names = [m for m in fmt.member_names if m != 'vals']
     if len(index) != len(names):
@@ -152,7 +155,7 @@ def matrix_of(fmt_name: str, rows: int, cols: int, index: List[torch.Tensor], va
         if seen:
             _CHECKED.move_to_end(key)
     if not seen:
-        validate_storage(fmt, arrays, (rows, cols), _sizes(fmt, arrays, (rows, cols)), 'A')
+        validate_storage(fmt, arrays, (rows, cols), storage_sizes(fmt, arrays, (rows, cols)), 'A')
         with _LOCK:
             _CHECKED[key] = True
             while len(_CHECKED) > _CHECKED_MAX:
@@ -227,8 +230,6 @@ def _(fmt, rows, cols, index, G, X):
 
 def value_slots(fmt_name: str, rows: int, cols: int, index: List[torch.Tensor]) -> int:
     """Number of value slots of a layout with these index tensors (format member order)."""
-    from sdfgsparse.formats import get_format
-    from sdfgsparse.formats.levels import Compressed
     fmt = get_format(fmt_name)
     names = [m for m in fmt.member_names if m != 'vals']
     members = dict(zip(names, index))
@@ -303,11 +304,9 @@ def layout_bmm_epilogue(fmt: str, rows: int, cols: int, index: List[torch.Tensor
 def storage_tensors(S) -> Tuple[List[torch.Tensor], torch.Tensor]:
     """The index tensors (format member order) and the values of a host matrix ``S``
     (:class:`~sdfgsparse.SparseMatrix`, or scipy of a twin format), as torch tensors."""
-    from sdfgsparse.runtime.convert import scipy_members
     if hasattr(S, 'arrays'):
         arrays, fmt = S.arrays, S.format
     else:
-        from sdfgsparse.formats import get_format
         fmt = get_format(S.format.upper())
         arrays = scipy_members(S, fmt)
     names = [m for m in fmt.member_names if m != 'vals']

@@ -21,7 +21,10 @@ calls until ``T_end``, it updates each layer's topology:
    step only: during its forward and backward each layer records its products' inputs and
    output gradients, and ``dW = dY @ X.T`` is formed once;
 3. grown weights start at zero and their optimizer state (momentum, Adam's moments) is
-   reset; the kept weights keep theirs (moved with them where the storage order changes).
+   reset; the kept weights keep theirs (moved with them where the storage order changes),
+   and so does a connection dropped and grown again in the same update (RigL's
+   ``reinit_when_same=False``). Layers at full density (ERK gives small layers 1.0) are
+   left as they are.
 
 Each layer's number of values never changes, so its compiled programs (a symbolic number
 of entries) run every pattern without a recompile. Layouts: ``ss.CSR`` (the default) and
@@ -35,6 +38,7 @@ import numpy as np
 import torch
 
 from sdfgsparse import errors
+from sdfgsparse.formats import CSR
 from sdfgsparse.frontends.torch_layers import SparseConv2d, SparseLinear, pointwise, sparsify_layers
 from sdfgsparse.frontends.torch_sparsifiers import Random
 
@@ -111,8 +115,7 @@ class RigL:
         if not dense:
             raise errors.ArgumentError(f'RigL: {type(model).__name__} has no torch.nn.Linear or pointwise '
                                        'torch.nn.Conv2d layer')
-        import sdfgsparse as ss
-        layout = ss.CSR if layout is None else layout
+        layout = CSR if layout is None else layout
         structured = getattr(layout, 'pattern', None) is not None
         if not structured and (isinstance(density, bool) or not isinstance(density, (int, float)) or
                                not 0 < density <= 1):
@@ -145,10 +148,11 @@ class RigL:
         return t % self.update_every == 0 and (self.T_end is None or t <= self.T_end)
 
     def _arm(self):
-        """Record products during the next call's step when it updates the topology."""
+        """Record products during the next call's step when it updates the topology (in the
+        layers RigL updates: not those at full density)."""
         probe = self._is_update(self.t + 1)
         for _, layer in self.layers:
-            layer.probe = [] if probe else None
+            layer.probe = [] if probe and layer.values.numel() < np.prod(layer.weight_shape) else None
 
     def __call__(self) -> bool:
         """Count one training step (after its backward); on an update step change the
@@ -161,7 +165,8 @@ class RigL:
             with torch.no_grad():
                 for name, layer in self.layers:
                     grad = layer.dense_gradient()
-                    done.append((name, self._update(layer, grad, f)))
+                    if layer.values.numel() < np.prod(layer.weight_shape):  # (a dense layer stays as it is)
+                        done.append((name, self._update(layer, grad, f)))
             self.history.append((self.t, done))
         self._arm()
         return not update
@@ -208,7 +213,11 @@ class RigL:
         keep[dropped] = False
         kept_slots = torch.nonzero(keep).reshape(-1)
         flat = torch.cat([slot_flat[kept_slots], grown])
-        src = torch.cat([kept_slots, torch.full((k, ), -1, dtype=torch.int64)])
+        # a grown connection that was just dropped keeps its weight and state (RigL's code:
+        # reinit_when_same=False); the others start at zero
+        was = torch.full(active.shape, -1, dtype=torch.int64)
+        was[slot_flat] = torch.arange(n)
+        src = torch.cat([kept_slots, was[grown]])
         order = torch.argsort(flat, stable=True)  # row-major: CSR order
         return flat[order], src[order]
 
@@ -230,10 +239,10 @@ class RigL:
         offs = torch.nonzero(now.reshape(rows * G, m))[:, 1].reshape(rows * G, nn)  # increasing per group
         base = (torch.arange(rows * G) * m).reshape(-1, 1)
         new_flat = (base + offs).reshape(-1)  # storage order: row, group, slot
+        # every position active before the update keeps its slot's weight and state (a
+        # connection dropped and grown again included: RigL's reinit_when_same=False)
         old_slot = torch.full((rows * cols, ), -1, dtype=torch.int64)
-        keep = torch.ones(slot_flat.numel(), dtype=torch.bool)
-        keep[dropped] = False
-        old_slot[slot_flat[keep]] = torch.nonzero(keep).reshape(-1)
+        old_slot[slot_flat] = torch.arange(slot_flat.numel())
         src = old_slot[new_flat]
         return new_flat, src, [offs.reshape(-1).to(torch.int32)]
 

@@ -23,6 +23,10 @@ import numpy as np
 import torch
 
 from sdfgsparse import errors
+from sdfgsparse.formats import BSR, CSR
+from sdfgsparse.runtime.container import SparseMatrix
+from sdfgsparse.runtime.convert import slot_coordinates, to_storage
+from sdfgsparse.runtime.host_convert import convert
 from sdfgsparse.frontends.torch_dispatch import LayoutTensor
 
 __all__ = ['Sparsifier', 'Magnitude', 'Random', 'Block']
@@ -38,8 +42,7 @@ class Sparsifier:
     values are a new leaf tensor (``requires_grad`` of the weight)."""
 
     def __init__(self, density: Optional[float] = None, layout=None):
-        import sdfgsparse as ss
-        layout = ss.CSR if layout is None else layout
+        layout = CSR if layout is None else layout
         if not hasattr(layout, 'member_names'):
             raise errors.ArgumentError(f'{type(self).__name__}: layout must be a catalogue format (ss.CSR, '
                                        f'ss.NM[2, 4], ...), got {layout!r}')
@@ -95,12 +98,11 @@ class Block(Sparsifier):
     blocks kept), stored as BSR with that block shape."""
 
     def __init__(self, density: float, block: Tuple[int, int] = (4, 4)):
-        import sdfgsparse as ss
         try:
             R, C = (int(b) for b in block)
         except (TypeError, ValueError):
             raise errors.ArgumentError(f'Block: block must be (rows, cols), got {block!r}') from None
-        super().__init__(density, ss.BSR.with_block(R, C))
+        super().__init__(density, BSR.with_block(R, C))
         self.block = (R, C)
 
     def scores(self, W):
@@ -144,12 +146,10 @@ def _matrix(W, who: str) -> torch.Tensor:
 def pattern_storage(fmt, W: torch.Tensor, scores: np.ndarray, density: Optional[float] = None):
     """(index tensors, values) of the entries of ``W`` that the best ``scores`` keep in
     layout ``fmt`` (int32 indices; values: a copy of ``W``'s at the kept positions)."""
-    import sdfgsparse as ss
-    from sdfgsparse.runtime.convert import slot_coordinates
     rows, cols = W.shape
     Wd = W.detach()
     if _structured(fmt):
-        S = ss.convert(scores, fmt, prune=True)
+        S = convert(scores, fmt, prune=True)
         arrays = dict(S.arrays)
     else:
         keep = max(1, round(float(density) * rows * cols))
@@ -158,11 +158,10 @@ def pattern_storage(fmt, W: torch.Tensor, scores: np.ndarray, density: Optional[
         r, c = np.divmod(flat, cols)
         pos = np.zeros(rows + 1, dtype=np.int64)
         np.add.at(pos, r + 1, 1)
-        csr = ss.SparseMatrix(ss.CSR, {'pos1': np.cumsum(pos), 'crd1': c, 'vals': np.ones(keep)}, (rows, cols))
+        csr = SparseMatrix(CSR, {'pos1': np.cumsum(pos), 'crd1': c, 'vals': np.ones(keep)}, (rows, cols))
         if fmt.name == 'CSR':
             arrays = dict(csr.arrays)
         else:  # another unstructured layout: the pattern (values 1, so none is dropped) converted
-            from sdfgsparse.runtime.convert import to_storage
             arrays, _ = to_storage(csr, fmt, np.int32)
     r, c, q = slot_coordinates(fmt, arrays, (rows, cols))
     vals = torch.zeros(arrays['vals'].shape[0], dtype=W.dtype)

@@ -47,8 +47,10 @@ RANKS = {
 KNOWN_EXCEPTIONS = set()
 
 #: Modules that compile through the public API (``import sdfgsparse as ss``): the PyTorch
-#: frontend writes and optimises a ``@dace.program`` per graph segment (a face of its own).
-PUBLIC_API_USERS = {'sdfgsparse.frontends.torch_graph', 'sdfgsparse.frontends.torch_ops'}
+#: frontend writes and optimises a ``@dace.program`` per graph segment, and per product of a
+#: layer in a catalogue layout (a face of its own).
+PUBLIC_API_USERS = {'sdfgsparse.frontends.torch_graph', 'sdfgsparse.frontends.torch_ops',
+                    'sdfgsparse.frontends.torch_layouts'}
 
 
 def _modules(packages: Dict[str, pathlib.Path]) -> Dict[str, pathlib.Path]:

@@ -22,7 +22,7 @@ Every sdfgsparse result is checked against torch-dense's on the same (pruned) we
 import math
 import time
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Tuple
 
 import numpy as np
 
