@@ -222,13 +222,13 @@ def _rigl(torch, ss, tasks, repeat, log, MLResult) -> list:
     rigl = ss.torch.RigL(sparse, opt, density=0.1, update_every=20, drop_fraction=0.3, T_end=int(0.75 * steps),
                          distribution='erk')
     acc_s, t_s, counts = train(sparse, opt, rigl)
-    res = MLResult('rigl', f'dense {acc_d:.1%} rigl {acc_s:.1%}', 'train step')
+    res = MLResult('rigl', f'{acc_d:.1%}/{acc_s:.1%}', 'train step')  # test accuracy: dense / RigL
     res.seconds = {'torch-dense': t_d, 'sdfgsparse': t_s}
     res.correct = acc_s >= acc_d - 0.01 and len(counts) == 1
     if len(counts) != 1:
         res.errors['sdfgsparse'] = f'parameter count changed: {sorted(counts)}'
-    log(f'rigl digits (90 % sparse, {len(rigl.history)} topology updates, {rigl.nnz()} parameters): '
-        f'{_summary(res)}')
+    log(f'rigl digits (90 % sparse, {len(rigl.history)} topology updates, {rigl.nnz()} parameters; test accuracy '
+        f'dense {acc_d:.1%}, RigL {acc_s:.1%}): {_summary(res)}')
     return [res]
 
 

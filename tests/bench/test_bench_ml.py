@@ -80,3 +80,26 @@ def test_suite_option_is_parsed_and_passed_to_the_child():
     assert '--suite' not in cli.to_argv(parser.parse_args(['bench', '--quick']))
     with pytest.raises(SystemExit):
         parser.parse_args(['bench', '--suite', 'gpu'])
+
+
+def test_structured_tasks_are_checked_and_reported():
+    """The pointwise, mlp-block and rigl tasks (bench/ml_structured.py) at toy sizes: every
+    row timed for its systems, the products checked against torch-dense."""
+    from sdfgsparse.bench.ml import MLResult, format_ml
+    from sdfgsparse.bench.ml_structured import StructuredTasks, run_structured
+    tasks = StructuredTasks(pointwise=((8, 16, 6), (16, 16, 3)), batches=(1, 2), conv_sparsities=(0.9, ),
+                            block=(32, 64, 4), layouts=('2:4', 'g8:2:4'), rigl_hidden=32, rigl_epochs=1)
+    lines = []
+    results = run_structured(tasks, 2, lines.append, MLResult)
+    assert [(r.task, r.data, r.mode) for r in results[:6]] == [
+        ('pointwise', '90% b1', 'inference'), ('pointwise', '90% b2', 'inference'),
+        ('mlp-block', '2:4', 'inference'), ('mlp-block', '2:4', 'train step'),
+        ('mlp-block', 'g8:2:4', 'inference'), ('mlp-block', 'g8:2:4', 'train step')]
+    for r in results[:6]:
+        assert r.correct and not r.errors, r
+        want = {'torch-dense', 'sdfgsparse'} | ({'torch-sparse'} if r.task == 'mlp-block' else set())
+        assert set(r.seconds) == want, r
+    rigl = results[6]
+    assert rigl.task == 'rigl' and set(rigl.seconds) == {'torch-dense', 'sdfgsparse'} and not rigl.errors
+    assert rigl.data.count('%') == 2  # the two test accuracies (one epoch: not compared here)
+    assert 'vs dense' in format_ml(results) and len(lines) == 7
