@@ -22,11 +22,10 @@ import torch
 
 from sdfgsparse import errors
 from sdfgsparse.frontends import torch_layouts as ops
+from sdfgsparse.frontends.torch_layouts import ACTIVATIONS
 from sdfgsparse.frontends.torch_dispatch import LayoutTensor
 
 __all__ = ['SparseLinear', 'SparseConv2d', 'sparsify_layers']
-
-ACTIVATIONS = ('none', 'relu')
 
 
 class _LayoutWeight(torch.nn.Module):

@@ -44,8 +44,13 @@ _PROGRAMS: Dict[Any, Any] = {}
 _CHECKED: 'collections.OrderedDict[tuple, bool]' = collections.OrderedDict()
 _CHECKED_MAX = 256
 
-#: activations a fused product applies (name -> NumPy text of ``f(v)`` in the program)
+#: activations a fused product applies after its bias
 ACTIVATIONS = ('none', 'relu')
+
+
+def _check_activation(activation: str) -> None:
+    if activation not in ACTIVATIONS:
+        raise errors.ArgumentError(f'sdfgsparse layouts: activation must be one of {ACTIVATIONS}, got {activation!r}')
 
 
 def _typeclasses(vdtype: torch.dtype, idtype: torch.dtype):
@@ -274,8 +279,7 @@ layout_mm_t.register_autograd(_backward_t, setup_context=_setup)
 def layout_mm_epilogue(fmt: str, rows: int, cols: int, index: List[torch.Tensor], values: torch.Tensor,
                        X: torch.Tensor, bias: torch.Tensor, activation: str = 'none') -> torch.Tensor:
     """``activation(A @ X + bias[:, None])`` in one kernel (inference: no gradient)."""
-    if activation not in ACTIVATIONS:
-        raise errors.ArgumentError(f'sdfgsparse layouts: activation must be one of {ACTIVATIONS}, got {activation!r}')
+    _check_activation(activation)
     A = matrix_of(fmt, rows, cols, index, values)
     if X.dim() != 2 or X.shape[0] != cols:
         raise errors.ShapeError(f'sdfgsparse layouts: A is {rows} x {cols}, X has shape {tuple(X.shape)}')
@@ -289,8 +293,7 @@ def layout_bmm_epilogue(fmt: str, rows: int, cols: int, index: List[torch.Tensor
                         X: torch.Tensor, bias: torch.Tensor, activation: str = 'none') -> torch.Tensor:
     """``activation(A @ X[i] + bias[:, None])`` for each ``i`` of a 3-D ``X`` (one program
     call for the batch; inference: no gradient)."""
-    if activation not in ACTIVATIONS:
-        raise errors.ArgumentError(f'sdfgsparse layouts: activation must be one of {ACTIVATIONS}, got {activation!r}')
+    _check_activation(activation)
     A = matrix_of(fmt, rows, cols, index, values)
     if X.dim() != 3 or X.shape[1] != cols or X.dtype != values.dtype:
         raise errors.ShapeError(f'sdfgsparse layouts: A is {rows} x {cols} {values.dtype}, X is {tuple(X.shape)} '

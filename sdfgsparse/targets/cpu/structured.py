@@ -88,34 +88,58 @@ def _rows_map(kb, st, pat, var: str):
     return n
 
 
+#: rows of an n:m or V:N:M SpMM per tasklet (:func:`emit_spmm`)
+SPMM_ROWS = 4
+
+
 def emit_spmm(kb, st, conns, y: str, b: str, k: str, b_stride: str, ctype: str, y_stride: str):
-    """``y = A @ b`` (``y`` written whole, no zero fill) for a structured ``A``."""
+    """``y = A @ b`` (``y`` written whole, no zero fill) for a structured ``A``: GNM one row
+    block per tasklet (register-blocked over its rows); n:m and V:N:M :data:`SPMM_ROWS` rows
+    per tasklet, group by group (a group's window of ``b`` stays in L1 for the rows), and
+    the rows left over one by one."""
     pat = pattern_of(st.fmt)
     off, sel, vals = _members(st, conns)
     G = f'(({pyexpr(st.cols)}) / {pat.m})'  # (C++)
     itype = 'int64_t' if st.index_dtype.bytes == 8 else 'int'
     slots = f'{G} * {pat.n}'  # per row
-    _rows_map(kb, st, pat, 'i')
-    kb.line('    _ii = dace.int64(i)')
-    ins = [('_ti', '_ii'), ('_to', f'{off}(-1)'), ('_tv', f'{vals}(-1)'), ('_tb', b)]
+    kb.symbols_of(st.rows, st.cols, *st.sizes.values())
+    rows = pyexpr(st.rows)
     if pat.kind == 'gnm':
         R = pat.rows
+        kb.line(f'for i in dace.map[0:({rows}) // {R}]:')
+        kb.line('    _ii = dace.int64(i)')
+        ins = [('_ti', '_ii'), ('_to', f'{off}(-1)'), ('_tv', f'{vals}(-1)'), ('_tb', b)]
         code = (f'sdfgsparse::grouped_spmm_block<{R}, {pat.n}, {ctype}, {itype}>(ss_out(_ty) + _ti * {R} * '
                 f'{y_stride}, {y_stride}, ss_in(_tb), {b_stride}, _to + _ti * {slots}, _tv + _ti * {slots} * {R}, '
                 f'{G}, {pat.m}, {k});')
         for line in cpp_tasklet(ins, [('_ty', f'{y}(-1)')], code):  # the block's rows (disjoint per i)
             kb.line(line, 1)
         return
-    if pat.kind == 'vnm':
-        ins.append(('_ts', f'{sel}(-1)'))
-        table = f'_ts + (_ti / {pat.rows}) * {G} * 4'
+    table = pat.kind == 'vnm'
+    R = SPMM_ROWS if not table or pat.rows % SPMM_ROWS == 0 else 1
+    panel = f'(SS_VECTOR_BYTES == 64 ? {SPMM_PANEL} : {max(1, SPMM_PANEL // 2)})' if R > 1 else str(SPMM_PANEL)
+
+    def rows_tasklet(first: str, count: int, indent: int):
+        kb.line(f'_ii = dace.int64({first})', indent)
+        ins = [('_ti', '_ii'), ('_to', f'{off}(-1)'), ('_tv', f'{vals}(-1)'), ('_tb', b)]
+        sel_at = '(' + ('int64_t' if itype == 'int64_t' else 'int') + '*)nullptr'
+        if table:
+            ins.append(('_ts', f'{sel}(-1)'))
+            sel_at = f'_ts + (_ti / {pat.rows}) * {G} * 4'
+        code = (f'sdfgsparse::structured_spmm_rows<{count}, {panel}, {pat.n}, {str(table).lower()}, {ctype}, '
+                f'{itype}>(ss_out(_ty) + _ti * {y_stride}, {y_stride}, ss_in(_tb), {b_stride}, _to + _ti * {slots}, '
+                f'{sel_at}, _tv + _ti * {slots}, {slots}, {G}, {pat.m}, {k});')
+        for line in cpp_tasklet(ins, [('_ty', f'{y}(-1)')], code):  # the tasklet's rows (disjoint)
+            kb.line(line, indent)
+
+    if R > 1:
+        kb.line(f'for i in dace.map[0:({rows}) // {R}]:')
+        rows_tasklet(f'{R} * i', R, 1)
+        kb.line(f'for i in dace.map[({rows}) // {R} * {R}:{rows}]:')  # the rows beyond the last block
+        rows_tasklet('i', 1, 1)
     else:
-        table = f'({itype}*)nullptr'
-    code = (f'sdfgsparse::structured_spmm_row<{SPMM_PANEL}, {pat.n}, {str(pat.kind == "vnm").lower()}, {ctype}, '
-            f'{itype}>(ss_out(_ty), ss_in(_tb), {b_stride}, _to + _ti * {slots}, {table}, _tv + _ti * {slots}, {G}, '
-            f'{pat.m}, {k});')
-    for line in cpp_tasklet(ins, [('_ty', f'{y}[i, :]')], code):
-        kb.line(line, 1)
+        kb.line(f'for i in dace.map[0:{rows}]:')
+        rows_tasklet('i', 1, 1)
 
 
 def emit_spmv(kb, st, conns, y: str, x: str, ctype: str):
