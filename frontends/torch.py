@@ -194,6 +194,14 @@ def compile(model, example_inputs: Tuple[Any, ...], fallback: str = 'raise') -> 
     """
     if fallback not in FALLBACKS:
         raise errors.ArgumentError(f'ss.torch.compile: fallback must be one of {FALLBACKS}, got {fallback!r}')
+    if isinstance(model, torch.nn.Module):
+        layers = [(n, m) for n, m in model.named_modules() if isinstance(m, (SparseLinear, SparseConv2d))]
+        if layers:
+            n, m = layers[0]
+            raise errors.UnsupportedOperationError(
+                f'ss.torch.compile: layer {n or type(model).__name__} is a {type(m).__name__} ({m.format!r}); models '
+                'with layout layers are not translated: call the model itself (each of its products runs as an '
+                'sdfgsparse program), or sparsify with a density (CSR parameters) to compile it')
     t0 = time.perf_counter()
     module, exported = _export(model, example_inputs)
     timings = {'export': time.perf_counter() - t0}

@@ -326,6 +326,9 @@ def test_sparsify_errors_and_float_density():
     old = ss.torch.sparsify(mlp(), 0.5)  # a plain density: CSR torch parameters inside nn.Linear
     assert type(old[0]) is torch.nn.Linear and old[0].weight.layout == torch.sparse_csr
     assert old[0].weight.values().numel() == 256
+    # ss.torch.compile names a layout layer before torch.export sees it
+    with pytest.raises(ss.errors.UnsupportedOperationError, match=r'layer 0 is a SparseLinear \(ss.NM\[2, 4\]\)'):
+        ss.torch.compile(ss.torch.sparsify(mlp(), ss.torch.Magnitude(layout=ss.NM[2, 4])), (torch.randn(3, 16), ))
 
 
 # ---------------------------------------------------------------------- 5. RigL
