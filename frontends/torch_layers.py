@@ -7,8 +7,9 @@ it, its state included) and the layout's index members as buffers (``index_crd3`
 the compiled programs have a symbolic number of entries, so nothing recompiles.
 
 ``SparseConv2d`` is a pointwise convolution: ``Y[b] = W @ X[b]`` over the channels, one
-SpMM per image for NCHW input (the pixels are the dense columns), one for the whole batch
-for channels-last input (its pixels are rows: ``(W @ X.T).T``). Without a gradient to
+SpMM per image for NCHW input (the pixels are the dense columns; maps of at most
+:data:`ONE_PRODUCT_PIXELS` pixels: one SpMM over the batch's pixels), one for the whole
+batch for channels-last input (its pixels are rows: ``(W @ X.T).T``). Without a gradient to
 compute, the bias and the activation (``'relu'``) are fused into the product's kernel.
 
 :func:`sparsify_layers` puts them in a model: every ``nn.Linear`` and every 1x1
@@ -25,7 +26,12 @@ from sdfgsparse.frontends import torch_layouts as ops
 from sdfgsparse.frontends.torch_layouts import ACTIVATIONS
 from sdfgsparse.frontends.torch_dispatch import LayoutTensor
 
-__all__ = ['SparseLinear', 'SparseConv2d', 'sparsify_layers']
+__all__ = ['SparseLinear', 'SparseConv2d', 'sparsify_layers', 'ONE_PRODUCT_PIXELS']
+
+#: NCHW maps of at most this many pixels take one product for the whole batch (the images'
+#: pixels side by side); larger maps one product per image. One product over the batch: 14 x 14
+#: at batch 8, 1.6x -> 1.9x dense; 7 x 7 0.9x -> 1.7x; but 56 x 56 1.2x -> 0.7x (docs/performance.md)
+ONE_PRODUCT_PIXELS = 256
 
 
 class _LayoutWeight(torch.nn.Module):
@@ -159,8 +165,13 @@ class SparseConv2d(_LayoutWeight):
             return torch.stack([self._product(X[b], True) for b in range(B)]).reshape(B, self.out_channels, H, W)
         rows, cols = self.weight_shape
         bias = self.bias if self.bias is not None else torch.zeros(rows, dtype=self.values.dtype)
+        if H * W <= ONE_PRODUCT_PIXELS and B > 1:
+            # small maps: the batch's pixels as the columns of one product (a copy each way)
+            Y = ops.layout_mm_epilogue(self.format.name, rows, cols, self.index, self.values,
+                                       X.permute(1, 0, 2).reshape(C, B * H * W), bias.detach(), self.activation)
+            return Y.reshape(rows, B, H, W).permute(1, 0, 2, 3)
         out = ops.layout_bmm_epilogue(self.format.name, rows, cols, self.index, self.values, X, bias.detach(),
-                                      self.activation)  # one call for the batch
+                                      self.activation)  # one call for the batch, a product per image
         return out.reshape(B, self.out_channels, H, W)
 
 

@@ -477,3 +477,22 @@ def test_sparse_linear_from_threads():
         want = xs[t] @ D.T + lin.bias.detach()
         torch.testing.assert_close(got[t][0], want, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(got[t][1], want, rtol=1e-5, atol=1e-5)
+
+
+def test_pointwise_conv_both_batch_paths():
+    """NCHW maps above ONE_PRODUCT_PIXELS: one product per image (a loop in one program); at or
+    below it (batch > 1): one product over the batch's pixels. Both equal the dense convolution."""
+    from sdfgsparse.frontends.torch_layers import ONE_PRODUCT_PIXELS
+    torch.manual_seed(5)
+    conv = torch.nn.Conv2d(8, 6, 1)
+    layer = ss.torch.SparseConv2d.from_dense(conv, ss.torch.Magnitude(0.3), 'relu')
+    w = layer.weight.to_dense()[:, :, None, None]
+    for h, wd in ((17, 16), (16, 16), (3, 5)):
+        assert (h * wd <= ONE_PRODUCT_PIXELS) == (h * wd != 272)
+        for batch in (1, 2):
+            x = torch.randn(batch, 8, h, wd)
+            with torch.no_grad():
+                got = layer(x)
+            want = torch.relu(F.conv2d(x, w, conv.bias))
+            assert got.shape == want.shape
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
