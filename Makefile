@@ -31,7 +31,6 @@ demo: $(STAMP)
 
 # the differential suite again with every sparse node expanded as its portable 'pure' SDFG
 PURE_SUITE = tests/ops/test_ops_zoo.py tests/ops/test_sparse_sparse_zoo.py tests/ops/test_softmax.py \
-             tests/ops/test_structured_zoo.py::test_all_ops \
              tests/ops/test_elementwise_result_format.py tests/ops/test_one_element_operands.py
 
 test: $(STAMP)

@@ -49,10 +49,11 @@ def test_all_ops(fmt, vt, it):
             raise AssertionError(f'matrix {name}: {ex}') from ex
 
 
-@pytest.mark.parametrize('fmt,vt,it', [p for p in signatures() if p.values[0] in ('NM2_4', 'VNM4_2_8')])
+@pytest.mark.parametrize('fmt,vt,it', [p for p in signatures() if p.values[0] == 'VNM4_2_8'])
 def test_sparse_sparse_ops(fmt, vt, it):
-    """(Two of the formats, one per pair: each program compiles for 25 s; the level walk of
-    the others is the same composition with another offset level.)"""
+    """(V:N:M only, the composition with the most levels: each program compiles for 25-30 s
+    and CI's half hour is nearly spent; the other layouts' level walks are compositions of
+    the same levels.)"""
     npv = np.dtype(vt.type)
     for (name, A), (_, B) in zip(_cases(fmt, npv, False), _cases(fmt, npv, False, seed=99)):
         try:
