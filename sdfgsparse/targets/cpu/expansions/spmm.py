@@ -44,17 +44,11 @@ class ExpandSpMMCPU(ExpandTransformation):
         if node.epilogue and ent.i == ent.pieces[0].coord:  # the row is complete after its outer iteration
             el = f'{Y}[{ent.i}, k]'
             row_done = [f'for k in {krange}:', f'    {el} = {node_epilogue(node, el, [ent.i, "k"])}']
-        if structured.applies(st) and not T and contiguous_rows(bdesc, y):
-            # a fixed number of slots per group: one tasklet per row or row block (targets/cpu/structured.py)
-            structured.emit_spmm(kb, st, ent.member_vars, Y, B, K, pyexpr(bdesc.strides[0]), y.dtype.ctype,
-                                 pyexpr(y.strides[0]))
-            if node.epilogue:
-                emit_epilogue_pass(kb, node, Y, y.shape)
-            return kb.build()
-        if structured.transposed(st) and not T and contiguous_rows(bdesc, y):
-            # A.T of a structured A: column ranges in parallel, each over all slots
-            structured.emit_spmm_t(kb, st, ent.member_vars, Y, B, K, pyexpr(bdesc.strides[0]), y.dtype.ctype,
-                                   pyexpr(y.strides[0]))
+        if (structured.applies(st) or structured.transposed(st)) and not T and contiguous_rows(bdesc, y):
+            # a fixed number of slots per group (targets/cpu/structured.py): A by rows or row blocks,
+            # A.T by column ranges in parallel, each over all slots
+            emit = structured.emit_spmm if structured.applies(st) else structured.emit_spmm_t
+            emit(kb, st, ent.member_vars, Y, B, K, pyexpr(bdesc.strides[0]), y.dtype.ctype, pyexpr(y.strides[0]))
             if node.epilogue:
                 emit_epilogue_pass(kb, node, Y, y.shape)
             return kb.build()

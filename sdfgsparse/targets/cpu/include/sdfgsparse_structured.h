@@ -78,14 +78,6 @@ SS_ROW_INLINE void structured_spmm_rows(T* __restrict__ y, long long ldy, const 
         }
 }
 
-// One row: structured_spmm_rows with R = 1 (the rows left over by the blocks of R)
-template <int PANEL, int N, bool TABLE, typename T, typename I>
-SS_ROW_INLINE void structured_spmm_row(T* __restrict__ y, const T* __restrict__ b, long long ldb,
-                                       const I* __restrict__ off, const I* __restrict__ sel,
-                                       const T* __restrict__ vals, long long G, long long M, long k) {
-    structured_spmm_rows<1, PANEL, N, TABLE>(y, 0, b, ldb, off, sel, vals, G * N, G, M, k);
-}
-
 // y = sum over the row's slots of vals[p] * x[col(p)]
 template <int N, bool TABLE, typename T, typename I, typename X>
 SS_ROW_INLINE T structured_spmv_row(const I* __restrict__ off, const I* __restrict__ sel, const T* __restrict__ vals,
