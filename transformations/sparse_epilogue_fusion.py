@@ -38,7 +38,8 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
       state, and nowhere else in the SDFG);
     - the map spans ``T``'s full shape and contains a single Python tasklet with a single
       assignment, reading ``T`` exactly at the map indices and writing one output exactly
-      at the map indices, with the same shape and dtype as ``T``;
+      at the map indices, with the same shape and dtype as ``T`` (or one slice of it at
+      indices fixed in the map: ``Y[i]`` of a batch loop, ``Y[i, __i0, __i1]``);
     - every other tasklet input is a whole-array read indexed by map parameters only
       (``b[k]``) and becomes a node input; constants in the code are kept;
     - the code has no conditional expression other than the NaN-propagating extrema of
@@ -99,11 +100,12 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
         if value_conn is None:
             return False
         outs = state.out_edges(tasklet)
-        if len(outs) != 1 or [str(r[0]) for r in outs[0].data.subset] != params:
-            return False  # a single output written at the map indices
+        if len(outs) != 1 or _leading_indices(outs[0].data.subset, params) is None:
+            return False  # a single output written at the map indices (after indices fixed in the map)
         out_desc = sdfg.arrays[outs[0].data.data]
-        if out_desc.dtype != desc.dtype or [str(s) for s in out_desc.shape] != [str(s) for s in desc.shape]:
-            return False  # the product writes the output directly: same dtype and shape
+        lead = len(out_desc.shape) - len(params)
+        if out_desc.dtype != desc.dtype or [str(s) for s in out_desc.shape[lead:]] != [str(s) for s in desc.shape]:
+            return False  # the product writes the output (or one slice Y[i] of it) directly: same dtype and shape
         exit_ = state.exit_node(entry)
         if state.out_degree(exit_) != 1:
             return False
@@ -162,8 +164,10 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
         product.epilogue_inputs = inputs
         # the product now writes the map's output
         prod_edge = state.in_edges(tmp)[0]
-        state.add_edge(product, prod_edge.src_conn, out_node, None,
-                       dace.Memlet.from_array(out_node.data, sdfg.arrays[out_node.data]))
+        out_desc = sdfg.arrays[out_node.data]
+        lead = _leading_indices(state.out_edges(tasklet)[0].data.subset, params)
+        written = dace.subsets.Range([(x, x, 1) for x in lead] + [(0, s - 1, 1) for s in out_desc.shape[len(lead):]])
+        state.add_edge(product, prod_edge.src_conn, out_node, None, dace.Memlet(data=out_node.data, subset=written))
         for n in state.scope_subgraph(entry).nodes():
             state.remove_node(n)
         state.remove_node(tmp)
@@ -172,6 +176,20 @@ class SparseEpilogueFusion(xf.SingleStateTransformation):
                 state.remove_node(n)
         if tmp.data in sdfg.arrays and not any(n.data == tmp.data for s in sdfg.states() for n in s.data_nodes()):
             sdfg.remove_data(tmp.data)
+
+
+def _leading_indices(subset, params):
+    """The indices before the map parameters of an output written at ``Y[i, __i0, __i1]``
+    (``[i]``; ``[]`` for ``Y[__i0, __i1]``), or None unless the subset ends in exactly the
+    map parameters and every index before them is one point that does not vary in the map."""
+    ranges = list(subset)
+    lead = len(ranges) - len(params)
+    if lead < 0 or [str(r[0]) for r in ranges[lead:]] != list(params) or any(r[0] != r[1] for r in ranges):
+        return None
+    fixed = [r[0] for r in ranges[:lead]]
+    if any(str(sym) in params for x in fixed for sym in getattr(x, 'free_symbols', ())):
+        return None
+    return fixed
 
 
 def _index_template(subset, params):

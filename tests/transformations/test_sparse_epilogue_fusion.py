@@ -51,6 +51,29 @@ def spmv_math(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
     return np.log(np.exp(A @ x) + 1.0)
 
 
+NB = dace.symbol('NB')
+
+
+@dace.program
+def batch_relu(A: ss.CSR[dace.float64, M, N], X: dace.float64[NB, N, K], b: dace.float64[M], Y: dace.float64[NB, M,
+                                                                                                             K]):
+    for i in range(NB):
+        Y[i] = np.maximum(A @ X[i] + b[:, np.newaxis], 0)
+
+
+@dace.program
+def batch_relu_csc(A: ss.CSC[dace.float64, M, N], X: dace.float64[NB, N, K], b: dace.float64[M],
+                   Y: dace.float64[NB, M, K]):
+    for i in range(NB):
+        Y[i] = np.maximum(A @ X[i] + b[:, np.newaxis], 0)
+
+
+@dace.program
+def column_slices(A: ss.CSR[dace.float64, M, N], X: dace.float64[N, K], Y: dace.float64[M, NB, K]):
+    for i in range(NB):
+        Y[:, i] = np.maximum(A @ X, 0)
+
+
 def _fused(prog):
     sdfg = prog.to_sdfg()
     before = copy.deepcopy(sdfg)
@@ -109,6 +132,31 @@ def test_math_functions_in_epilogues(prog, fmt, ref, rng):
     got = ss.compile(after)(A, other)
     np.testing.assert_allclose(got, ss.compile(before)(A, other), rtol=1e-12)
     np.testing.assert_allclose(got, ref(A @ other), rtol=1e-12)
+
+
+@pytest.mark.parametrize('prog,fmt', [(batch_relu, 'csr'), (batch_relu_csc, 'csc')], ids=['row-owned', 'scatter'])
+def test_fuses_into_a_slice_of_the_output(prog, fmt, rng):
+    """``Y[i] = relu(A @ X[i] + b)`` in a batch loop (a pointwise convolution, NCHW): the
+    product writes the slice ``Y[i]`` directly (before: an M x K intermediate per image and a
+    second pass over it)."""
+    before, after, applied = _fused(prog)
+    assert applied == 2
+    (node, ) = _products(after)
+    assert node.epilogue and not any(d.transient and len(d.shape) == 2 for d in after.arrays.values())
+    A = sp.random_array((30, 20), density=0.2, format=fmt, rng=rng, data_sampler=rng.standard_normal)
+    X, bias = rng.standard_normal((3, 20, 7)), rng.standard_normal(30)
+    got, ref = np.full((3, 30, 7), np.nan), np.full((3, 30, 7), np.nan)
+    ss.compile(after)(A, X, bias, got)
+    ss.compile(before)(A, X, bias, ref)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    np.testing.assert_allclose(got, np.maximum(np.einsum('mn,bnk->bmk', A.toarray(), X) + bias[:, None], 0),
+                               rtol=1e-12)
+
+
+def test_refuses_a_slice_that_is_not_leading():
+    """``Y[:, i] = relu(A @ X)``: the fixed index sits between the map's; the map stays."""
+    _, after, applied = _fused(column_slices)
+    assert applied == 0 and not _products(after)[0].epilogue
 
 
 def test_refuses_intermediate_with_another_reader():

@@ -5,7 +5,8 @@ a state before it that calls ``sdfgsparse::team_begin`` and a state after it tha
 ``sdfgsparse::team_end`` (``include/sdfgsparse_team.h``): a loop with little work runs on
 the calling thread alone (no team to wake and no barrier to wait at), and above that each
 loop compares the geometric means of its last 8 times per unit of work with the team and
-with one thread and runs with the faster, trying the other count now and then (ever more
+with one thread, among calls of the same shape class (rows, columns per entry and entries,
+each to a power of two: the layers of one network share a program), and runs with the faster, trying the other count now and then (ever more
 rarely while it loses). So a call on a tiny matrix does not pay for a parallel region, and
 a kernel whose team waits for a thread that another process has descheduled falls back to
 one thread instead of running several times slower than it (figures, and the statistics
@@ -86,8 +87,8 @@ def _wrap(sdfg: dace.SDFG, state, work: TeamWork) -> None:
     before = cfg.add_state_before(state, label=f'{state.label}_team_begin')
     begin = before.add_tasklet(
         'team_begin', {'_tnnz'}, {'_trec'},
-        f'static sdfgsparse::TeamSite _site;\n'
-        f'sdfgsparse::team_begin(_site, (long long)_tnnz * (long long)({scale}) + (long long)({rows}), _trec);',
+        f'static sdfgsparse::TeamSites _sites;\n'
+        f'sdfgsparse::team_begin(_sites, (long long)_tnnz, (long long)({scale}), (long long)({rows}), _trec);',
         language=dace.Language.CPP, side_effects=True)
     before.add_edge(before.add_read(work.pos), None, begin, '_tnnz', dace.Memlet(f'{work.pos}[{work.rows}]'))
     before.add_edge(begin, '_trec', before.add_write(record), None, dace.Memlet(f'{record}[0:{SLOTS}]'))

@@ -3,8 +3,9 @@
 //
 // A loop with little work runs on the calling thread alone: waking the OpenMP team and
 // meeting it at the closing barrier costs more than the loop (several microseconds, far
-// more when another process holds a core). Above that, each loop site measures the time
-// per unit of work with the whole team and with one thread (the geometric mean of recent calls)
+// more when another process holds a core). Above that, each loop site measures, per class of
+// call shape (TeamSites), the time per unit of work with the whole team and with one thread
+// (the geometric mean of recent calls)
 // and runs with the faster; now and then a call tries the other count, so a site follows
 // the cores actually free: when another process takes a core, a team whose barrier waits
 // for a descheduled thread becomes slower than one thread and the site falls back to one
@@ -163,8 +164,57 @@ static inline void team_record(const TeamCall& c, double seconds) {
     }
 }
 
-static inline void team_begin(TeamSite& site, long long work, std::int64_t* slots) {
-    TeamCall c = team_choose(site, work, omp_get_max_threads(), omp_in_parallel(), team_policy());
+// The sites of one loop: one per class of call shape, so that a call's times are compared
+// only with those of calls of its own class (its rows, its work per entry and its entries,
+// each rounded down to a power of two). One program runs a loop on operands of very different
+// shapes (the 13 pointwise layers of a MobileNet share one SpMM program: 49 to 12,544 dense
+// columns), whose times per unit of work differ by more than a team gains; one site for all
+// of them compared one layer's time with one thread against another layer's with the team,
+// and chose one thread for the whole stack (1.7x slower; docs/performance.md).
+// TEAM_CLASSES sites, looked up by the class's hash over TEAM_PROBES neighbours; a class that
+// finds none of them free or its own takes the first over (its samples start afresh).
+constexpr int TEAM_CLASSES = 64, TEAM_PROBES = 4;
+struct TeamSites {
+    TeamSite site[TEAM_CLASSES];
+    std::atomic<long long> key[TEAM_CLASSES];  // the class held (0: free)
+};
+static inline int team_log2(long long v) { return v > 1 ? 63 - __builtin_clzll((unsigned long long)v) : 0; }
+static inline void team_reset(TeamSite& s) {
+    for (int w = 0; w < 2; ++w) {
+        for (int k = 0; k < TEAM_SAMPLES; ++k) s.samples[w][k].store(0, std::memory_order_relaxed);
+        s.filled[w].store(0, std::memory_order_relaxed);
+        s.next[w].store(0, std::memory_order_relaxed);
+        s.per_work[w].store(0, std::memory_order_relaxed);
+    }
+    s.known.store(0, std::memory_order_relaxed);
+    s.calls.store(0, std::memory_order_relaxed);
+    s.next_probe.store(0, std::memory_order_relaxed);
+    s.interval.store(0, std::memory_order_relaxed);
+    s.since.store(0, std::memory_order_relaxed);
+    s.choice.store(0, std::memory_order_relaxed);
+}
+// the site of the class of a call over `entries` stored entries, `scale` units of work each,
+// and `rows` rows (concurrent callers may race for a free site: a lost claim shares a site)
+static inline TeamSite& team_site(TeamSites& sites, long long entries, long long scale, long long rows) {
+    const long long key = 1 + team_log2(rows) + 64LL * team_log2(scale) + 4096LL * team_log2(entries);
+    const int h = (int)(((unsigned long long)key * 0x9E3779B97F4A7C15ULL) >> 58);  // 6 bits: TEAM_CLASSES
+    for (int k = 0; k < TEAM_PROBES; ++k) {
+        const int i = (h + k) % TEAM_CLASSES;
+        long long held = sites.key[i].load(std::memory_order_relaxed);
+        if (held == key) return sites.site[i];
+        if (held == 0 && sites.key[i].compare_exchange_strong(held, key, std::memory_order_relaxed))
+            return sites.site[i];
+        if (held == key) return sites.site[i];  // claimed by another caller for this class
+    }
+    team_reset(sites.site[h]);
+    sites.key[h].store(key, std::memory_order_relaxed);
+    return sites.site[h];
+}
+
+static inline void team_begin(TeamSites& sites, long long entries, long long scale, long long rows,
+                              std::int64_t* slots) {
+    TeamSite& site = team_site(sites, entries, scale, rows);
+    TeamCall c = team_choose(site, entries * scale + rows, omp_get_max_threads(), omp_in_parallel(), team_policy());
     if (c.threads != c.previous) omp_set_num_threads(c.threads);
     c.t0 = omp_get_wtime();
     std::memcpy(slots, &c, sizeof(c));
