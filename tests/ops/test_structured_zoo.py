@@ -60,3 +60,37 @@ def test_sparse_sparse_ops(fmt, vt, it):
             test_sparse_sparse_zoo.run_case(fmt, vt, it, A, B)
         except AssertionError as ex:
             raise AssertionError(f'matrix {name}: {ex}') from ex
+
+
+THREADS_SCRIPT = '''
+import sys
+import dace, numpy as np, scipy.sparse as sp
+sys.path[:0] = [{tests!r}, {ops!r}]
+import test_ops_zoo, test_sparse_sparse_zoo, test_structured_zoo as z
+for fmt, vt, it in [p.values for p in z.signatures()]:
+    npv = np.dtype(vt.type)
+    for rep in range(2):
+        rng = np.random.default_rng(rep)
+        A, B = (z.pruned(sp.random_array((420, 304), density=d, format='csr', rng=rng, dtype=npv), fmt)
+                for d in (0.4, 0.3))
+        test_ops_zoo.run_case(fmt, vt, it, A)
+        if fmt == 'VNM4_2_8':
+            test_sparse_sparse_zoo.run_case(fmt, vt, it, A, B)
+    print(fmt, 'ok', flush=True)
+'''
+
+
+@pytest.mark.after_zoo  # the programs of the tests above
+def test_all_ops_with_four_openmp_threads():
+    """The structured kernels' parallel loops with four threads (the suite's workers run one
+    OpenMP thread each), on matrices large enough to split, twice each, against scipy."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = THREADS_SCRIPT.format(tests=os.path.dirname(here), ops=here)
+    env = dict(os.environ, OMP_NUM_THREADS='4', SDFGSPARSE_TEAM='team')
+    out = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, env=env, timeout=1200,
+                         cwd=os.getcwd())
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    assert out.stdout.split() == [w for f in STRUCTURED for w in (f, 'ok')]

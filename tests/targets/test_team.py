@@ -39,6 +39,7 @@ int main() {
         {1500, 2e-9, 1e-9, 1 << 20, 2, false},  // quiet again
         {50, 2e-9, 1e-9, 30000, 2, false},       // little work
         {50, 2e-9, 1e-9, 1 << 20, 2, true},      // inside a parallel region
+        {50, 2e-9, 5e-9, 1LL << 27, 2, false},   // a large loop: the team, unmeasured, even when slower
         {50, 2e-9, 1e-9, 1 << 20, 1, false},     // one thread available
     };
     std::printf("[");
@@ -107,14 +108,14 @@ def test_one_thread_while_the_team_is_slower_and_back(choices):
 def test_shapes_through_one_loop_are_compared_each_with_its_own(choices):
     """Before: one site for every call of a loop; the wide shape's team times against the
     narrow one's single-thread times made the team look 2.4x slower, and both ran alone."""
-    alternating, (same, apart) = choices[8], choices[9]
+    alternating, (same, apart) = choices[9], choices[10]
     assert alternating[40:].count(1) <= 6, alternating
     assert same and apart
 
 
-def test_little_work_nested_or_one_thread_available_run_alone(choices):
-    little, nested, alone, (always, never) = choices[4], choices[5], choices[6], choices[7]
-    assert set(little) == {1} and set(nested) == {1} and set(alone) == {1}
+def test_little_work_nested_or_one_thread_available_run_alone_a_large_loop_with_the_team(choices):
+    little, nested, large, alone, (always, never) = choices[4], choices[5], choices[6], choices[7], choices[8]
+    assert set(little) == {1} and set(nested) == {1} and set(alone) == {1} and set(large) == {2}
     assert (always, never) == (4, 1)
 
 

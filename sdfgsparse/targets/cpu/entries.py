@@ -16,6 +16,7 @@ expressions an operation's body needs: the row ``i``, the column ``j`` and the p
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import dace
 import sympy
 
 from sdfgsparse.formats import SparseType, is_sparse_desc
@@ -220,6 +221,7 @@ class Entries:
 def kernel_for_node(node, state, sdfg, name: Optional[str] = None) -> KernelBuilder:
     """A kernel whose parameters are the node's connectors, typed like the connected data."""
     kb = KernelBuilder(name or node.label)
+    kb.parallel = node.schedule != dace.ScheduleType.Sequential  # (a node inside a parallel map: sequential)
     # sparse data reach the node member by member (views); their index dtypes are those of
     # the enclosing SDFG's structures
     kb.sparse_operands.extend(d for d in sdfg.arrays.values() if is_sparse_desc(d))

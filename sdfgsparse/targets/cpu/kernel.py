@@ -56,13 +56,24 @@ def _clipped(e) -> list:
     return found
 
 
-def bind(kernel: dace.SDFG, symbols: Dict[str, str]) -> dace.SDFG:
+def bind(kernel: dace.SDFG, symbols: Dict[str, str], parallel: bool = True) -> dace.SDFG:
     """``kernel`` inside an SDFG of the same arguments that sets ``symbols`` (name ->
     expression of the kernel's other symbols) as it calls it (the nested SDFG's symbol
     mapping): the kernel reads them as plain symbols from its start, transients sized by
-    them included. Returns ``kernel`` itself when ``symbols`` is empty."""
+    them included. Returns ``kernel`` itself when ``symbols`` is empty.
+
+    With ``parallel`` (the library node runs outside any parallel scope), the kernel's
+    outermost maps are scheduled ``CPU_Multicore`` here: DaCe gives the maps of an
+    expansion's top level the node's schedule but those one nested SDFG deeper the schedule
+    of a map inside a parallel one, sequential (an n:m SDDMM ran on one thread)."""
     if not symbols:
         return kernel
+    if parallel:
+        for st in kernel.states():
+            for n in st.nodes():
+                if (isinstance(n, dace.nodes.MapEntry) and st.entry_node(n) is None
+                        and n.map.schedule == dace.ScheduleType.Default):
+                    n.map.schedule = dace.ScheduleType.CPU_Multicore
     outer = dace.SDFG(kernel.name)
     state = outer.add_state('bounds', is_start_block=True)
     reads = {n for n, d in kernel.arrays.items() if not d.transient}
@@ -128,6 +139,7 @@ class KernelBuilder:
         self.view_symbols: set = set()  # (view_symbols_of)
         self.bindings: Dict[str, object] = {}  # symbols set before the loops (a view's slice bounds) -> expression
         self.teams: Dict[str, TeamWork] = {}  # variables of row maps whose thread count is chosen per call
+        self.parallel = True  # whether the kernel runs outside any parallel scope (:func:`bind`)
 
     def param(self, name: str, desc: dace.data.Data) -> str:
         """Declare an argument (a non-transient copy of ``desc``); returns its name."""
@@ -268,7 +280,7 @@ class KernelBuilder:
         add_teams(sdfg, self.teams)
         for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
             storage_check.add_to(sdfg, d)
-        return bind(sdfg, self.bindings)
+        return bind(sdfg, self.bindings, self.parallel)
 
     def _parse(self, src: str) -> dace.SDFG:
         """The SDFG of ``src`` by DaCe's frontend (and its simplification)."""

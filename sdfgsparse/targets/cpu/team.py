@@ -10,8 +10,10 @@ each to a power of two: the layers of one network share a program), and runs wit
 rarely while it loses). So a call on a tiny matrix does not pay for a parallel region, and
 a kernel whose team waits for a thread that another process has descheduled falls back to
 one thread instead of running several times slower than it (figures, and the statistics
-tried: docs/performance.md). The work of a call is ``nnz * scale + rows`` (``nnz``: the
-row walk's last position, ``scale``: the dense columns each entry feeds).
+tried: docs/performance.md). A loop of 2**26 units of work or more always runs with the
+team, unmeasured (a measuring call with one thread would cost the whole loop again). The
+work of a call is ``nnz * scale + rows`` (``nnz``: the row walk's last position,
+``scale``: the dense columns each entry feeds).
 ``SDFGSPARSE_TEAM=team`` (always the whole team) or ``one`` fixes the choice for a process.
 """
 import os

@@ -27,6 +27,12 @@ namespace sdfgsparse {
 // runs on one thread: a team gained 3 us of 19 on a quiet machine (SpMV, 10,000 entries)
 // and lost 10-60 us with another process, or another library's spinning threads, on a core
 constexpr long long TEAM_SERIAL_WORK = 32768;
+// from this many units of work (tens of milliseconds on one thread) a loop always runs with the
+// team, unmeasured: a barrier's wait for a descheduled thread is small beside such a loop
+// (rows are taken in dynamic chunks: the thread that runs takes more of them), while each
+// measuring call with one thread costs the whole loop again (a 2:4 MLP training step of 1.4 s
+// took 2.1 s while its sites measured)
+constexpr long long TEAM_ALWAYS_WORK = 1LL << 26;
 // calls between tries of the count not chosen: starts here, doubles while the tries
 // confirm the choice, up to TEAM_PROBE_MAX
 constexpr long long TEAM_PROBE_MIN = 16, TEAM_PROBE_MAX = 1024;
@@ -85,7 +91,7 @@ static inline TeamCall team_choose(TeamSite& site, long long work, int available
     c.previous = available;
     c.which = 0;
     c.record = 0;
-    if (policy == TEAM_ALWAYS) {
+    if (policy == TEAM_ALWAYS || (policy == TEAM_ADAPTIVE && available > 1 && work >= TEAM_ALWAYS_WORK && !nested)) {
         c.which = 1;
     } else if (policy == TEAM_ADAPTIVE && available > 1 && work >= TEAM_SERIAL_WORK && !nested) {
         const long long n = site.calls.fetch_add(1, std::memory_order_relaxed);
