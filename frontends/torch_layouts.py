@@ -218,12 +218,11 @@ def layout_sampled(fmt: str, rows: int, cols: int, index: List[torch.Tensor], G:
         raise errors.ShapeError(f'sdfgsparse::layout_sampled: G {tuple(G.shape)} and X {tuple(X.shape)} for a '
                                 f'{rows} x {cols} layout (G @ X.T at its slots)')
     nvals = value_slots(fmt, rows, cols, index)
-    ones = np.empty(nvals, dtype=torch.empty((), dtype=G.dtype).numpy().dtype)
-    ones.fill(1)  # (NumPy's buffer takes huge pages, torch.ones' 4 KiB faults cost 2x the fill)
-    ones = torch.from_numpy(ones)
-    A = matrix_of(fmt, rows, cols, index, ones)
+    g = _dense('G', G, G.dtype)
+    # the slots' ones from NumPy: its buffer takes huge pages, torch.ones' 4 KiB faults cost 2x
+    A = matrix_of(fmt, rows, cols, index, torch.from_numpy(np.ones(nvals, dtype=g.dtype)))
     prog = _program('sampled', fmt, G.dtype, index[0].dtype)
-    S = prog(A, _dense('G', G, G.dtype), _dense('X', X, G.dtype).T.copy())
+    S = prog(A, g, _dense('X', X, G.dtype).T.copy())
     vals = S.arrays['vals'] if hasattr(S, 'arrays') else S.data
     if vals.shape[0] != nvals:
         raise errors.ShapeError(f'sdfgsparse::layout_sampled: {vals.shape[0]} values for {nvals} slots')

@@ -122,7 +122,7 @@ def emit_spmm(kb, st, conns, y: str, b: str, k: str, b_stride: str, ctype: str, 
     def rows_tasklet(first: str, count: int, indent: int):
         kb.line(f'_ii = dace.int64({first})', indent)
         ins = [('_ti', '_ii'), ('_to', f'{off}(-1)'), ('_tv', f'{vals}(-1)'), ('_tb', b)]
-        sel_at = '(' + ('int64_t' if itype == 'int64_t' else 'int') + '*)nullptr'
+        sel_at = f'({itype}*)nullptr'
         if table:
             ins.append(('_ts', f'{sel}(-1)'))
             sel_at = f'_ts + (_ti / {pat.rows}) * {G} * 4'
