@@ -169,11 +169,16 @@ def matrix_of(fmt_name: str, rows: int, cols: int, index: List[torch.Tensor], va
     return m
 
 
-def _dense(name: str, X: torch.Tensor, dtype: torch.dtype) -> np.ndarray:
-    if not isinstance(X, torch.Tensor) or X.layout != torch.strided or X.dim() != 2:
-        raise errors.ArgumentError(f'sdfgsparse layouts: {name} must be a dense 2-D tensor')
+def _dense(name: str, X: torch.Tensor, dtype: torch.dtype, of: str = 'the weight') -> np.ndarray:
+    """``X`` as a C-ordered NumPy array, after checking that it is a dense 2-D tensor of
+    ``dtype`` (``of``: what sets that dtype, for the error)."""
+    if not isinstance(X, torch.Tensor) or X.layout != torch.strided:
+        raise errors.ArgumentError(f'sdfgsparse layouts: {name} must be a dense 2-D tensor, got '
+                                   f'{type(X).__name__ if not isinstance(X, torch.Tensor) else X.layout}')
+    if X.dim() != 2:
+        raise errors.ShapeError(f'sdfgsparse layouts: {name} must be 2-D, got shape {tuple(X.shape)}')
     if X.dtype != dtype:
-        raise errors.DTypeError(f'sdfgsparse layouts: {name} is {X.dtype}, the weight is {dtype}')
+        raise errors.DTypeError(f'sdfgsparse layouts: {name} is {X.dtype}, {of} is {dtype}')
     return X.detach().contiguous().numpy()
 
 
@@ -182,10 +187,11 @@ def layout_mm(fmt: str, rows: int, cols: int, index: List[torch.Tensor], values:
               X: torch.Tensor) -> torch.Tensor:
     """``A @ X`` for the matrix ``A`` of format ``fmt`` stored as ``index`` and ``values``."""
     A = matrix_of(fmt, rows, cols, index, values)
-    if X.dim() != 2 or X.shape[0] != cols:
+    x = _dense('X', X, values.dtype)
+    if X.shape[0] != cols:
         raise errors.ShapeError(f'sdfgsparse::layout_mm: A is {rows} x {cols}, X has shape {tuple(X.shape)}')
     prog = _program('mm', fmt, values.dtype, index[0].dtype)
-    return torch.as_tensor(prog(A, _dense('X', X, values.dtype)))
+    return torch.as_tensor(prog(A, x))
 
 
 @layout_mm.register_fake
@@ -198,10 +204,11 @@ def layout_mm_t(fmt: str, rows: int, cols: int, index: List[torch.Tensor], value
                 G: torch.Tensor) -> torch.Tensor:
     """``A.T @ G`` (the gradient of :func:`layout_mm` with respect to ``X``)."""
     A = matrix_of(fmt, rows, cols, index, values)
-    if G.dim() != 2 or G.shape[0] != rows:
+    g = _dense('G', G, values.dtype)
+    if G.shape[0] != rows:
         raise errors.ShapeError(f'sdfgsparse::layout_mm_t: A is {rows} x {cols}, G has shape {tuple(G.shape)}')
     prog = _program('mm_t', fmt, values.dtype, index[0].dtype)
-    return torch.as_tensor(prog(A, _dense('G', G, values.dtype)))
+    return torch.as_tensor(prog(A, g))
 
 
 @layout_mm_t.register_fake
@@ -214,15 +221,16 @@ def layout_sampled(fmt: str, rows: int, cols: int, index: List[torch.Tensor], G:
                    X: torch.Tensor) -> torch.Tensor:
     """``(G @ X.T)`` at every value slot of the layout, in storage order (the gradient of
     :func:`layout_mm` with respect to ``values``)."""
-    if G.dim() != 2 or X.dim() != 2 or G.shape[0] != rows or X.shape[0] != cols or G.shape[1] != X.shape[1]:
+    g = _dense('G', G, getattr(G, 'dtype', None))
+    x = _dense('X', X, G.dtype, of='G')
+    if G.shape[0] != rows or X.shape[0] != cols or G.shape[1] != X.shape[1]:
         raise errors.ShapeError(f'sdfgsparse::layout_sampled: G {tuple(G.shape)} and X {tuple(X.shape)} for a '
                                 f'{rows} x {cols} layout (G @ X.T at its slots)')
     nvals = value_slots(fmt, rows, cols, index)
-    g = _dense('G', G, G.dtype)
     # the slots' ones from NumPy: its buffer takes huge pages, torch.ones' 4 KiB faults cost 2x
     A = matrix_of(fmt, rows, cols, index, torch.from_numpy(np.ones(nvals, dtype=g.dtype)))
     prog = _program('sampled', fmt, G.dtype, index[0].dtype)
-    S = prog(A, g, _dense('X', X, G.dtype).T.copy())
+    S = prog(A, g, x.T.copy())
     vals = S.arrays['vals'] if hasattr(S, 'arrays') else S.data
     if vals.shape[0] != nvals:
         raise errors.ShapeError(f'sdfgsparse::layout_sampled: {vals.shape[0]} values for {nvals} slots')

@@ -106,6 +106,14 @@ def test_bad_inputs_are_typed_errors():
         L.layout_mm('NM2_4', 8, 16, index, values, X.float())
     with pytest.raises(ss.errors.ShapeError, match=r'layout_sampled: G \(8, 2\) and X \(16, 3\)'):
         L.layout_sampled('NM2_4', 8, 16, index, torch.randn(8, 2, dtype=torch.float64), X)
+    with pytest.raises(ss.errors.ArgumentError, match='G must be a dense 2-D tensor, got NoneType'):
+        L.layout_sampled('NM2_4', 8, 16, index, None, X)
+    with pytest.raises(ss.errors.ArgumentError, match='X must be a dense 2-D tensor, got NoneType'):
+        L.layout_mm('NM2_4', 8, 16, index, values, None)
+    with pytest.raises(ss.errors.ShapeError, match=r'G must be 2-D, got shape \(8, 3, 1\)'):
+        L.layout_mm_t('NM2_4', 8, 16, index, values, torch.randn(8, 3, 1, dtype=torch.float64))
+    with pytest.raises(ss.errors.DTypeError, match=r'X is torch.float32, G is torch.float64'):
+        L.layout_sampled('NM2_4', 8, 16, index, torch.randn(8, 3, dtype=torch.float64), X.float())
     vindex, vvalues, _ = stored(ss.VNM[4, 2, 8], 5)
     with pytest.raises(ss.errors.ArgumentError, match=r"has index members \['crd4', 'sel4'\], got 1 tensors"):
         L.layout_mm('VNM4_2_8', 8, 16, vindex[:1], vvalues, X)
