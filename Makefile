@@ -19,7 +19,7 @@ FUZZ_SECONDS ?= 300
 
 $(STAMP): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,torch,vscode,mkl]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,torch,vscode,mkl,mpi]'
 	$(PY) -m sdfgsparse.targets.fpga.toolchain --fetch-ap-types
 	touch $(STAMP)
 

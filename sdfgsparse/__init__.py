@@ -54,10 +54,12 @@ def to_device(array, index_dtype=None):
 
 
 def __getattr__(name):
-    if name == 'torch':  # the PyTorch frontend; torch is optional, imported on first use
+    modules = {'torch': 'sdfgsparse.frontends.torch',  # the PyTorch frontend; torch is optional
+               'distributed': 'sdfgsparse.distributed'}  # MPI; mpi4py is optional (used on first call)
+    if name in modules:  # imported on first use
         import importlib
-        module = importlib.import_module('sdfgsparse.frontends.torch')
-        globals()['torch'] = module
+        module = importlib.import_module(modules[name])
+        globals()[name] = module
         return module
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 

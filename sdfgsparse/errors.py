@@ -11,7 +11,7 @@ import warnings
 __all__ = [
     'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
     'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
-    'UnsupportedOperationError', 'PatternError', 'ArgumentError', 'DeviceError', 'CopyWarning',
+    'UnsupportedOperationError', 'PatternError', 'ArgumentError', 'DeviceError', 'DistributedError', 'CopyWarning',
     'FormatFallbackWarning', 'LayoutFallbackWarning', 'warn_user'
 ]
 
@@ -70,6 +70,17 @@ class DeviceError(SparseError, RuntimeError):
     """A GPU program cannot be built or run as asked: this machine has no usable CUDA
     device (or no nvcc to build), or an argument is in host memory where the program
     reads device memory. (A ``RuntimeError``: the call is wrong here, not everywhere.)"""
+
+
+class DistributedError(SparseError, RuntimeError):
+    """A collective operation of :mod:`sdfgsparse.distributed` failed on some process; every
+    process of the communicator raises it (``ranks``: the failing ranks, ``messages``: their
+    errors), so that none waits forever for the others."""
+
+    def __init__(self, message, ranks=(), messages=()):
+        super().__init__(message)
+        self.ranks = tuple(ranks)
+        self.messages = tuple(messages)
 
 
 class CopyWarning(UserWarning):

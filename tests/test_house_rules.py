@@ -38,7 +38,7 @@ RANKS = {
     'runtime': 5,
     'analysis': 6,
     'transformations': 7,
-    'frontends': 8,
+    'frontends': 8, 'distributed': 8,
     '__init__': 8.5,
     'bench': 9, 'scripting': 9, 'vscode': 9, 'cli': 9, '__main__': 9,
 }

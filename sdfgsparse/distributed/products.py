@@ -1,0 +1,242 @@
+"""Distributed ``y = A @ x`` and ``Y = A @ X``: the exchange around one compiled local
+product per process (a ``@dace.program`` per local format and dtypes, cached), plus
+vectors in and out (:func:`vector`, :func:`gather`).
+
+A product: pack and start the expand; either wait and multiply the local matrix by
+``[x_own, halo]`` (one program call), or (overlap) multiply the own columns while the
+halo travels, wait, and add the halo columns' product; then fold the partial rows to
+their owners. Every process checks its inputs first and all agree before any message
+(:func:`~sdfgsparse.distributed.collective.agree`); an error in the local product is
+agreed on after the exchange, so no process is left waiting.
+"""
+from typing import Optional
+
+import dace
+import numpy as np
+
+from sdfgsparse import errors
+from sdfgsparse.analysis.communication import CommunicationModel
+from sdfgsparse.distributed.collective import agree, check_comm
+from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector, Layout
+
+__all__ = ['spmv', 'spmm', 'vector', 'gather', 'dot', 'local_program']
+
+M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
+_PROGRAMS = {}
+
+#: What decides overlap on one node (shared memory): seconds per message and per byte,
+#: and the cost of the second local call that overlap needs (measured by the bench,
+#: ``sdfgsparse bench --distributed``; see docs/performance.md).
+NODE_MODEL = CommunicationModel(alpha=2e-6, beta=1 / 4e9, seconds_per_entry=1.5e-9, call_overhead=2e-5)
+
+
+def local_program(fmt, dtype, index_dtype, block: bool):
+    """The compiled-once ``@dace.program`` of one local product: ``A @ x`` (``block``
+    False) or ``A @ X`` for a local matrix in ``fmt``."""
+    vt = dace.dtype_to_typeclass(np.dtype(dtype).type)
+    it = dace.dtype_to_typeclass(np.dtype(index_dtype).type)
+    key = (fmt.name if hasattr(fmt, 'name') else repr(fmt), getattr(fmt, 'block', None), vt, it, block)
+    prog = _PROGRAMS.get(key)
+    if prog is None:
+        T = fmt[vt, M, N, it]
+        if block:
+            @dace.program
+            def distributed_local_spmm(A: T, X: vt[N, K]):
+                return A @ X
+            prog = distributed_local_spmm
+        else:
+            @dace.program
+            def distributed_local_spmv(A: T, x: vt[N]):
+                return A @ x
+            prog = distributed_local_spmv
+        _PROGRAMS[key] = prog
+    return prog
+
+
+def _local_input(D: DistributedMatrix, x, name: str, ndim: int) -> np.ndarray:
+    """This process's entries of ``x`` (a DistributedVector in D's column layout, or the
+    whole array, the same on every process) as a C-contiguous array of D's dtype."""
+    layout = D.col_layout
+    if isinstance(x, DistributedVector):
+        if not x.layout.same_as(layout):
+            raise errors.ShapeError(f'{name}: a distributed vector of another layout (length {x.layout.size}, '
+                                    f'{len(x.layout)} entries here; the matrix has {D.shape[1]} columns, '
+                                    f'{len(layout)} here)')
+        local = x.local
+    else:
+        if x is None or isinstance(x, (str, bytes, dict)):
+            raise errors.ArgumentError(f'{name}: expected an array or a DistributedVector, got {type(x).__name__}')
+        try:
+            arr = np.asarray(x)
+        except Exception as exc:
+            raise errors.ArgumentError(f'{name}: cannot be read as an array ({exc})') from exc
+        if arr.dtype == object:
+            raise errors.ArgumentError(f'{name}: expected a numeric array, got dtype object')
+        if arr.ndim != ndim:
+            raise errors.ShapeError(f'{name}: expected {ndim} dimension(s), got shape {arr.shape}')
+        if arr.shape[0] != D.shape[1]:
+            raise errors.ShapeError(f'{name}: {arr.shape[0]} rows, the matrix has {D.shape[1]} columns')
+        local = arr[layout.own]
+    if local.ndim != ndim:
+        raise errors.ShapeError(f'{name}: expected {ndim} dimension(s), got shape {local.shape}')
+    if not (np.issubdtype(local.dtype, np.number) or local.dtype == bool) or np.issubdtype(local.dtype,
+                                                                                          np.complexfloating):
+        raise errors.DTypeError(f'{name}: dtype {local.dtype} (the matrix holds {D.dtype})')
+    if not np.can_cast(local.dtype, D.dtype, 'safe'):
+        raise errors.DTypeError(f'{name}: dtype {local.dtype} does not convert to the matrix dtype {D.dtype} '
+                                'without loss; cast it first')
+    return np.ascontiguousarray(local, D.dtype)
+
+
+def _multiply(prog, A, x, rows: int, tail: tuple, dtype) -> np.ndarray:
+    if A is None or rows == 0 or x.shape[0] == 0 or getattr(A, 'nnz', 1) == 0 or (tail and tail[0] == 0):
+        return np.zeros((rows,) + tail, dtype)
+    return np.asarray(prog(A, x))
+
+
+def _overlap(D: DistributedMatrix, width: int) -> bool:
+    if D.overlap is not None:
+        return D.overlap
+    if not D.plan.expand_recv:
+        return False
+    rank = D.comm.Get_rank()
+    exchange = NODE_MODEL.exchange_seconds(D.counts, width, D.dtype.itemsize)[rank]
+    return bool(exchange > NODE_MODEL.call_overhead)
+
+
+def _product(D: DistributedMatrix, x, name: str, block: bool, overlap: Optional[bool]):
+    if not isinstance(D, DistributedMatrix):
+        raise errors.ArgumentError(f'D: expected a DistributedMatrix (sdfgsparse.distributed.distribute), got '
+                                   f'{type(D).__name__}')
+    ndim = 2 if block else 1
+    error, local = None, None
+    try:
+        if overlap not in (None, True, False):
+            raise errors.ArgumentError(f'overlap={overlap!r}: expected True, False or None')
+        local = _local_input(D, x, name, ndim)
+    except Exception as exc:
+        error = exc
+    agree(D.comm, error)
+    with D._lock:
+        return _exchange_and_multiply(D, local, block, overlap)
+
+
+def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool, overlap) -> DistributedVector:
+    tail = tuple(local.shape[1:])
+    plan = D.plan
+    halo = D.halo(tail, D.dtype)
+    use_overlap = _overlap(D, tail[0] if tail else 1) if overlap is None else overlap
+    error = None
+    halo.start_expand(local)
+    y_ext = None
+    try:
+        prog = local_program(D.format, D.dtype, D.index_dtype, block)
+        if use_overlap:
+            own, far, n_own_pad, n_far_pad = D.split()
+            x_own = local if n_own_pad == plan.n_own_cols else _padded(local, n_own_pad)
+            y_ext = _multiply(prog, own, x_own, plan.n_ext_rows, tail, D.dtype)
+            halo.finish_expand()
+            halo_x = halo.x_ext[plan.n_own_cols:plan.n_own_cols + n_far_pad]
+            if halo_x.shape[0] < n_far_pad:
+                halo_x = _padded(halo_x, n_far_pad)
+            y_ext = y_ext + _multiply(prog, far, halo_x, plan.n_ext_rows, tail, D.dtype)
+        else:
+            halo.fill_own(local)
+            halo.finish_expand()
+            y_ext = _multiply(prog, D.local, halo.x_ext, plan.n_ext_rows, tail, D.dtype)
+    except Exception as exc:  # agreed on below, after the exchange every process waits for
+        error = exc
+        halo.finish_expand()
+        y_ext = np.zeros((plan.n_ext_rows,) + tail, D.dtype)
+    y_own = np.array(y_ext[:plan.n_own_rows], copy=y_ext.shape[0] != plan.n_own_rows)
+    halo.fold(y_ext, y_own)
+    D.bytes_sent += halo.bytes_per_product
+    D.messages_sent += halo.messages_per_product
+    D.products += 1
+    agree(D.comm, error)
+    return DistributedVector(y_own, D.row_layout)
+
+
+def _padded(a: np.ndarray, rows: int) -> np.ndarray:
+    out = np.zeros((rows,) + a.shape[1:], a.dtype)
+    out[:a.shape[0]] = a
+    return out
+
+
+def spmv(D: DistributedMatrix, x, overlap: Optional[bool] = None) -> DistributedVector:
+    """Collective: ``y = A @ x`` with ``A`` distributed as ``D``; ``x`` a
+    :class:`DistributedVector` in D's column layout (e.g. a previous result of a square
+    matrix) or the whole vector on every process. Returns this process's part of ``y``
+    (:func:`gather` collects it). ``overlap`` overrides ``D.overlap`` for this call."""
+    return _product(D, x, 'x', False, overlap)
+
+
+def spmm(D: DistributedMatrix, X, overlap: Optional[bool] = None) -> DistributedVector:
+    """Collective: ``Y = A @ X`` for a dense block ``X`` (n x k), as :func:`spmv`; the
+    rows of ``X`` travel (k values per exchanged entry)."""
+    return _product(D, X, 'X', True, overlap)
+
+
+def vector(x, D: DistributedMatrix, root: Optional[int] = None, side: str = 'cols') -> DistributedVector:
+    """Collective: the :class:`DistributedVector` of ``x`` in D's column layout (``side``
+    'rows': the row layout). ``x``: the whole array on every process (``root=None``) or on
+    process ``root`` only (None elsewhere; it sends each process its entries)."""
+    if not isinstance(D, DistributedMatrix):
+        raise errors.ArgumentError(f'D: expected a DistributedMatrix, got {type(D).__name__}')
+    layout = D.col_layout if side == 'cols' else D.row_layout
+    comm, rank = D.comm, D.comm.Get_rank()
+    error, local = None, None
+    try:
+        if side not in ('cols', 'rows'):
+            raise errors.ArgumentError(f"side={side!r}: expected 'cols' or 'rows'")
+        if root is None or rank == root:
+            arr = np.asarray(x) if x is not None and not isinstance(x, (str, bytes)) else None
+            if arr is None or arr.dtype == object:
+                raise errors.ArgumentError(f'x: expected an array, got {type(x).__name__}')
+            if arr.ndim not in (1, 2) or arr.shape[0] != layout.size:
+                raise errors.ShapeError(f'x: shape {arr.shape}, expected ({layout.size},) or ({layout.size}, k)')
+            local = arr
+        elif x is not None:
+            raise errors.ArgumentError(f'x: with root={root}, pass x on process {root} only (None here)')
+    except Exception as exc:
+        error = exc
+    agree(comm, error)
+    if root is None:
+        return DistributedVector(np.ascontiguousarray(local[layout.own]), layout)
+    owns = layout.all_own(root)
+    parts = [np.ascontiguousarray(local[o]) for o in owns] if rank == root else None
+    return DistributedVector(comm.scatter(parts, root=root), layout)
+
+
+def gather(y: DistributedVector, comm=None, root: Optional[int] = 0) -> Optional[np.ndarray]:
+    """Collective: the whole of ``y`` on process ``root`` (None elsewhere; ``root=None``:
+    on every process), entries in their global order. ``comm``: checked to be ``y``'s."""
+    if not isinstance(y, DistributedVector):
+        raise errors.ArgumentError(f'y: expected a DistributedVector, got {type(y).__name__}')
+    if comm is not None:
+        check_comm(comm)
+        if comm is not y.comm:
+            from mpi4py import MPI
+            if MPI.Comm.Compare(comm, y.comm) not in (MPI.IDENT, MPI.CONGRUENT):
+                raise errors.ArgumentError('comm: not the communicator y is spread over')
+    layout, c = y.layout, y.comm
+    if root is None:
+        parts = c.allgather(y.local)
+        owns = c.allgather(layout.own)
+    else:
+        parts = c.gather(y.local, root=root)
+        owns = layout.all_own(root)
+        if c.Get_rank() != root:
+            return None
+    out = np.zeros((layout.size,) + tuple(y.local.shape[1:]), y.local.dtype)
+    for own, part in zip(owns, parts):
+        out[own] = part
+    return out
+
+
+def dot(u: DistributedVector, v: DistributedVector) -> float:
+    """Collective: ``u @ v`` of two vectors in the same layout."""
+    from mpi4py import MPI
+    if not u.layout.same_as(v.layout):
+        raise errors.ShapeError('dot: the vectors are in different layouts')
+    return u.comm.allreduce(float(np.dot(u.local, v.local)), op=MPI.SUM)
