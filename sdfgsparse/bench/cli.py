@@ -147,6 +147,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    'spmv, spmm:K, gcn:K and sddmm:K, their resource and performance model per matrix and a '
                    'C-simulation '
                    'check against scipy (needs g++; default matrices: the --quick set)')
+    p.add_argument('--distributed', action='store_true',
+                   help='distributed SpMV, SpMM and CG over MPI (run under mpiexec; needs the [mpi] extra): time per '
+                   'call, bytes each process sent, the partition\'s lower bound and the communication model, then '
+                   'its prediction for 1 to 1,000 nodes (sdfgsparse.bench.distributed)')
+    p.add_argument('--partitions', default=None, metavar='LIST',
+                   help='--distributed: partitions to run (default rows,2d,arrow)')
     p.add_argument('--board', default='u280', help='--target fpga: the board of the model (u250, u280, u55c)')
     p.add_argument('--clock-mhz', type=float, default=300, metavar='MHZ',
                    help='--target fpga: the kernel clock of the model (default 300)')
@@ -205,6 +211,15 @@ def _reexec(args) -> int:
 def run(args) -> int:
     """Run ``bench`` with parsed ``args``; returns the exit status (see the module docstring)."""
     from sdfgsparse.bench.errors import BenchError
+    if getattr(args, 'distributed', False):  # every MPI process runs it; threads from the environment
+        try:
+            from sdfgsparse.bench import distributed
+            import mpi4py  # noqa: F401
+        except ImportError:
+            print("sdfgsparse bench --distributed: needs the [mpi] extra (pip install 'sdfgsparse[mpi]')",
+                  file=sys.stderr)
+            return 2
+        return distributed.run(args)
     if getattr(args, 'target', 'cpu') == 'fpga':
         return _run_fpga(args)
     if getattr(args, 'target', 'cpu') == 'gpu':

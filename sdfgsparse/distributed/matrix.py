@@ -227,14 +227,17 @@ class DistributedMatrix:
         return halo
 
     def split(self):
-        """The local matrix as (own columns, received columns), each in ``format``."""
+        """The local matrix as (own columns in ``format``, own padded width, the halo
+        columns' nonempty rows in ``format``, those rows' positions, halo padded width):
+        the halo's product then touches only the rows that have halo entries."""
         if self._split is None:
             L = self.local_csr
-            own = sp.csr_array(L[:, :self._n_own_cols])
+            own = _blocked(sp.csr_array(L[:, :self._n_own_cols]), self.format)
             far = sp.csr_array(L[:, self._n_own_cols:])
-            self._split = (convert(_blocked(own, self.format), self.format, self.index_dtype),
-                           convert(_blocked(far, self.format), self.format, self.index_dtype),
-                           _blocked(own, self.format).shape[1], _blocked(far, self.format).shape[1])
+            rows = np.flatnonzero(np.diff(far.indptr))
+            far = _blocked(sp.csr_array(far[rows]), self.format)
+            self._split = (convert(own, self.format, self.index_dtype), own.shape[1],
+                           convert(far, self.format, self.index_dtype), rows, far.shape[1])
         return self._split
 
     def free(self) -> None:

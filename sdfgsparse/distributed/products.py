@@ -95,13 +95,16 @@ def _multiply(prog, A, x, rows: int, tail: tuple, dtype) -> np.ndarray:
 
 
 def _overlap(D: DistributedMatrix, width: int) -> bool:
+    """Split the product (own columns while the halo travels, then the halo's columns)
+    where the exchange outlasts the second call, or where copying this process's x
+    next to the halo would move more than the second call's pass over y."""
     if D.overlap is not None:
         return D.overlap
     if not D.plan.expand_recv:
         return False
     rank = D.comm.Get_rank()
     exchange = NODE_MODEL.exchange_seconds(D.counts, width, D.dtype.itemsize)[rank]
-    return bool(exchange > NODE_MODEL.call_overhead)
+    return bool(exchange > NODE_MODEL.call_overhead or D.plan.n_own_cols > D.plan.n_ext_rows)
 
 
 def _product(D: DistributedMatrix, x, name: str, block: bool, overlap: Optional[bool]):
@@ -132,14 +135,18 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
     try:
         prog = local_program(D.format, D.dtype, D.index_dtype, block)
         if use_overlap:
-            own, far, n_own_pad, n_far_pad = D.split()
+            own, n_own_pad, far, far_rows, n_far_pad = D.split()
             x_own = local if n_own_pad == plan.n_own_cols else _padded(local, n_own_pad)
             y_ext = _multiply(prog, own, x_own, plan.n_ext_rows, tail, D.dtype)
             halo.finish_expand()
             halo_x = halo.x_ext[plan.n_own_cols:plan.n_own_cols + n_far_pad]
             if halo_x.shape[0] < n_far_pad:
                 halo_x = _padded(halo_x, n_far_pad)
-            y_ext = y_ext + _multiply(prog, far, halo_x, plan.n_ext_rows, tail, D.dtype)
+            far_y = _multiply(prog, far, halo_x, far.shape[0], tail, D.dtype)
+            y_ext[far_rows] += far_y[:far_rows.size]
+        elif not plan.expand_recv and plan.n_ext_cols == plan.n_own_cols:  # no halo: x as it is
+            halo.finish_expand()
+            y_ext = _multiply(prog, D.local, local, plan.n_ext_rows, tail, D.dtype)
         else:
             halo.fill_own(local)
             halo.finish_expand()
