@@ -122,8 +122,9 @@ class CommunicationModel:
     """Seconds of one distributed product: ``max`` over processes of the local product
     (``seconds_per_entry`` per stored entry and column, ``seconds_per_row`` per row touched
     and column, slowed by ``ranks_per_core`` > 1 when processes share cores) plus, unless
-    overlapped, the exchange (``alpha`` per message, ``beta`` per byte, for the busiest
-    process; with ``overlap``, the larger of the two).
+    overlapped, the exchange (``alpha`` per message, ``beta`` per byte on the wire, and
+    ``beta_pack`` per byte packed by the sender and placed or added by the receiver; with
+    ``overlap``, the larger of the two) plus ``call_overhead``.
 
     Calibrate ``seconds_per_entry`` from a one-process run on the machine in question;
     ``alpha`` / ``beta`` from a ping-pong there (shared memory) or from the network's data
@@ -134,6 +135,7 @@ class CommunicationModel:
     seconds_per_row: float = 0.0
     call_overhead: float = 0.0
     ranks_per_core: float = 1.0
+    beta_pack: float = 0.0
 
     def compute_seconds(self, counts: ExchangeCounts, k: int = 1) -> np.ndarray:
         slow = max(1.0, self.ranks_per_core)
@@ -143,10 +145,15 @@ class CommunicationModel:
     def exchange_seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8) -> np.ndarray:
         sent = counts.sent * k * itemsize
         received = (counts.expand_in + counts.fold_in) * k * itemsize
-        return self.alpha * counts.messages_out + self.beta * np.maximum(sent, received)
+        return (self.alpha * counts.messages_out + self.beta * np.maximum(sent, received) +
+                self.beta_pack * (sent + received))
 
-    def seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap: bool = False) -> float:
-        compute = self.compute_seconds(counts, k)
+    def seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap: bool = False,
+                compute=None) -> float:
+        """The modelled seconds of one product; ``compute``: per-process seconds of the
+        local product measured (instead of ``seconds_per_entry``), plus ``call_overhead``."""
+        compute = self.compute_seconds(counts, k) if compute is None else \
+            np.asarray(compute, np.float64) + self.call_overhead
         exchange = self.exchange_seconds(counts, k, itemsize)
         per_rank = np.maximum(compute, exchange) if overlap else compute + exchange
         return float(per_rank.max()) if per_rank.size else 0.0

@@ -13,9 +13,11 @@ Every process runs it (``mpiexec`` starts them; OpenMP threads per process from
   the exchange itself); ``bound``: the partition's lower bound
   (:func:`sdfgsparse.analysis.communication.exchange_counts`); ``allgather``: what an
   all-gather of x would deliver instead; ``msgs``: messages of the busiest process;
-- ``model``: :class:`~sdfgsparse.analysis.communication.CommunicationModel` with the compute
-  rate of the 1-rank run, ``alpha`` / ``beta`` from a ping-pong between ranks 0 and 1, and
-  the processes per core of this node; ``err``: model / time - 1.
+- ``model``: :class:`~sdfgsparse.analysis.communication.CommunicationModel`: each process's
+  local products timed alone in this run (all at once, sharing the node), ``alpha`` /
+  ``beta`` from a ping-pong between ranks 0 and 1, and the fixed cost of a call (a dense
+  P x P product less its local call and message latency); for CG also two all-reduces and
+  the vector updates (1-rank time / P); ``err``: model / time - 1.
 
 Then a prediction for 1 to 1,000 nodes of the largest matrix (one process per node, the
 partition computed for that many processes, the network of :data:`NETWORK`).
@@ -142,6 +144,67 @@ def _one_rank_seconds(comm, A, name, k, repeat):
     return comm.bcast(seconds, root=0)
 
 
+def _local_seconds(comm, D, block: bool, k: int, repeat: int) -> np.ndarray:
+    """Every process's seconds for its local products alone, as a product runs them (one
+    call, or own and halo columns apart where it overlaps), all processes at once (they
+    share the node's memory bandwidth); gathered on every process."""
+    from sdfgsparse.distributed.products import _overlap, local_program
+    prog = local_program(D.format, D.dtype, D.index_dtype, block)
+    tail = (k,) if block else ()
+    if _overlap(D, k):
+        own, own_cols, far, _, far_cols = D.split()
+        work = [(own, np.ones((own_cols,) + tail, D.dtype)), (far, np.ones((far_cols,) + tail, D.dtype))]
+    else:
+        work = [(D.local, np.ones((D.plan.n_ext_cols,) + tail, D.dtype))]  # touched pages, not the zero page
+    work = [(A, x) for A, x in work if getattr(A, 'nnz', 1) and A.shape[0] and x.shape[0]]
+    for A, x in work:
+        prog(A, x)
+    times = []
+    for _ in range(repeat):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for A, x in work:
+            prog(A, x)
+        times.append(time.perf_counter() - t0)
+    return np.array(comm.allgather(statistics.median(times)))
+
+
+def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float) -> float:
+    """Seconds of a distributed product beyond its local program calls and its messages'
+    latency: the product of a dense P x P matrix of ones (partitioned by rows: one
+    message to every other process), less its local call and ``alpha`` per message."""
+    from sdfgsparse.distributed.products import local_program
+    p = comm.Get_size()
+    D = ss.distributed.distribute(sp.csr_array(np.ones((p, p))), comm)
+    x = ss.distributed.vector(np.ones((p, k)) if block else np.ones(p), D)
+    call = (lambda: ss.distributed.spmm(D, x)) if block else (lambda: ss.distributed.spmv(D, x))  # noqa: E731
+    call()
+    whole = _median_max(comm, call, max(repeat, 20))
+    local = _local_seconds(comm, D, block, k, max(repeat, 20)).max()
+    D.free()
+    return max(whole - local - alpha * (p - 1), 0.0)
+
+
+def pack_seconds_per_byte(repeat: int = 20) -> float:
+    """Seconds per byte of gathering scattered rows into a buffer (``np.take``), as the
+    exchange packs and the receiver adds: 4096 rows of 64 doubles out of 65536."""
+    source = np.ones((65536, 64))
+    rows = np.sort(np.random.default_rng(0).choice(65536, 4096, replace=False))
+    out = np.empty((4096, 64))
+    np.take(source, rows, axis=0, out=out)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        np.take(source, rows, axis=0, out=out)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / out.nbytes
+
+
+def _allreduce_seconds(comm, repeat: int) -> float:
+    from mpi4py import MPI
+    return _median_max(comm, lambda: comm.allreduce(1.0, op=MPI.SUM), max(repeat, 20))
+
+
 def predict(A, partition, seconds_per_entry, k=1, nodes=NODES, network=NETWORK):
     """Seconds per product on each of ``nodes`` (one process per node) by the model."""
     model = CommunicationModel(alpha=network['alpha'], beta=network['beta'], seconds_per_entry=seconds_per_entry)
@@ -170,13 +233,15 @@ def run(args) -> int:
         return 2
     repeat = args.repeat if args.repeat else 10
     alpha, beta = ping_pong(comm)
+    beta_pack = comm.bcast(pack_seconds_per_byte(), root=0)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     per_core = node.Get_size() * int(os.environ.get('OMP_NUM_THREADS', '1')) / max(cores, 1)
     say(f'# sdfgsparse bench --distributed: {P} processes, OMP_NUM_THREADS={os.environ.get("OMP_NUM_THREADS", "?")}, '
         f'{cores} cores on this node ({_cpu()}), MPI {MPI.Get_library_version().splitlines()[0].strip()}')
     if alpha is not None:
-        say(f'# ping-pong rank 0 <-> 1: alpha {alpha * 1e6:.2f} us, beta {1 / beta / 1e9 if beta else float("inf"):.2f} GB/s')
+        say(f'# ping-pong rank 0 <-> 1: alpha {alpha * 1e6:.2f} us, beta {1 / beta / 1e9 if beta else float("inf"):.2f} '
+            f'GB/s; packing rows {1 / beta_pack / 1e9:.2f} GB/s')
     say('matrix            rows      nnz  partition kernel     time_ms  1rank_ms speedup  sent_total   sent_max'
         '      bound  bound_x allgather  msgs model_ms  err')
     rows, failed = [], False
@@ -192,6 +257,8 @@ def run(args) -> int:
                 continue
             base = _one_rank_seconds(comm, A, name, k, repeat)
             per_entry = base / max(A.nnz * k, 1)
+            overhead = _call_overhead(comm, name == 'spmm', k, repeat, alpha or 0.0)
+            allreduce = _allreduce_seconds(comm, repeat)
             for part in partitions:
                 if part == 'arrow' and not square:
                     continue
@@ -200,7 +267,7 @@ def run(args) -> int:
                     S = sp.csr_array(A + A.T)
                     M = sp.csr_array(S / max(abs(S).sum(axis=1).max(), 1e-300) + 1.1 * sp.eye_array(A.shape[0]))
                     M.sum_duplicates()
-                D = ss.distributed.distribute(M, comm, partition=part, overlap=False)
+                D = ss.distributed.distribute(M, comm, partition=part)
                 rng = np.random.default_rng(0)
                 x = rng.standard_normal((M.shape[1], k)) if name == 'spmm' else rng.standard_normal(M.shape[1])
                 xv = ss.distributed.vector(x, D)
@@ -225,9 +292,13 @@ def run(args) -> int:
                 counts = D.counts
                 itemsize = 8
                 bound = counts.total * k * itemsize
+                local = _local_seconds(comm, D, name == 'spmm', k, repeat)
                 model = CommunicationModel(alpha=alpha or 0.0, beta=beta or 0.0, seconds_per_entry=per_entry,
-                                           ranks_per_core=per_core)
-                predicted = model.seconds(counts, k, itemsize) + (base - per_entry * A.nnz * k) / P
+                                           call_overhead=overhead, ranks_per_core=per_core,
+                                           beta_pack=beta_pack if P > 1 else 0.0)
+                predicted = model.seconds(counts, k, itemsize, compute=local)
+                if name == 'cg':  # two all-reduces and the vector passes, spread over the processes
+                    predicted += 2 * allreduce + (base - per_entry * A.nnz * k) / P
                 if rank == 0:
                     total, busiest = sum(sent_all), max(sent_all)
                     err = predicted / seconds - 1

@@ -73,7 +73,8 @@ def cg(D: DistributedMatrix, b, x0=None, rtol: float = 1e-8, atol: float = 0.0, 
             x_loc += alpha * p
             r -= alpha * Ap
             rs_new = _allreduce_dot(comm, r, r)
-            p = r + (rs_new / rs) * p
+            p *= rs_new / rs  # p = r + beta p, in place
+            p += r
             rs = rs_new
             residuals.append(np.sqrt(rs))
             iterations += 1

@@ -155,7 +155,7 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
         error = exc
         halo.finish_expand()
         y_ext = np.zeros((plan.n_ext_rows,) + tail, D.dtype)
-    y_own = np.array(y_ext[:plan.n_own_rows], copy=y_ext.shape[0] != plan.n_own_rows)
+    y_own = y_ext[:plan.n_own_rows]  # a view: the partial rows behind it are few
     halo.fold(y_ext, y_own)
     D.bytes_sent += halo.bytes_per_product
     D.messages_sent += halo.messages_per_product
