@@ -25,7 +25,7 @@ from sdfgsparse import errors
 from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, NM, GNM, VNM, SparseFormat, SparseType
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, spones, sddmm, softmax
-from sdfgsparse.runtime.call import compile
+from sdfgsparse.runtime.call import compile as _compile
 from sdfgsparse.runtime.host_convert import convert as _host_convert
 from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
 from sdfgsparse.runtime import hooks as _hooks
@@ -37,6 +37,8 @@ import sdfgsparse.targets.cuda  # noqa: F401 (installed below, once the runtime 
 import sdfgsparse.targets.mkl  # noqa: F401 (registers the mkl implementations where the [mkl] extra is)
 from sdfgsparse import ops
 from sdfgsparse import transformations  # registers the Sparse transformations (editors, history replay)
+from sdfgsparse import distributed  # MPI: mpi4py (the [mpi] extra) is imported at the first distributed call
+from sdfgsparse.distributed.program import compile_distributed as distributed_program
 
 _hooks.install()  # sparse arguments and results through DaCe's own call paths
 targets.cuda.install()  # CUDA 13 build fixes; the sparse-aware GPUTransformSDFG
@@ -54,14 +56,31 @@ def to_device(array, index_dtype=None):
 
 
 def __getattr__(name):
-    modules = {'torch': 'sdfgsparse.frontends.torch',  # the PyTorch frontend; torch is optional
-               'distributed': 'sdfgsparse.distributed'}  # MPI; mpi4py is optional (used on first call)
-    if name in modules:  # imported on first use
+    if name == 'torch':  # the PyTorch frontend; torch is optional, imported on first use
         import importlib
-        module = importlib.import_module(modules[name])
-        globals()[name] = module
+        module = importlib.import_module('sdfgsparse.frontends.torch')
+        globals()['torch'] = module
         return module
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def compile(program_or_sdfg, target: str = 'cpu', design=None, distributed=None, **options):
+    """Compile an SDFG or a ``@dace.program`` into a callable taking sparse arguments (see
+    :func:`sdfgsparse.runtime.call.compile` for ``target`` and ``design``).
+
+    ``distributed=comm`` (an mpi4py communicator; the ``[mpi]`` extra): the program runs on
+    every process of ``comm``, its sparse products as local products plus the halo
+    exchange and its dot products and sums over the rows as all-reduces; ``options``:
+    ``partition`` ('rows', '2d', 'arrow'), ``format`` (of the local matrices), ``gather``
+    (None: results stay distributed; a rank or 'all'), ``overlap``. See
+    :mod:`sdfgsparse.distributed.program`."""
+    if distributed is None:
+        if options:
+            raise errors.ArgumentError(f'compile: {sorted(options)} apply only with distributed=comm')
+        return _compile(program_or_sdfg, target, design)
+    if target != 'cpu' or design is not None:
+        raise errors.ArgumentError(f"compile: distributed programs run on target='cpu' (got {target!r})")
+    return distributed_program(program_or_sdfg, distributed, **options)
 
 
 def set_validation(on: bool) -> None:
@@ -109,5 +128,5 @@ __all__ = [
     'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'NM', 'GNM', 'VNM', 'SparseFormat', 'SparseType', 'SparseMatrix', 'compile',
     'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
     'sigmoid', 'spones', 'sddmm', 'softmax', 'optimize', 'targets', 'ops', 'to_device', 'transformations',
-    'record_examples'
+    'record_examples', 'distributed'
 ]

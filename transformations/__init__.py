@@ -8,7 +8,9 @@ from sdfgsparse.transformations.sparse_format_inference import SparseFormatInfer
 from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection
 from sdfgsparse.transformations.sparse_multi_pumping import SparseMultiPumping
 from sdfgsparse.transformations.sparse_io_lower_bound import SparseIOLowerBound
+from sdfgsparse.transformations.distribute_sparse_products import DistributeSparseProducts
 from sdfgsparse.transformations.examples import record_examples
 
 __all__ = ['SparseEpilogueFusion', 'SparseFusion', 'SparseLoopOrdering', 'SparseDenseTiling', 'SparseFormatInference',
-           'SparseFormatSelection', 'SparseMultiPumping', 'SparseIOLowerBound', 'record_examples']
+           'SparseFormatSelection', 'SparseMultiPumping', 'SparseIOLowerBound', 'DistributeSparseProducts',
+           'record_examples']

@@ -10,6 +10,7 @@ case passed; the first failure raises (mpiexec then ends every process).
 import os
 import sys
 
+import dace
 import numpy as np
 import scipy.sparse as sp
 from mpi4py import MPI
@@ -169,6 +170,59 @@ def conjugate_gradients_follow_scipy():
         xs = dist.gather(solved.x, comm)
         if rank == 0 and (not solved.converged or np.linalg.norm(S @ xs - b) > 1e-9 * np.linalg.norm(b)):
             raise AssertionError(f'cg {partition}: not solved ({solved})')
+
+
+N, K = dace.symbol('N'), dace.symbol('K')
+
+
+@dace.program
+def cg_step(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], r: dace.float64[N], p: dace.float64[N],
+            rs_old: dace.float64):
+    Ap = A @ p
+    alpha = rs_old / np.dot(p, Ap)
+    x_new = x + alpha * p
+    r_new = r - alpha * Ap
+    rs_new = np.dot(r_new, r_new)
+    p_new = r_new + (rs_new / rs_old) * p
+    return x_new, r_new, p_new, rs_new
+
+
+@dace.program
+def block_step(A: ss.CSR[dace.float64, N, N], X: dace.float64[N, K]):
+    Y = A @ X
+    return np.maximum(Y, 0.0) + X, X.T @ Y, np.max(Y)
+
+
+@case
+def compiled_programs_run_distributed():
+    A = real_matrix('cryg2500')
+    S = sp.csr_array(A + A.T)
+    S = sp.csr_array(S / abs(S).sum(axis=1).max() + 1.1 * sp.eye_array(S.shape[0]))
+    b = np.random.default_rng(0).standard_normal(S.shape[0])
+    want_x, want_r, want_p, want_rs = b * 0, b.copy(), b.copy(), b @ b
+    for _ in range(6):
+        want_x, want_r, want_p, want_rs = cg_step.f(S, want_x, want_r, want_p, want_rs)
+    X = np.random.default_rng(1).standard_normal((S.shape[0], 3))
+    want_block = block_step.f(S, X)
+    for partition in dist.PARTITIONS:
+        step = ss.compile(cg_step, distributed=comm, partition=partition)
+        x, r, p, rs = np.zeros_like(b), b, b, float(b @ b)
+        for _ in range(6):
+            x, r, p, rs = step(S, x, r, p, rs)  # scipy S: distributed once, kept for later calls
+            rs = float(np.asarray(rs).reshape(-1)[0])
+        close(np.array([rs]), np.array([want_rs]), f'compiled cg rs {partition}', rtol=1e-10)
+        got_x = dist.gather(x, comm, root=None)
+        close(got_x, want_x, f'compiled cg x {partition}', rtol=1e-10)
+        blocks = ss.compile(block_step, distributed=comm, partition=partition, gather=0)
+        Y, G, mx = blocks(S, X)
+        close(np.asarray(G), want_block[1], f'compiled X.T @ Y {partition}', rtol=1e-10)
+        close(np.asarray(mx).reshape(-1), np.asarray(want_block[2]).reshape(-1), f'compiled max {partition}')
+        if rank == 0:
+            close(Y, want_block[0], f'compiled block {partition}', rtol=1e-10)
+        elif Y is not None:
+            raise AssertionError('gather=0 returned a result on another rank')
+    bad = np.ones(S.shape[0] - (rank == P - 1))
+    raises_everywhere(lambda: step(S, bad, b, b, 1.0), 'compiled program, bad x on one process', 'first dimension')
 
 
 def raises_everywhere(fn, what, match=None):

@@ -1,0 +1,209 @@
+"""A ``@dace.program`` run on every process of a communicator (``ss.compile(prog,
+distributed=comm)``): the program is compiled once with its distributed products and
+reductions as callbacks
+(:class:`~sdfgsparse.transformations.DistributeSparseProducts`), and every call runs it on
+this process's rows, the callbacks bound to the halo exchange and to ``MPI_Allreduce``.
+
+Arguments: a distributed matrix parameter takes a :class:`DistributedMatrix` or a scipy /
+torch matrix (distributed with the program's ``partition`` and kept for the next call
+with the same object); an array whose first dimension is the distributed size takes a
+:class:`DistributedVector` or the whole array (the same on every process); other
+arguments pass unchanged. Results whose first dimension is the distributed size come back
+as DistributedVectors (``gather=0``: whole on rank 0, None elsewhere; ``gather='all'``:
+whole on every process); the others (dot products, sums) are the same on every process.
+"""
+from typing import Any, Dict, Optional
+
+import dace
+import numpy as np
+
+from sdfgsparse import errors
+from sdfgsparse.distributed.collective import agree, check_comm
+from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector, distribute
+from sdfgsparse.distributed.products import _exchange_and_multiply, gather
+from sdfgsparse.transformations.distribute_sparse_products import DistributeSparseProducts
+
+__all__ = ['DistributedProgram', 'compile_distributed']
+
+_OPS = {'sum': 'SUM', 'max': 'MAX', 'min': 'MIN'}
+
+
+class DistributedProgram:
+    """The callable ``ss.compile(prog, distributed=comm)`` returns (see the module
+    docstring). ``.sdfg``: the program with its callbacks; ``.callbacks``: what each
+    callback does."""
+
+    def __init__(self, prog, comm, partition='rows', format=None, gather=None, overlap=None, **options):
+        self.prog = prog
+        self.comm = check_comm(comm)
+        self.partition, self.format, self.gather, self.overlap, self.options = partition, format, gather, overlap, \
+            options
+        if gather not in (None, 'all') and not isinstance(gather, (int, np.integer)):
+            raise errors.ArgumentError(f"gather={gather!r}: expected None, a rank, or 'all'")
+        self._compiled = None
+        self._kept = {}
+        self._failures = []
+
+    def _build(self):
+        sdfg = self.prog.to_sdfg(simplify=True)
+        sdfg.name = f'{sdfg.name}_distributed'
+        self.descs = {n: d for n, d in sdfg.arrays.items() if not d.transient}
+        self.callbacks = DistributeSparseProducts().apply_pass(sdfg, {})
+        self.sdfg = sdfg
+        self._compiled = sdfg.compile()
+        self.params = list(self.prog.signature.parameters)
+
+    def __call__(self, *args, **kwargs):
+        error = None
+        try:
+            if self._compiled is None:
+                self._build()
+            values = self._bind(args, kwargs)
+        except Exception as exc:
+            error = exc
+        agree(self.comm, error)
+        matrices = self._matrices(values)
+        call_args, layout = self._arguments(values, matrices)
+        self._failures = []
+        result = self._compiled(**call_args, **self._callback_values(matrices))
+        agree(self.comm, self._failures[0] if self._failures else None)
+        return self._results(result, layout)
+
+    def _bind(self, args, kwargs) -> Dict[str, Any]:
+        if len(args) > len(self.params):
+            raise errors.ArgumentError(f'{self.prog.name}: {len(args)} positional arguments, the program takes '
+                                       f'{len(self.params)}')
+        values = dict(zip(self.params, args))
+        for k, v in kwargs.items():
+            if k not in self.params or k in values:
+                raise errors.ArgumentError(f'{self.prog.name}: unexpected or repeated argument {k!r}')
+            values[k] = v
+        missing = [p for p in self.params if p not in values]
+        if missing:
+            raise errors.ArgumentError(f'{self.prog.name}: missing arguments {missing}')
+        return values
+
+    def _matrices(self, values) -> Dict[str, DistributedMatrix]:
+        """The distributed matrices of this call (collective where one must be distributed)."""
+        out = {}
+        for name in sorted({m for m, _ in self.callbacks['products'].values()}):
+            value = values[name]
+            if isinstance(value, DistributedMatrix):
+                out[name] = value
+                continue
+            kept = self._kept.get(name)
+            if kept is not None and kept[0] is value:
+                out[name] = kept[1]
+                continue
+            D = distribute(value, self.comm, partition=self.partition, format=self.format, overlap=self.overlap,
+                           **self.options)
+            self._kept[name] = (value, D)
+            out[name] = D
+        return out
+
+    def _arguments(self, values, matrices):
+        symbol = self.callbacks['symbol']
+        layout = None
+        for D in matrices.values():
+            if layout is not None and not D.row_layout.same_as(layout):
+                raise errors.DistributedError('the distributed matrices of one program must be distributed alike '
+                                              '(same partition of the same rows)')
+            layout = D.row_layout
+        call, symbols, error = {}, {}, None
+        try:
+            for name, value in values.items():
+                if name in matrices or name not in self.descs:
+                    continue
+                desc = self.descs[name]
+                shape = [str(s) for s in getattr(desc, 'shape', ())]
+                if layout is not None and shape and shape[0] == symbol and isinstance(desc, dace.data.Array):
+                    local = _local_rows(value, layout, name, len(shape))
+                    call[name] = np.ascontiguousarray(local, desc.dtype.as_numpy_dtype())
+                else:
+                    call[name] = value
+                arr = call[name]
+                for dim, size in zip(getattr(desc, 'shape', ()), getattr(arr, 'shape', ())):
+                    if isinstance(dim, dace.symbolic.symbol):
+                        symbols[str(dim)] = int(size)
+            if symbol is not None and layout is not None:
+                symbols[symbol] = len(layout)
+        except Exception as exc:
+            error = exc
+        agree(self.comm, error)
+        free = {str(s) for s in self.sdfg.free_symbols}
+        call.update({k: v for k, v in symbols.items() if k in free})
+        return call, layout
+
+    def _callback_values(self, matrices):
+        from mpi4py import MPI
+        out = {}
+        for name, (matrix, kind) in self.callbacks['products'].items():
+            out[name] = self._product(matrices[matrix], kind == 'spmm')
+        for name, op in self.callbacks['reductions'].items():
+            out[name] = self._allreduce(getattr(MPI, _OPS[op]))
+        return out
+
+    def _product(self, D, block):
+        def product(x, y):
+            try:
+                with D._lock:
+                    y[...] = _exchange_and_multiply(D, np.ascontiguousarray(x, D.dtype), block, self.overlap).local
+            except BaseException as exc:  # raised after the call, on every process (see __call__)
+                self._failures.append(exc)
+                y[...] = np.nan
+        return product
+
+    def _allreduce(self, op):
+        comm = self.comm
+
+        def allreduce(partial, out=None):
+            try:
+                if out is None:
+                    return comm.allreduce(partial, op=op)
+                out[...] = comm.allreduce(np.array(partial), op=op)
+            except BaseException as exc:
+                self._failures.append(exc)
+                return float('nan')
+        return allreduce
+
+    def _results(self, result, layout):
+        if result is None:
+            return None
+        single = not isinstance(result, tuple)
+        items = (result, ) if single else result
+        names = sorted((n for n in self.descs if n.startswith('__return')), key=lambda n: (len(n), n))
+        symbol = self.callbacks['symbol']
+        out = []
+        for name, value in zip(names, items):
+            shape = [str(s) for s in self.descs[name].shape]
+            if layout is not None and shape and shape[0] == symbol:
+                vec = DistributedVector(np.asarray(value), layout)
+                if self.gather is not None:
+                    vec = gather(vec, root=None if self.gather == 'all' else int(self.gather))
+                out.append(vec)
+            else:
+                out.append(value)
+        return out[0] if single else tuple(out)
+
+
+def _local_rows(value, layout, name, ndim):
+    if isinstance(value, DistributedVector):
+        if not value.layout.same_as(layout):
+            raise errors.ShapeError(f'{name}: a distributed vector of another layout')
+        return value.local
+    if value is None or isinstance(value, (str, bytes)):
+        raise errors.ArgumentError(f'{name}: expected an array or a DistributedVector, got {type(value).__name__}')
+    arr = np.asarray(value)
+    if arr.ndim != ndim or arr.shape[0] != layout.size:
+        raise errors.ShapeError(f'{name}: shape {arr.shape}; its first dimension is the distributed one '
+                                f'({layout.size} rows)')
+    return arr[layout.own]
+
+
+def compile_distributed(prog, comm, partition: str = 'rows', format=None, gather: Optional[Any] = None,
+                        overlap=None, **options) -> DistributedProgram:
+    """``prog`` to run on every process of ``comm`` (see the module docstring); compiled at
+    the first call."""
+    if not isinstance(prog, dace.frontend.python.parser.DaceProgram):
+        raise errors.ArgumentError(f'compile(..., distributed=comm) takes a @dace.program, got {type(prog).__name__}')
+    return DistributedProgram(prog, comm, partition, format, gather, overlap, **options)
