@@ -61,6 +61,8 @@ class ExchangeCounts:
     messages_out: np.ndarray
     entries: np.ndarray
     rows: np.ndarray
+    halo_rows: np.ndarray = None
+    own_entries: np.ndarray = None
 
     @property
     def sent(self) -> np.ndarray:
@@ -103,12 +105,16 @@ def exchange_counts(A, assignment: Assignment) -> ExchangeCounts:
         raise ValueError(f'assignment.entry_rank has {er.size} entries, A stores {A.nnz}')
     x_need, x_from = _pairs(np.asarray(assignment.col_owner, np.int64), er, cols, p)
     y_from, y_to = _pairs(np.asarray(assignment.row_owner, np.int64), er, rows, p)
-    touched = np.unique(er * max(A.shape[0], 1) + rows) // max(A.shape[0], 1)
+    m = max(A.shape[0], 1)
+    touched = np.unique(er * m + rows) // m
+    far = np.asarray(assignment.col_owner, np.int64)[cols] != er
+    halo_rows = np.unique(er[far] * m + rows[far]) // m
     return ExchangeCounts(
         expand_in=np.bincount(x_need, minlength=p), expand_out=np.bincount(x_from, minlength=p),
         fold_out=np.bincount(y_from, minlength=p), fold_in=np.bincount(y_to, minlength=p),
         messages_out=_messages(x_from, x_need, p) + _messages(y_from, y_to, p),
-        entries=np.bincount(er, minlength=p), rows=np.bincount(touched, minlength=p))
+        entries=np.bincount(er, minlength=p), rows=np.bincount(touched, minlength=p),
+        halo_rows=np.bincount(halo_rows, minlength=p), own_entries=np.bincount(er[~far], minlength=p))
 
 
 def allgather_words(n: int, p: int) -> int:
@@ -122,9 +128,14 @@ class CommunicationModel:
     """Seconds of one distributed product: ``max`` over processes of the local product
     (``seconds_per_entry`` per stored entry and column, ``seconds_per_row`` per row touched
     and column, slowed by ``ranks_per_core`` > 1 when processes share cores) plus, unless
-    overlapped, the exchange (``alpha`` per message, ``beta`` per byte on the wire, and
-    ``beta_pack`` per byte packed by the sender and placed or added by the receiver; with
-    ``overlap``, the larger of the two) plus ``call_overhead``.
+    overlapped, the exchange (``alpha`` per message, ``beta`` per byte on the wire,
+    ``beta_pack`` per byte of ``x`` rows packed by the sender and ``beta_add`` per byte of
+    partial rows added by the receiver) plus ``call_overhead``. With ``overlap`` the
+    product runs in two parts (own columns while the halo travels, then the halo's): the
+    larger of exchange and own part, plus the halo part, its rows added into ``y``
+    (``beta_add``) and a second local call (``local_call``); without, ``x`` is first
+    copied next to the halo (``beta_pack``). :meth:`overlap_pays` compares the two.
+    ``call_overhead``: the fixed cost of a distributed product (checks, agreement).
 
     Calibrate ``seconds_per_entry`` from a one-process run on the machine in question;
     ``alpha`` / ``beta`` from a ping-pong there (shared memory) or from the network's data
@@ -136,6 +147,8 @@ class CommunicationModel:
     call_overhead: float = 0.0
     ranks_per_core: float = 1.0
     beta_pack: float = 0.0
+    beta_add: float = 0.0
+    local_call: float = 0.0
 
     def compute_seconds(self, counts: ExchangeCounts, k: int = 1) -> np.ndarray:
         slow = max(1.0, self.ranks_per_core)
@@ -146,14 +159,43 @@ class CommunicationModel:
         sent = counts.sent * k * itemsize
         received = (counts.expand_in + counts.fold_in) * k * itemsize
         return (self.alpha * counts.messages_out + self.beta * np.maximum(sent, received) +
-                self.beta_pack * (sent + received))
+                self.beta_pack * counts.expand_out * k * itemsize + self.beta_add * counts.fold_in * k * itemsize)
 
-    def seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap: bool = False,
-                compute=None) -> float:
-        """The modelled seconds of one product; ``compute``: per-process seconds of the
-        local product measured (instead of ``seconds_per_entry``), plus ``call_overhead``."""
-        compute = self.compute_seconds(counts, k) if compute is None else \
-            np.asarray(compute, np.float64) + self.call_overhead
+    def _parts(self, counts: ExchangeCounts, k: int, itemsize: int, compute, measured: bool):
+        """Per process: (exchange, plain, split) seconds of the two ways to run a product:
+        ``plain`` copies x next to the halo, waits, and makes one local call; ``split``
+        multiplies the own columns while the halo travels, then the halo's, and adds the
+        halo part's rows (see the class docstring)."""
         exchange = self.exchange_seconds(counts, k, itemsize)
-        per_rank = np.maximum(compute, exchange) if overlap else compute + exchange
-        return float(per_rank.max()) if per_rank.size else 0.0
+        if compute is None:
+            compute = self.compute_seconds(counts, k) - self.call_overhead * max(1.0, self.ranks_per_core)
+        compute = np.asarray(compute, np.float64)
+        share = counts.own_entries / np.maximum(counts.entries, 1) if counts.own_entries is not None else 1.0
+        own, far = compute * share, compute * (1 - share)
+        halo = counts.expand_in > 0
+        own_rows = np.maximum(counts.rows - counts.fold_out, 0)
+        copy = self.beta_pack * own_rows * k * itemsize * halo
+        halo_rows = counts.halo_rows if counts.halo_rows is not None else counts.rows
+        second_call = 0.0 if measured else self.local_call
+        add = self.beta_add * halo_rows * k * itemsize * halo
+        plain = self.call_overhead + compute + exchange + copy
+        split = self.call_overhead + np.maximum(exchange, own) + far + second_call + add
+        return exchange, plain, np.where(halo, split, plain)
+
+    def overlap_pays(self, counts: ExchangeCounts, rank: int, k: int = 1, itemsize: int = 8) -> bool:
+        """Whether process ``rank`` should split its product to overlap the exchange."""
+        if counts.expand_in[rank] == 0:
+            return False
+        _, plain, split = self._parts(counts, k, itemsize, None, False)
+        return bool(split[rank] < plain[rank])
+
+    def seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap=False, compute=None) -> float:
+        """The modelled seconds of one product (the slowest process). ``compute``: the
+        measured per-process seconds of the local call(s) as the product makes them (else
+        from ``seconds_per_entry``); ``overlap``: True, False, None (each process as
+        :meth:`overlap_pays` chooses), or one choice per process."""
+        _, plain, split = self._parts(counts, k, itemsize, compute, compute is not None)
+        if overlap is None:
+            overlap = [self.overlap_pays(counts, r, k, itemsize) for r in range(len(plain))]
+        per_rank = np.where(np.asarray(overlap, bool), split, plain)
+        return float(per_rank.max()) if np.size(per_rank) else 0.0

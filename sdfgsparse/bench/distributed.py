@@ -36,6 +36,7 @@ import scipy.sparse as sp
 import sdfgsparse as ss
 from sdfgsparse.analysis.communication import CommunicationModel, allgather_words, exchange_counts
 from sdfgsparse.bench.matrices import MatrixSource, banded, from_folder, rmat, shipped_folder
+from sdfgsparse.distributed.products import chooses_overlap, local_program
 
 __all__ = ['run', 'NETWORK', 'grid_laplacian', 'default_matrices', 'predict']
 
@@ -121,7 +122,6 @@ def _median_max(comm, fn, repeat):
 
 def _one_rank_seconds(comm, A, name, k, repeat):
     """Rank 0 alone: the local program on the whole matrix (the 1-rank baseline)."""
-    from sdfgsparse.distributed.products import local_program
     seconds = None
     if comm.Get_rank() == 0:
         C = sp.csr_array(A)
@@ -148,10 +148,9 @@ def _local_seconds(comm, D, block: bool, k: int, repeat: int) -> np.ndarray:
     """Every process's seconds for its local products alone, as a product runs them (one
     call, or own and halo columns apart where it overlaps), all processes at once (they
     share the node's memory bandwidth); gathered on every process."""
-    from sdfgsparse.distributed.products import _overlap, local_program
     prog = local_program(D.format, D.dtype, D.index_dtype, block)
     tail = (k,) if block else ()
-    if _overlap(D, k):
+    if chooses_overlap(D, k):
         own, own_cols, far, _, far_cols = D.split()
         work = [(own, np.ones((own_cols,) + tail, D.dtype)), (far, np.ones((far_cols,) + tail, D.dtype))]
     else:
@@ -173,7 +172,6 @@ def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float) -> floa
     """Seconds of a distributed product beyond its local program calls and its messages'
     latency: the product of a dense P x P matrix of ones (partitioned by rows: one
     message to every other process), less its local call and ``alpha`` per message."""
-    from sdfgsparse.distributed.products import local_program
     p = comm.Get_size()
     D = ss.distributed.distribute(sp.csr_array(np.ones((p, p))), comm)
     x = ss.distributed.vector(np.ones((p, k)) if block else np.ones(p), D)
@@ -198,6 +196,21 @@ def pack_seconds_per_byte(repeat: int = 20) -> float:
         np.take(source, rows, axis=0, out=out)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) / out.nbytes
+
+
+def add_seconds_per_byte(repeat: int = 20) -> float:
+    """Seconds per byte of adding rows into scattered rows (``y[rows] += part``), as a
+    split product adds its halo part: 4096 rows of 64 doubles into 65536."""
+    y = np.ones((65536, 64))
+    rows = np.sort(np.random.default_rng(1).choice(65536, 4096, replace=False))
+    part = np.ones((4096, 64))
+    y[rows] += part
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        y[rows] += part
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / part.nbytes
 
 
 def _allreduce_seconds(comm, repeat: int) -> float:
@@ -234,6 +247,7 @@ def run(args) -> int:
     repeat = args.repeat if args.repeat else 10
     alpha, beta = ping_pong(comm)
     beta_pack = comm.bcast(pack_seconds_per_byte(), root=0)
+    beta_add = comm.bcast(add_seconds_per_byte(), root=0)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     per_core = node.Get_size() * int(os.environ.get('OMP_NUM_THREADS', '1')) / max(cores, 1)
@@ -241,7 +255,7 @@ def run(args) -> int:
         f'{cores} cores on this node ({_cpu()}), MPI {MPI.Get_library_version().splitlines()[0].strip()}')
     if alpha is not None:
         say(f'# ping-pong rank 0 <-> 1: alpha {alpha * 1e6:.2f} us, beta {1 / beta / 1e9 if beta else float("inf"):.2f} '
-            f'GB/s; packing rows {1 / beta_pack / 1e9:.2f} GB/s')
+            f'GB/s; packing rows {1 / beta_pack / 1e9:.2f} GB/s, adding rows {1 / beta_add / 1e9:.2f} GB/s')
     say('matrix            rows      nnz  partition kernel     time_ms  1rank_ms speedup  sent_total   sent_max'
         '      bound  bound_x allgather  msgs model_ms  err')
     rows, failed = [], False
@@ -295,8 +309,9 @@ def run(args) -> int:
                 local = _local_seconds(comm, D, name == 'spmm', k, repeat)
                 model = CommunicationModel(alpha=alpha or 0.0, beta=beta or 0.0, seconds_per_entry=per_entry,
                                            call_overhead=overhead, ranks_per_core=per_core,
-                                           beta_pack=beta_pack if P > 1 else 0.0)
-                predicted = model.seconds(counts, k, itemsize, compute=local)
+                                           beta_pack=beta_pack, beta_add=beta_add)
+                choices = comm.allgather(chooses_overlap(D, k))
+                predicted = model.seconds(counts, k, itemsize, compute=local, overlap=choices)
                 if name == 'cg':  # two all-reduces and the vector passes, spread over the processes
                     predicted += 2 * allreduce + (base - per_entry * A.nnz * k) / P
                 if rank == 0:

@@ -19,15 +19,16 @@ from sdfgsparse.analysis.communication import CommunicationModel
 from sdfgsparse.distributed.collective import agree, check_comm
 from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector, Layout
 
-__all__ = ['spmv', 'spmm', 'vector', 'gather', 'dot', 'local_program']
+__all__ = ['spmv', 'spmm', 'vector', 'gather', 'dot', 'local_program', 'chooses_overlap', 'NODE_MODEL']
 
 M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
 _PROGRAMS = {}
 
-#: What decides overlap on one node (shared memory): seconds per message and per byte,
-#: and the cost of the second local call that overlap needs (measured by the bench,
-#: ``sdfgsparse bench --distributed``; see docs/performance.md).
-NODE_MODEL = CommunicationModel(alpha=2e-6, beta=1 / 4e9, seconds_per_entry=1.5e-9, call_overhead=2e-5)
+#: What decides overlap on one node (shared memory): seconds per message, per byte sent,
+#: packed and added, per stored entry, and per local call, as ``sdfgsparse bench
+#: --distributed`` measured them on a 2-core AMD EPYC (Zen 4) VM (docs/performance.md).
+NODE_MODEL = CommunicationModel(alpha=2e-6, beta=1 / 13e9, seconds_per_entry=1e-9, call_overhead=3e-5,
+                                beta_pack=1 / 10e9, beta_add=1 / 8e9, local_call=1.5e-5)
 
 
 def local_program(fmt, dtype, index_dtype, block: bool):
@@ -94,17 +95,14 @@ def _multiply(prog, A, x, rows: int, tail: tuple, dtype) -> np.ndarray:
     return np.asarray(prog(A, x))
 
 
-def _overlap(D: DistributedMatrix, width: int) -> bool:
+def chooses_overlap(D: DistributedMatrix, width: int) -> bool:
     """Split the product (own columns while the halo travels, then the halo's columns)
-    where the exchange outlasts the second call, or where copying this process's x
-    next to the halo would move more than the second call's pass over y."""
+    where the node model says it pays (:meth:`CommunicationModel.overlap_pays`)."""
     if D.overlap is not None:
         return D.overlap
     if not D.plan.expand_recv:
         return False
-    rank = D.comm.Get_rank()
-    exchange = NODE_MODEL.exchange_seconds(D.counts, width, D.dtype.itemsize)[rank]
-    return bool(exchange > NODE_MODEL.call_overhead or D.plan.n_own_cols > D.plan.n_ext_rows)
+    return NODE_MODEL.overlap_pays(D.counts, D.comm.Get_rank(), width, D.dtype.itemsize)
 
 
 def _product(D: DistributedMatrix, x, name: str, block: bool, overlap: Optional[bool]):
@@ -128,7 +126,7 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
     tail = tuple(local.shape[1:])
     plan = D.plan
     halo = D.halo(tail, D.dtype)
-    use_overlap = _overlap(D, tail[0] if tail else 1) if overlap is None else overlap
+    use_overlap = chooses_overlap(D, tail[0] if tail else 1) if overlap is None else overlap
     error = None
     halo.start_expand(local)
     y_ext = None

@@ -131,8 +131,16 @@ def test_model_adds_up():
     assert np.allclose(exchange, 1e-6 * counts.messages_out +
                        1e-9 * 8 * np.maximum(counts.sent, counts.expand_in + counts.fold_in))
     assert model.seconds(counts) == pytest.approx(float((compute + exchange).max()))
+    # free copies and adds: overlapping can only help; the model's own choice is the better one
     assert model.seconds(counts, overlap=True) <= model.seconds(counts)
+    assert model.seconds(counts, overlap=None) <= min(model.seconds(counts), model.seconds(counts, overlap=True))
     assert model.seconds(counts, k=8) > model.seconds(counts)
+    # copies and adds that cost: a split product adds its halo rows, a plain one copies x
+    costly = CommunicationModel(alpha=0, beta=0, seconds_per_entry=2e-9, beta_add=1e-6, local_call=1e-3)
+    assert not costly.overlap_pays(counts, 0)
+    cheap = CommunicationModel(alpha=1e-3, beta=0, seconds_per_entry=2e-9)
+    assert cheap.overlap_pays(counts, 0)  # a slow message hides the own-column product
+    assert counts.halo_rows.sum() <= counts.rows.sum() and counts.own_entries.sum() <= A.nnz
     assert allgather_words(100, 4) == 300
     assert counts.total < allgather_words(A.shape[0], 4)
 
