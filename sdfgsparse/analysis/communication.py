@@ -136,6 +136,10 @@ class CommunicationModel:
     (``beta_add``) and a second local call (``local_call``); without, ``x`` is first
     copied next to the halo (``beta_pack``). :meth:`overlap_pays` compares the two.
     ``call_overhead``: the fixed cost of a distributed product (checks, agreement).
+    ``progress``: the fraction of the exchange that moves while the process computes (1
+    where the network progresses messages on its own; 0 for MPICH over shared memory
+    without a progress thread, where data moves only inside MPI calls: measured here, a
+    split product was slower on every matrix tried).
 
     Calibrate ``seconds_per_entry`` from a one-process run on the machine in question;
     ``alpha`` / ``beta`` from a ping-pong there (shared memory) or from the network's data
@@ -149,6 +153,7 @@ class CommunicationModel:
     beta_pack: float = 0.0
     beta_add: float = 0.0
     local_call: float = 0.0
+    progress: float = 1.0
 
     def compute_seconds(self, counts: ExchangeCounts, k: int = 1) -> np.ndarray:
         slow = max(1.0, self.ranks_per_core)
@@ -179,7 +184,8 @@ class CommunicationModel:
         second_call = 0.0 if measured else self.local_call
         add = self.beta_add * halo_rows * k * itemsize * halo
         plain = self.call_overhead + compute + exchange + copy
-        split = self.call_overhead + np.maximum(exchange, own) + far + second_call + add
+        hidden = exchange * self.progress  # what moves while the own columns are multiplied
+        split = self.call_overhead + np.maximum(hidden, own) + (exchange - hidden) + far + second_call + add
         return exchange, plain, np.where(halo, split, plain)
 
     def overlap_pays(self, counts: ExchangeCounts, rank: int, k: int = 1, itemsize: int = 8) -> bool:

@@ -84,27 +84,33 @@ def _parse_kernels(text):
 
 def ping_pong(comm, repeat: int = 50):
     """(alpha, beta) between ranks 0 and 1: half the round trip of an 8-byte message, and
-    the extra time per byte of a 4 MiB one. (None, None) with one process."""
+    the seconds per byte when both send 4 MiB to each other at once (as a halo exchange
+    does). (None, None) with one process."""
     if comm.Get_size() < 2:
         return None, None
     rank = comm.Get_rank()
-    result = []
-    for size in (1, 1 << 19):
-        buf = np.zeros(size)
-        times = []
-        for _ in range(repeat if size == 1 else 10):
-            comm.Barrier()
-            t0 = time.perf_counter()
-            if rank == 0:
-                comm.Send(buf, 1)
-                comm.Recv(buf, 1)
-            elif rank == 1:
-                comm.Recv(buf, 0)
-                comm.Send(buf, 0)
-            times.append((time.perf_counter() - t0) / 2)
-        result.append(statistics.median(times))
-    alpha = result[0]
-    beta = max(result[1] - alpha, 0.0) / (8 * (1 << 19))
+    small = np.zeros(1)
+    times = []
+    for _ in range(repeat):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        if rank == 0:
+            comm.Send(small, 1)
+            comm.Recv(small, 1)
+        elif rank == 1:
+            comm.Recv(small, 0)
+            comm.Send(small, 0)
+        times.append((time.perf_counter() - t0) / 2)
+    alpha = statistics.median(times)
+    out, into = np.ones(1 << 19), np.empty(1 << 19)
+    times = []
+    for _ in range(10):
+        comm.Barrier()
+        t0 = time.perf_counter()
+        if rank in (0, 1):
+            comm.Sendrecv(out, 1 - rank, recvbuf=into, source=1 - rank)
+        times.append(time.perf_counter() - t0)
+    beta = max(statistics.median(times) - alpha, 0.0) / out.nbytes
     return comm.bcast((alpha, beta), root=0)
 
 
@@ -309,7 +315,7 @@ def run(args) -> int:
                 local = _local_seconds(comm, D, name == 'spmm', k, repeat)
                 model = CommunicationModel(alpha=alpha or 0.0, beta=beta or 0.0, seconds_per_entry=per_entry,
                                            call_overhead=overhead, ranks_per_core=per_core,
-                                           beta_pack=beta_pack, beta_add=beta_add)
+                                           beta_pack=beta_pack, beta_add=beta_add, progress=0.0)
                 choices = comm.allgather(chooses_overlap(D, k))
                 predicted = model.seconds(counts, k, itemsize, compute=local, overlap=choices)
                 if name == 'cg':  # two all-reduces and the vector passes, spread over the processes

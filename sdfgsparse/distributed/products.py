@@ -28,7 +28,7 @@ _PROGRAMS = {}
 #: packed and added, per stored entry, and per local call, as ``sdfgsparse bench
 #: --distributed`` measured them on a 2-core AMD EPYC (Zen 4) VM (docs/performance.md).
 NODE_MODEL = CommunicationModel(alpha=2e-6, beta=1 / 13e9, seconds_per_entry=1e-9, call_overhead=3e-5,
-                                beta_pack=1 / 10e9, beta_add=1 / 8e9, local_call=1.5e-5)
+                                beta_pack=1 / 10e9, beta_add=1 / 8e9, local_call=1.5e-5, progress=0.0)
 
 
 def local_program(fmt, dtype, index_dtype, block: bool):
