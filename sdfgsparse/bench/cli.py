@@ -153,6 +153,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    'its prediction for 1 to 1,000 nodes (sdfgsparse.bench.distributed)')
     p.add_argument('--partitions', default=None, metavar='LIST',
                    help='--distributed: partitions to run (default rows,2d,arrow)')
+    p.add_argument('--predict-grid', type=int, default=None, metavar='SIDE',
+                   help='--distributed: also model SpMV of the 5-point Laplacian of a SIDE x SIDE grid on 1 to 1,000 '
+                   'nodes (partitioned for each node count, not run)')
     p.add_argument('--board', default='u280', help='--target fpga: the board of the model (u250, u280, u55c)')
     p.add_argument('--clock-mhz', type=float, default=300, metavar='MHZ',
                    help='--target fpga: the kernel clock of the model (default 300)')

@@ -17,7 +17,8 @@ Every process runs it (``mpiexec`` starts them; OpenMP threads per process from
   local products timed alone in this run (all at once, sharing the node), ``alpha`` /
   ``beta`` from a ping-pong between ranks 0 and 1, and the fixed cost of a call (a dense
   P x P product less its local call and message latency); for CG also two all-reduces and
-  the vector updates (1-rank time / P); ``err``: model / time - 1.
+  the vector work on each process's rows (timed, all processes at once); ``err``: model /
+  time - 1.
 
 Then a prediction for 1 to 1,000 nodes of the largest matrix (one process per node, the
 partition computed for that many processes, the network of :data:`NETWORK`).
@@ -174,6 +175,22 @@ def _local_seconds(comm, D, block: bool, k: int, repeat: int) -> np.ndarray:
     return np.array(comm.allgather(statistics.median(times)))
 
 
+def _vector_seconds(comm, n: int, repeat: int) -> float:
+    """The slowest process's seconds for one CG iteration's vector work on its ``n`` rows
+    (two dot products and three updates), all processes at once: on one node they share
+    its memory bandwidth, so this does not shrink as 1/P."""
+    x, r, p, Ap = (np.ones(n) for _ in range(4))
+
+    def work():
+        float(np.dot(p, Ap)), float(np.dot(r, r))
+        x.__iadd__(0.5 * p)
+        r.__isub__(0.5 * Ap)
+        p.__imul__(0.5)
+        p.__iadd__(r)
+    work()
+    return _median_max(comm, work, repeat)
+
+
 def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float) -> float:
     """Seconds of a distributed product beyond its local program calls and its messages'
     latency: the product of a dense P x P matrix of ones (partitioned by rows: one
@@ -318,8 +335,8 @@ def run(args) -> int:
                                            beta_pack=beta_pack, beta_add=beta_add, progress=0.0)
                 choices = comm.allgather(chooses_overlap(D, k))
                 predicted = model.seconds(counts, k, itemsize, compute=local, overlap=choices)
-                if name == 'cg':  # two all-reduces and the vector passes, spread over the processes
-                    predicted += 2 * allreduce + (base - per_entry * A.nnz * k) / P
+                if name == 'cg':  # two all-reduces and the vector work, measured on these rows
+                    predicted += 2 * allreduce + _vector_seconds(comm, len(D.row_layout), repeat)
                 if rank == 0:
                     total, busiest = sum(sent_all), max(sent_all)
                     err = predicted / seconds - 1
@@ -335,16 +352,20 @@ def run(args) -> int:
                         f'{bound:>10} {total / bound if bound else 1.0:7.2f}x {row["allgather_bytes"]:>9} '
                         f'{row["messages_max"]:>4} {predicted * 1e3:8.3f} {err * 100:+4.0f}%')
                 D.free()
+    grid = getattr(args, 'predict_grid', None)
+    if grid and rank == 0:
+        largest = (f'grid-{grid}', grid_laplacian(grid))
     if largest is not None and rank == 0:
         name, A = largest
+        spmv_rows = [r for r in rows if r.get('kernel') == 'spmv']
         base_entry = None
-        for r in rows:
-            if r['matrix'] == name and r['kernel'] == 'spmv':
-                base_entry = r['one_rank_seconds'] / A.nnz
+        for r in spmv_rows:  # the 1-process rate of the largest SpMV run (per stored entry)
+            if r['matrix'] == max(spmv_rows, key=lambda q: q['nnz'])['matrix']:
+                base_entry = r['one_rank_seconds'] / r['nnz']
         if base_entry:
             say(f'# model: SpMV of {name} ({A.shape[0]} rows, {A.nnz} entries) on 1..1,000 nodes, one process '
-                f'per node at this machine\'s 1-process rate ({base_entry * 1e9:.2f} ns per entry), '
-                f'{NETWORK["name"]}, no overlap')
+                f'per node at this machine\'s 1-process rate of the largest SpMV run ({base_entry * 1e9:.2f} ns '
+                f'per entry), {NETWORK["name"]}, no overlap')
             for part in partitions:
                 if part == 'arrow' and A.shape[0] != A.shape[1]:
                     continue
