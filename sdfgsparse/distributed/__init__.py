@@ -14,6 +14,11 @@ only the entries each process needs (the partition's lower bound,
 :func:`sdfgsparse.analysis.communication.exchange_counts`); :func:`vector` and
 :func:`gather` move whole vectors in and out. Any error on one process raises
 :class:`~sdfgsparse.errors.DistributedError` on all of them.
+
+Every call is collective: all processes of the communicator make the same calls in the
+same order, from one thread per process at a time (as MPI requires of collectives on one
+communicator; a lock per matrix serialises its products within a process). Run scripts
+with ``python -m mpi4py`` so that an uncaught error on one process ends every process.
 """
 from sdfgsparse.distributed.cg import CGResult, cg
 from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector, Layout, distribute

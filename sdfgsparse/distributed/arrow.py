@@ -9,8 +9,9 @@ matrices, each in its own vertex order (Gianinazzi et al., "Arrow matrix decompo
 PPoPP 2024):
 
 1. the remaining edges' graph gives a head (the vertices of highest remaining degree that
-   exceed ``head_factor * p`` neighbours, at most ``b``) and an order of the other vertices
-   (reverse Cuthill-McKee, which keeps neighbours close);
+   exceed ``head_factor * max(p, mean degree)`` neighbours, at most ``b``) and an order of
+   the other vertices that keeps neighbours close (reverse Cuthill-McKee; for level 0 also
+   the matrix's own order and the spectral order, whichever moves fewest words);
 2. an edge joins this level if it touches the head or its ends fall in the same or
    adjacent blocks of ``b`` vertices; the others are left for the next level; the last
    level keeps everything.
@@ -21,10 +22,13 @@ its row's block in level ``l``'s order, a head row's entries by the owner of the
 block (partial sums of the head rows travel, not whole rows). The decomposition is
 symmetric in the pattern (``A + A.T``); entries of an unsymmetric matrix follow their edge.
 """
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
-from scipy.sparse.csgraph import reverse_cuthill_mckee
+from scipy.sparse.csgraph import laplacian, reverse_cuthill_mckee
+from scipy.sparse.linalg import lobpcg
 
 from sdfgsparse.analysis.communication import Assignment, exchange_counts
 
@@ -46,13 +50,36 @@ def _order(S: sp.csr_array, vertices: np.ndarray) -> np.ndarray:
     return vertices[reverse_cuthill_mckee(sp.csr_matrix(sub), symmetric_mode=True)]
 
 
-def arrow_levels(A, p: int, width=None, head_factor: float = 4.0, max_levels: int = 4, keep_order: bool = False):
+def _spectral(S: sp.csr_array, vertices: np.ndarray) -> np.ndarray:
+    """``vertices`` sorted by the Fiedler vector of the graph Laplacian of the subgraph they
+    induce (spectral bisection's order: contiguous blocks of it cut few edges of a mesh);
+    a seeded LOBPCG, so every process computes the same order."""
+    if vertices.size < 8:
+        return vertices
+    sub = sp.csr_matrix(S[vertices][:, vertices], dtype=np.float64)
+    L = laplacian(sub)
+    start = np.random.default_rng(0).standard_normal((vertices.size, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # an approximate vector orders as well
+        values, vectors = lobpcg(L, start, largest=False, tol=1e-4, maxiter=200)
+    fiedler = vectors[:, np.argsort(values)[1]]
+    return vertices[np.argsort(fiedler, kind='stable')]
+
+
+#: Level 0's vertex orders tried (the one moving fewest words is kept); 'spectral' only up
+#: to :data:`SPECTRAL_LIMIT` vertices.
+ORDERS = ('rcm', 'own', 'spectral')
+SPECTRAL_LIMIT = 1 << 20
+
+
+def arrow_levels(A, p: int, width=None, head_factor: float = 4.0, max_levels: int = 4, order0: str = 'rcm'):
     """The decomposition of square ``A`` (scipy) for ``p`` processes: a list of levels,
     each ``(order, head, block_of, edge_mask)`` — ``order``: the level's vertices in their
     order (head first), ``head``: how many of them are the head, ``block_of`` (n,): each
     vertex's block in this level (-1 if absent), ``edge_mask``: which of the symmetric
     pattern's stored entries (canonical CSR of ``A + A.T`` without the diagonal) the level
-    takes. ``width``: the block size ``b`` (default ``ceil(n / p)``)."""
+    takes. ``width``: the block size ``b`` (default: blocks of about equal work);
+    ``order0``: level 0's order ('rcm', 'own', 'spectral')."""
     A = sp.csr_array(A)
     n = A.shape[0]
     if A.shape[0] != A.shape[1]:
@@ -82,9 +109,12 @@ def arrow_levels(A, p: int, width=None, head_factor: float = 4.0, max_levels: in
         is_head[head] = True
         rest = present[~is_head[present]]
         Sl = sp.csr_array((np.ones(int(left.sum()), np.int8), (u[left], v[left])), shape=(n, n))
-        ordered = _order(Sl, rest)
-        if level == 0 and keep_order:
+        if level == 0 and order0 == 'own':
             ordered = rest  # the matrix's own order (it may already keep neighbours close)
+        elif level == 0 and order0 == 'spectral':
+            ordered = _spectral(Sl, rest)
+        else:
+            ordered = _order(Sl, rest)
         order = np.concatenate([head, ordered]).astype(np.int64)
         block_of = np.full(n, -1, np.int64)
         if width:
@@ -108,13 +138,16 @@ def arrow_assignment(A, p: int, width=None, head_factor: float = 4.0, max_levels
     """The arrow decomposition of square ``A`` as an
     :class:`~sdfgsparse.analysis.communication.Assignment` over ``p`` processes (see the
     module docstring; parameters as :func:`arrow_levels`). ``levels`` holds each stored
-    entry's level. Level 0 is ordered twice, by reverse Cuthill-McKee and in the matrix's
-    own order; the decomposition that moves fewer words is kept."""
+    entry's level. Level 0 is ordered by reverse Cuthill-McKee, in the matrix's own order
+    and by the Fiedler vector (:data:`ORDERS`); the decomposition that moves the fewest
+    words is kept."""
     A = sp.csr_array(A)
     A.sum_duplicates()
     best = None
-    for keep_order in (False, True):
-        levels, edges = arrow_levels(A, p, width, head_factor, max_levels, keep_order)
+    for order0 in ORDERS:
+        if order0 == 'spectral' and not (p > 1 and 8 <= A.shape[0] <= SPECTRAL_LIMIT):
+            continue
+        levels, edges = arrow_levels(A, p, width, head_factor, max_levels, order0)
         candidate = _assign(A, p, levels, edges)
         words = exchange_counts(A, candidate).total
         if best is None or words < best[0]:

@@ -309,8 +309,12 @@ def distribute(A, comm, partition: str = 'rows', format=None, index_dtype=None, 
         asg = assignment(C, p, partition, **options)
         return asg, exchange_counts(C, asg)
 
-    if root is None:
-        asg, counts = collectively(comm, partitioned)
+    if root is None and partition != 'arrow':
+        asg, counts = collectively(comm, partitioned)  # deterministic: each process alike
+        piece = collectively(comm, _piece, C, asg, rank)
+    elif root is None:  # the arrow decomposition's orders use floating point: rank 0 decides
+        made = collectively(comm, partitioned if rank == 0 else (lambda: None))
+        asg, counts = comm.bcast(made, root=0)
         piece = collectively(comm, _piece, C, asg, rank)
     else:
         made = collectively(comm, partitioned) if rank == root else collectively(comm, lambda: None)

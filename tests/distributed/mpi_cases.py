@@ -135,6 +135,29 @@ def dtypes_and_index_widths():
 
 
 @case
+def fortran_strided_and_integer_operands():
+    A = _random(26, 26, 0.2, 13)
+    rng = np.random.default_rng(3)
+    X = np.asfortranarray(rng.standard_normal((26, 4)))
+    wide = rng.standard_normal(52)
+    for partition in dist.PARTITIONS:
+        D = dist.distribute(A, comm, partition=partition)
+        Y = dist.gather(dist.spmm(D, X), comm)
+        y = dist.gather(dist.spmv(D, wide[::2]), comm)  # a strided view
+        z = dist.gather(dist.spmv(D, np.arange(26)), comm)  # integers convert without loss
+        Xv = dist.vector(X, D)
+        Xv.local = np.asfortranarray(Xv.local)  # a Fortran-ordered local part
+        W = dist.gather(dist.spmm(D, Xv), comm)
+        if rank == 0:
+            close(Y, A @ X, f'Fortran X {partition}')
+            close(W, A @ X, f'Fortran local part {partition}')
+            close(y, A @ wide[::2], f'strided x {partition}')
+            close(z, A @ np.arange(26.0), f'integer x {partition}')
+    D = dist.distribute(_random(26, 26, 0.2, 13, np.float32), comm)
+    raises_everywhere(lambda: dist.spmv(D, np.ones(26)), 'float64 x, float32 matrix', 'without loss')
+
+
+@case
 def results_feed_back_and_layouts_agree():
     A = sp.csr_array(_random(30, 30, 0.1, 3) + sp.eye_array(30))
     x = np.random.default_rng(4).standard_normal(30)
