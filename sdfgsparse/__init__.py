@@ -38,7 +38,7 @@ import sdfgsparse.targets.mkl  # noqa: F401 (registers the mkl implementations w
 from sdfgsparse import ops
 from sdfgsparse import transformations  # registers the Sparse transformations (editors, history replay)
 from sdfgsparse import distributed  # MPI: mpi4py (the [mpi] extra) is imported at the first distributed call
-from sdfgsparse.distributed.program import compile_distributed as distributed_program
+from sdfgsparse.distributed.program import compile_distributed as _distributed_program
 
 _hooks.install()  # sparse arguments and results through DaCe's own call paths
 targets.cuda.install()  # CUDA 13 build fixes; the sparse-aware GPUTransformSDFG
@@ -80,7 +80,7 @@ def compile(program_or_sdfg, target: str = 'cpu', design=None, distributed=None,
         return _compile(program_or_sdfg, target, design)
     if target != 'cpu' or design is not None:
         raise errors.ArgumentError(f"compile: distributed programs run on target='cpu' (got {target!r})")
-    return distributed_program(program_or_sdfg, distributed, **options)
+    return _distributed_program(program_or_sdfg, distributed, **options)
 
 
 def set_validation(on: bool) -> None:

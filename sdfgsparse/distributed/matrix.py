@@ -318,12 +318,10 @@ def distribute(A, comm, partition: str = 'rows', format=None, index_dtype=None, 
         piece = collectively(comm, _piece, C, asg, rank)
     else:
         made = collectively(comm, partitioned) if rank == root else collectively(comm, lambda: None)
-        pieces = None
-        if rank == root:
-            asg, counts = made
-            pieces = [_piece(C, asg, r) for r in range(p)]
+        counts = made[1] if rank == root else None
+        pieces = collectively(comm, lambda: [_piece(C, made[0], r) for r in range(p)] if rank == root else None)
         piece = comm.scatter(pieces, root=root)
-        counts = comm.bcast(counts if rank == root else None, root=root)
+        counts = comm.bcast(counts, root=root)
     D = collectively(comm, DistributedMatrix, comm, piece['shape'], partition, fmt, index_dtype, piece, counts,
                      overlap)
     D._make_plan()

@@ -189,7 +189,8 @@ class DistributedProgram:
 def _local_rows(value, layout, name, ndim):
     if isinstance(value, DistributedVector):
         if not value.layout.same_as(layout):
-            raise errors.ShapeError(f'{name}: a distributed vector of another layout')
+            raise errors.ShapeError(f'{name}: a distributed vector of another layout (the rows of another '
+                                    'matrix or partition: pass the DistributedMatrix it came from)')
         return value.local
     if value is None or isinstance(value, (str, bytes)):
         raise errors.ArgumentError(f'{name}: expected an array or a DistributedVector, got {type(value).__name__}')
