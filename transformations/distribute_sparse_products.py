@@ -36,11 +36,14 @@ Returns ``{'products': {callback: (matrix, 'spmv' | 'spmm')}, 'reductions': {cal
 """
 from typing import Any, Dict, List, Optional, Tuple
 
+import re
+
 import dace
 from dace import nodes, properties
 from dace.libraries.blas.nodes.dot import Dot
 from dace.libraries.blas.nodes.matmul import MatMul
 from dace.libraries.standard.nodes.reduce import Reduce
+from dace.sdfg.state import LoopRegion
 from dace.transformation import pass_pipeline as ppl
 
 from sdfgsparse.errors import UnsupportedOperationError
@@ -71,6 +74,15 @@ def _structure_of(state, edge) -> Tuple[Optional[str], List[nodes.AccessNode]]:
     return None, chain
 
 
+def _whole(sdfg: dace.SDFG, memlet, what: str) -> None:
+    """Refuse a memlet that is not its whole array (the callbacks take whole arrays)."""
+    desc = sdfg.arrays[memlet.data]
+    if memlet.subset is not None and memlet.subset != dace.subsets.Range.from_array(desc):
+        raise UnsupportedOperationError(f'DistributeSparseProducts: {what} reads or writes part of '
+                                        f'{memlet.data} ([{memlet.subset}]); a distributed product or reduction '
+                                        'takes whole arrays (assign it to a new name first)')
+
+
 def _reduction_op(node) -> Optional[str]:
     if isinstance(node, (Dot, MatMul)):
         return 'sum'
@@ -82,6 +94,92 @@ def _reduction_op(node) -> Optional[str]:
     if 'min(' in wcr:
         return 'min'
     return None
+
+
+def _mentions(code: str, sym: str) -> bool:
+    return re.search(rf'\b{re.escape(sym)}\b', code or '') is not None
+
+
+def _check_local(sdfg: dace.SDFG, sym: str, matrices) -> None:
+    """Refuse what would compute differently on a process's rows than on the whole: the
+    size symbol used as a value or in a loop or branch, a distributed array read at fixed
+    or shifted positions (a stencil), reductions by hand or in nested programs, and sizes
+    built from the symbol."""
+    def refuse(what):
+        raise UnsupportedOperationError(f'DistributeSparseProducts: {what}; a distributed program may use the '
+                                        f'distributed size {sym} only as the extent of arrays and of maps over '
+                                        f'their rows (0:{sym})')
+
+    def the_matrix(name, desc):  # a distributed matrix or one of its members' views
+        return isinstance(desc, dace.data.Structure) or (
+            isinstance(desc, dace.data.View) and any(name.startswith(f'{m}_') for m in matrices))
+
+    distributed = set()
+    for nsdfg in sdfg.all_sdfgs_recursive():
+        for name, desc in nsdfg.arrays.items():
+            if the_matrix(name, desc):
+                continue
+            dims = [dace.symbolic.pystr_to_symbolic(str(d)) for d in getattr(desc, 'shape', ())]
+            for axis, d in enumerate(dims):
+                if sym in {str(f) for f in getattr(d, 'free_symbols', ())}:
+                    if str(d) != sym:
+                        refuse(f'{name} has the size {d}')
+                    if axis and not desc.transient and nsdfg is sdfg:
+                        refuse(f'the argument {name} has the distributed size in dimension {axis}')
+                    distributed.add((id(nsdfg), name, axis))
+    for nsdfg in sdfg.all_sdfgs_recursive():
+        for edge in nsdfg.all_interstate_edges():
+            if sym in {str(f) for f in edge.data.free_symbols} or \
+                    any((id(nsdfg), r, 0) in distributed for r in edge.data.read_symbols()):
+                refuse(f'a condition or assignment between states ({edge.data.label}) reads {sym} or a distributed '
+                       'array')
+        for region in nsdfg.all_control_flow_regions():
+            if isinstance(region, LoopRegion):
+                code = ' '.join(c.as_string for c in (region.loop_condition, region.init_statement,
+                                                       region.update_statement) if c is not None)
+                if _mentions(code, sym) or any(_mentions(code, n) for (i, n, _) in distributed if i == id(nsdfg)):
+                    refuse(f'the loop {region.label} depends on {sym} or a distributed array')
+        for state in nsdfg.states():
+            full_params = set()
+            for node in state.nodes():
+                if isinstance(node, nodes.MapEntry):
+                    for param, (b, e, st) in zip(node.map.params, node.map.range):
+                        syms = {str(f) for f in getattr(dace.symbolic.pystr_to_symbolic(str(e)), 'free_symbols', ())}
+                        if sym in syms or sym in {str(f) for f in getattr(b, 'free_symbols', ())}:
+                            if not (str(b) == '0' and str(e) == f'{sym} - 1' and str(st) == '1'):
+                                refuse(f'the map {node.map.label} ranges over {b}:{e}')
+                            full_params.add(param)
+            for node in state.nodes():
+                if isinstance(node, nodes.Tasklet) and sym in {str(f) for f in node.free_symbols}:
+                    refuse(f'the tasklet {node.label} uses {sym} as a value')
+                if isinstance(node, nodes.NestedSDFG) and nsdfg is sdfg:
+                    inner = node.sdfg
+                    for n, _ in inner.all_nodes_recursive():
+                        if isinstance(n, (Reduce, Dot, MatMul)):
+                            refuse(f'a reduction ({n.label}) inside the nested program {node.label}')
+            for edge in state.edges():
+                memlet = edge.data
+                if memlet.data is None or memlet.subset is None:
+                    continue
+                for (i, name, axis) in distributed:
+                    if i != id(nsdfg) or name != memlet.data or axis >= len(memlet.subset):
+                        continue
+                    b, e, st = memlet.subset[axis]
+                    if str(b) == '0' and str(e) == f'{sym} - 1':
+                        continue
+                    if str(b) == str(e) and str(b) in full_params:
+                        continue
+                    if state.entry_node(edge.dst if isinstance(edge.dst, nodes.EntryNode) is False else edge.src) \
+                            is None and str(b) == str(e) and str(b) in full_params:
+                        continue
+                    refuse(f'{name} is read or written at [{b}:{e}] (a fixed, shifted or partial range of the '
+                           'distributed rows)')
+                if memlet.wcr is not None and state.entry_node(edge.src if not isinstance(edge.src, nodes.AccessNode)
+                                                               else edge.dst) is not None:
+                    target = memlet.data
+                    if not any(i == id(nsdfg) and n == target for (i, n, _) in distributed) and full_params:
+                        refuse(f'a sum over the distributed rows written by hand into {target} (a map with '
+                               'write-conflict resolution)')
 
 
 @properties.make_properties
@@ -119,6 +217,7 @@ class DistributeSparseProducts(ppl.Pass):
         if len(symbols) > 1:
             raise UnsupportedOperationError(f'DistributeSparseProducts: the distributed matrices have different '
                                             f'size symbols {sorted(symbols)}; they must share one')
+
         for name, desc in sdfg.arrays.items():
             dims = [str(d) for d in getattr(desc, 'shape', ())]
             if symbols and dims.count(next(iter(symbols))) > 1:
@@ -139,6 +238,9 @@ class DistributeSparseProducts(ppl.Pass):
                     if state.entry_node(node) is not None:
                         raise UnsupportedOperationError('DistributeSparseProducts: a distributed product inside a '
                                                         'map is not supported')
+                    for e in list(state.in_edges(node)) + list(state.out_edges(node)):
+                        if e.dst_conn in ('_x', '_B') or e.src_conn in ('_y', '_Y'):
+                            _whole(sdfg, e.data, f'the product {node.label}')
                     products.append((state, node, sorted(hit)[0]))
                 elif isinstance(node, (Reduce, Dot, MatMul)) and symbols:
                     sym = next(iter(symbols))
@@ -154,6 +256,7 @@ class DistributeSparseProducts(ppl.Pass):
                         if state.entry_node(node) is not None or len(outs) != 1:
                             raise UnsupportedOperationError('DistributeSparseProducts: a reduction over the '
                                                             'distributed dimension inside a map')
+                        _whole(sdfg, outs[0].data, f'the reduction {node.label}')
                         reductions.append((state, node, op))
         # every other use of a distributed matrix (element-wise, sums, conversions ...)
         for state in sdfg.states():
@@ -171,6 +274,8 @@ class DistributeSparseProducts(ppl.Pass):
                     if any(n.data == name for n, _ in nsdfg.all_nodes_recursive() if isinstance(n, nodes.AccessNode)):
                         raise UnsupportedOperationError('DistributeSparseProducts: a distributed matrix used in a '
                                                         'nested program')
+        if symbols:
+            _check_local(sdfg, next(iter(symbols)), chosen)
         return chosen, (next(iter(symbols)) if symbols else None), products, reductions
 
     def apply_pass(self, sdfg: dace.SDFG, pipeline_results: Dict[str, Any]) -> Dict[str, Any]:

@@ -141,8 +141,9 @@ def arrow_assignment(A, p: int, width=None, head_factor: float = 4.0, max_levels
     entry's level. Level 0 is ordered by reverse Cuthill-McKee, in the matrix's own order
     and by the Fiedler vector (:data:`ORDERS`); the decomposition that moves the fewest
     words is kept."""
-    A = sp.csr_array(A)
+    A = sp.csr_array(A, copy=True)  # canonicalised: never the caller's arrays
     A.sum_duplicates()
+    A.sort_indices()
     best = None
     for order0 in ORDERS:
         if order0 == 'spectral' and not (p > 1 and 8 <= A.shape[0] <= SPECTRAL_LIMIT):

@@ -50,6 +50,8 @@ def cg(D: DistributedMatrix, b, x0=None, rtol: float = 1e-8, atol: float = 0.0, 
         for name, value in (('rtol', rtol), ('atol', atol)):
             if not isinstance(value, (int, float, np.floating)) or not value >= 0:
                 raise errors.ArgumentError(f'{name}={value!r}: expected a number >= 0')
+        if overlap not in (None, True, False):
+            raise errors.ArgumentError(f'overlap={overlap!r}: expected True, False or None')
         if maxiter is not None and (not isinstance(maxiter, (int, np.integer)) or maxiter < 0):
             raise errors.ArgumentError(f'maxiter={maxiter!r}: expected an integer >= 0')
     except Exception as exc:

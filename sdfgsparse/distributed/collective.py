@@ -20,6 +20,10 @@ __all__ = ['check_comm', 'private_comm', 'agree', 'collectively', 'wait_all', 'o
 
 _PRIVATE = {}
 _OVERSUBSCRIBED = {}
+#: Tags of the exchange on the private communicator: every product completes all its
+#: requests before it returns, and MPI keeps the order of messages between two processes
+#: with one tag, so the products of every matrix can share them.
+EXPAND_TAG, FOLD_TAG = 11, 12
 _LOCK = threading.Lock()
 
 
@@ -48,15 +52,21 @@ def private_comm(comm):
         return entry[1]
 
 
-def agree(comm, error) -> None:
+def agree(comm, error, same=None, what: str = 'a value') -> None:
     """Collective: raise :class:`DistributedError` on every process if ``error`` (this
-    process's exception, or None) is set on any."""
+    process's exception, or None) is set on any, or if ``same`` (an integer, e.g. the
+    columns of a dense block) differs between processes (``what`` names it)."""
     from mpi4py import MPI
-    flag = np.array([0 if error is None else 1], np.int32)
-    total = np.zeros(1, np.int32)
-    comm.Allreduce(flag, total, op=MPI.SUM)
-    if total[0] == 0:
+    value = 0 if same is None else int(same)
+    flag = np.array([0 if error is None else 1, value, -value], np.int64)
+    total = np.zeros(3, np.int64)
+    comm.Allreduce(flag, total, op=MPI.MAX)
+    if total[0] == 0 and total[1] == -total[2]:
         return
+    if total[0] == 0:
+        values = comm.allgather(value)
+        raise DistributedError(f'{what} differs between processes (by rank: {values}); every process must pass '
+                               'the same', tuple(range(comm.Get_size())), ())
     report = None if error is None else f'{type(error).__name__}: {error}'
     reports = comm.allgather(report)
     ranks = [r for r, m in enumerate(reports) if m is not None]

@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from sdfgsparse.distributed.collective import wait_all
+from sdfgsparse.distributed.collective import FOLD_TAG, wait_all
 
 __all__ = ['request_plan', 'Halo']
 
@@ -69,20 +69,28 @@ class Halo:
         # fold
         self.send_y = np.empty((plan.n_ext_rows - plan.n_own_rows,) + tail, self.dtype)
         self.recv_y = {q: np.empty((idx.size,) + tail, self.dtype) for q, idx in plan.fold_recv.items()}
-        self.y_requests = [comm.Recv_init(buf, q, tag + 1) for q, buf in self.recv_y.items()]
-        self.y_requests += [comm.Send_init(self.send_y[a:b], q, tag + 1) for q, (a, b) in plan.fold_send.items()]
+        self.y_requests = [comm.Recv_init(buf, q, FOLD_TAG) for q, buf in self.recv_y.items()]
+        self.y_requests += [comm.Send_init(self.send_y[a:b], q, FOLD_TAG) for q, (a, b) in plan.fold_send.items()]
         item = self.dtype.itemsize * width
         self.bytes_per_product = item * (sum(i.size for i in plan.expand_send.values()) +
                                          sum(b - a for a, b in plan.fold_send.values()))
         self.messages_per_product = len(plan.expand_send) + len(plan.fold_send)
 
-    def start_expand(self, x_own: np.ndarray) -> None:
-        """Pack and start sending this process's entries others need; start receiving."""
+    def start_expand(self, x_own: np.ndarray):
+        """Pack and start sending this process's entries others need; start receiving.
+        The messages start even if packing fails (NaN is sent; the error is returned, to
+        be agreed on after the exchange), so no other process waits forever."""
         from mpi4py import MPI
+        error = None
         for q, idx in self.plan.expand_send.items():
-            np.take(x_own, idx, axis=0, out=self.send_x[q])
+            try:
+                np.take(x_own, idx, axis=0, out=self.send_x[q])
+            except Exception as exc:
+                error = error or exc
+                self.send_x[q][...] = np.nan
         if self.x_requests:
             MPI.Prequest.Startall(self.x_requests)
+        return error
 
     def fill_own(self, x_own: np.ndarray) -> None:
         self.x_ext[:self.plan.n_own_cols] = x_own
@@ -90,16 +98,26 @@ class Halo:
     def finish_expand(self) -> None:
         wait_all(self.x_requests, self.polite)
 
-    def fold(self, y_ext: np.ndarray, y_own: np.ndarray) -> None:
-        """Send the partial rows of ``y_ext``; add the received ones into ``y_own``."""
+    def fold(self, y_ext: np.ndarray, y_own: np.ndarray):
+        """Send the partial rows of ``y_ext``; add the received ones into ``y_own``. As
+        :meth:`start_expand`, the messages go even if copying fails (the error is returned)."""
         from mpi4py import MPI
         if not self.y_requests:
-            return
-        self.send_y[...] = y_ext[self.plan.n_own_rows:]
+            return None
+        error = None
+        try:
+            self.send_y[...] = y_ext[self.plan.n_own_rows:]
+        except Exception as exc:
+            error = exc
+            self.send_y[...] = np.nan
         MPI.Prequest.Startall(self.y_requests)
         wait_all(self.y_requests, self.polite)
-        for q, idx in self.plan.fold_recv.items():  # unique positions per sender
-            y_own[idx] += self.recv_y[q]
+        try:
+            for q, idx in self.plan.fold_recv.items():  # unique positions per sender
+                y_own[idx] += self.recv_y[q]
+        except Exception as exc:
+            error = error or exc
+        return error
 
     def free(self) -> None:
         for r in self.x_requests + self.y_requests:

@@ -9,8 +9,8 @@ grouped by sender. A product is then one local product over ``[x_own, halo]``, o
 (own columns, then halo columns) when the exchange overlaps the first.
 """
 import dataclasses
-import itertools
 import threading
+import zlib
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -18,15 +18,14 @@ import scipy.sparse as sp
 
 from sdfgsparse import errors
 from sdfgsparse.analysis.communication import Assignment, ExchangeCounts, exchange_counts
-from sdfgsparse.distributed.collective import agree, check_comm, collectively, oversubscribed, private_comm
+from sdfgsparse.distributed.collective import (EXPAND_TAG, agree, check_comm, collectively, oversubscribed,
+                                              private_comm)
 from sdfgsparse.distributed.exchange import Halo, request_plan
 from sdfgsparse.distributed.partition import PARTITIONS, assignment
 from sdfgsparse.formats import BSR, CSR, SparseFormat
 from sdfgsparse.runtime.host_convert import convert
 
 __all__ = ['Layout', 'DistributedVector', 'DistributedMatrix', 'distribute']
-
-_TAGS = itertools.count()
 
 
 class Layout:
@@ -151,10 +150,17 @@ def _as_csr(A, name: str = 'A') -> sp.csr_array:
     if not (np.issubdtype(A.dtype, np.floating) or np.issubdtype(A.dtype, np.integer)):
         raise errors.DTypeError(f'{name}: values of dtype {A.dtype} (expected float32 or float64)')
     dtype = A.dtype if A.dtype in (np.float32, np.float64) else np.float64
-    C = sp.csr_array(A, dtype=dtype)
+    C = sp.csr_array(A, dtype=dtype, copy=True)  # canonicalised below: never the caller's arrays
     C.sum_duplicates()
     C.sort_indices()
     return C
+
+
+def _checksum(C: sp.csr_array) -> int:
+    """CRC-32 of the canonical CSR arrays: matrices passed on every process must agree."""
+    crc = zlib.crc32(np.ascontiguousarray(C.indptr).view(np.uint8))
+    crc = zlib.crc32(np.ascontiguousarray(C.indices).view(np.uint8), crc)
+    return zlib.crc32(np.ascontiguousarray(C.data).view(np.uint8), crc)
 
 
 class DistributedMatrix:
@@ -212,7 +218,7 @@ class DistributedMatrix:
                 ends = np.concatenate([cuts, [owners.size]])
                 for a, b in zip(starts, ends):
                     target[int(owners[a])] = (base + int(a), base + int(b))
-        tag = 2 * (next(_TAGS) % 16000) + 2
+        tag = EXPAND_TAG
         blocked = _blocked(sp.csr_array(local_shape), self.format).shape
         self.plan = _Plan(own_rows.size, own_cols.size, blocked[0], blocked[1], expand_send, expand_recv, fold_send,
                           fold_recv, tag)
@@ -298,10 +304,10 @@ def distribute(A, comm, partition: str = 'rows', format=None, index_dtype=None, 
 
     C = collectively(comm, local_checks)
     if root is None:
-        descriptions = comm.allgather((C.shape, C.nnz, C.dtype.str))
+        descriptions = comm.allgather((C.shape, C.nnz, C.dtype.str, _checksum(C)))
         if len(set(descriptions)) > 1:
             raise errors.DistributedError(
-                'A differs between processes (shape, entries, dtype by rank: ' +
+                'A differs between processes (shape, entries, dtype, checksum by rank: ' +
                 ', '.join(f'{r}: {d}' for r, d in enumerate(descriptions)) + '); pass it on every process '
                 'alike, or on one with root=', ranks=tuple(range(p)))
 

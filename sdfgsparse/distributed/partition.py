@@ -93,6 +93,9 @@ def grid_assignment(A: sp.csr_array, p: int) -> Assignment:
 def assignment(A: sp.csr_array, p: int, partition: str, **options) -> Assignment:
     """The :class:`Assignment` of ``partition`` (one of :data:`PARTITIONS`) for canonical
     CSR ``A`` over ``p`` processes."""
+    if partition in ('rows', '2d') and options:
+        raise ValueError(f'{", ".join(sorted(options))}: options of the arrow decomposition, not of '
+                         f'partition={partition!r}')
     if partition == 'rows':
         return rows_assignment(A, p)
     if partition == '2d':

@@ -110,14 +110,16 @@ def _product(D: DistributedMatrix, x, name: str, block: bool, overlap: Optional[
         raise errors.ArgumentError(f'D: expected a DistributedMatrix (sdfgsparse.distributed.distribute), got '
                                    f'{type(D).__name__}')
     ndim = 2 if block else 1
-    error, local = None, None
+    error, local, width = None, None, 1
     try:
         if overlap not in (None, True, False):
             raise errors.ArgumentError(f'overlap={overlap!r}: expected True, False or None')
         local = _local_input(D, x, name, ndim)
+        width = local.shape[1] if block else 1
+        D.halo(tuple(local.shape[1:]), D.dtype)  # its buffers, before any message
     except Exception as exc:
         error = exc
-    agree(D.comm, error)
+    agree(D.comm, error, same=width, what=f'the columns of {name}')
     with D._lock:
         return _exchange_and_multiply(D, local, block, overlap)
 
@@ -128,9 +130,14 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
     halo = D.halo(tail, D.dtype)
     use_overlap = chooses_overlap(D, tail[0] if tail else 1) if overlap is None else overlap
     error = None
-    halo.start_expand(local)
+    if local.shape[0] != plan.n_own_cols:  # an internal caller's mistake: still exchange, then fail together
+        error = errors.ShapeError(f'{local.shape[0]} rows of x here, this process owns {plan.n_own_cols}')
+        local = np.zeros((plan.n_own_cols,) + tail, D.dtype)
+    error = halo.start_expand(local) or error
     y_ext = None
     try:
+        if error is not None:
+            raise error
         prog = local_program(D.format, D.dtype, D.index_dtype, block)
         if use_overlap:
             own, n_own_pad, far, far_rows, n_far_pad = D.split()
@@ -151,10 +158,10 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
             y_ext = _multiply(prog, D.local, halo.x_ext, plan.n_ext_rows, tail, D.dtype)
     except Exception as exc:  # agreed on below, after the exchange every process waits for
         error = exc
-        halo.finish_expand()
+        halo.finish_expand()  # (a second wait on completed requests returns at once)
         y_ext = np.zeros((plan.n_ext_rows,) + tail, D.dtype)
     y_own = y_ext[:plan.n_own_rows]  # a view: the partial rows behind it are few
-    halo.fold(y_ext, y_own)
+    error = halo.fold(y_ext, y_own) or error
     D.bytes_sent += halo.bytes_per_product
     D.messages_sent += halo.messages_per_product
     D.products += 1
@@ -242,6 +249,17 @@ def gather(y: DistributedVector, comm=None, root: Optional[int] = 0) -> Optional
 def dot(u: DistributedVector, v: DistributedVector) -> float:
     """Collective: ``u @ v`` of two vectors in the same layout."""
     from mpi4py import MPI
-    if not u.layout.same_as(v.layout):
-        raise errors.ShapeError('dot: the vectors are in different layouts')
-    return u.comm.allreduce(float(np.dot(u.local, v.local)), op=MPI.SUM)
+    if not isinstance(u, DistributedVector) or not isinstance(v, DistributedVector):
+        raise errors.ArgumentError('dot: expected two DistributedVectors')
+    error, part = None, 0.0
+    try:
+        if not u.layout.same_as(v.layout):
+            raise errors.ShapeError('dot: the vectors are in different layouts')
+        if u.local.ndim != 1 or v.local.ndim != 1:
+            raise errors.ShapeError(f'dot: expected vectors, got local parts of shapes {u.local.shape}, '
+                                    f'{v.local.shape}')
+        part = float(np.dot(u.local, v.local))
+    except Exception as exc:
+        error = exc
+    agree(u.comm, error)
+    return u.comm.allreduce(part, op=MPI.SUM)

@@ -49,6 +49,16 @@ class DistributedProgram:
         sdfg.name = f'{sdfg.name}_distributed'
         self.descs = {n: d for n, d in sdfg.arrays.items() if not d.transient}
         self.callbacks = DistributeSparseProducts().apply_pass(sdfg, {})
+        symbol = self.callbacks['symbol']
+        written = {n.data for st in sdfg.states() for n in st.data_nodes() if st.in_degree(n) > 0}
+        for name in sorted(written):
+            desc = self.descs.get(name)
+            if desc is not None and not name.startswith('__return') and symbol in map(str, desc.shape[:1]):
+                raise errors.UnsupportedOperationError(
+                    f'{self.prog.name} writes its argument {name}, which is distributed (each process would '
+                    'write a copy of its rows); return the result instead')
+        for sub in sdfg.all_sdfgs_recursive():
+            sub.openmp_sections = False  # callbacks (collectives) one after another, in program order
         self.sdfg = sdfg
         self._compiled = sdfg.compile()
         self.params = list(self.prog.signature.parameters)
@@ -63,7 +73,7 @@ class DistributedProgram:
             error = exc
         agree(self.comm, error)
         matrices = self._matrices(values)
-        call_args, layout = self._arguments(values, matrices)
+        call_args, layout = self._arguments(values, matrices)  # (agreed on inside)
         self._failures = []
         result = self._compiled(**call_args, **self._callback_values(matrices))
         agree(self.comm, self._failures[0] if self._failures else None)
@@ -91,25 +101,38 @@ class DistributedProgram:
             if isinstance(value, DistributedMatrix):
                 out[name] = value
                 continue
+            if not hasattr(value, 'shape') and not hasattr(value, 'to_sparse_csr'):
+                value = None  # distribute names the argument and its type, on every process
             kept = self._kept.get(name)
             if kept is not None and kept[0] is value:
                 out[name] = kept[1]
                 continue
             D = distribute(value, self.comm, partition=self.partition, format=self.format, overlap=self.overlap,
                            **self.options)
+            if kept is not None:
+                kept[1].free()
             self._kept[name] = (value, D)
             out[name] = D
         return out
 
     def _arguments(self, values, matrices):
         symbol = self.callbacks['symbol']
-        layout = None
-        for D in matrices.values():
-            if layout is not None and not D.row_layout.same_as(layout):
-                raise errors.DistributedError('the distributed matrices of one program must be distributed alike '
-                                              '(same partition of the same rows)')
-            layout = D.row_layout
-        call, symbols, error = {}, {}, None
+        layout, error = None, None
+        try:
+            for name, D in matrices.items():
+                if not isinstance(D, DistributedMatrix) or D.comm is not self.comm:
+                    raise errors.ArgumentError(f'{name}: a DistributedMatrix of another communicator')
+                if D.shape[0] != D.shape[1] or not D.row_layout.same_as(D.col_layout):
+                    raise errors.ShapeError(f'{name}: {D.shape[0]}x{D.shape[1]} ({D.partition}); a distributed '
+                                            'program needs square matrices distributed alike by rows and columns')
+                if layout is not None and not D.row_layout.same_as(layout):
+                    raise errors.ShapeError(f'{name}: distributed unlike the program\'s other matrix (another '
+                                            'partition of the rows); distribute them alike')
+                layout = D.row_layout
+        except Exception as exc:
+            error = exc
+        agree(self.comm, error)
+        call, symbols = {}, {}
         try:
             for name, value in values.items():
                 if name in matrices or name not in self.descs:
@@ -157,13 +180,17 @@ class DistributedProgram:
         comm = self.comm
 
         def allreduce(partial, out=None):
+            # buffers, not pickled objects: MPI applies MAX / MIN element-wise, and a
+            # failure before the call is the only local one (the reduction itself is MPI's)
+            send = np.ascontiguousarray(np.asarray(partial, np.float64 if out is None else out.dtype).reshape(-1))
+            result = np.empty_like(send)
+            comm.Allreduce(send, result, op=op)
+            if out is None:
+                return result[0]
             try:
-                if out is None:
-                    return comm.allreduce(partial, op=op)
-                out[...] = comm.allreduce(np.array(partial), op=op)
+                out[...] = result.reshape(out.shape)
             except BaseException as exc:
                 self._failures.append(exc)
-                return float('nan')
         return allreduce
 
     def _results(self, result, layout):
@@ -171,7 +198,7 @@ class DistributedProgram:
             return None
         single = not isinstance(result, tuple)
         items = (result, ) if single else result
-        names = sorted((n for n in self.descs if n.startswith('__return')), key=lambda n: (len(n), n))
+        names = sorted(n for n in self.descs if n.startswith('__return'))  # DaCe's order of return values
         symbol = self.callbacks['symbol']
         out = []
         for name, value in zip(names, items):

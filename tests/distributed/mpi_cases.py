@@ -213,7 +213,7 @@ def cg_step(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], r: dace.float64[N
 @dace.program
 def block_step(A: ss.CSR[dace.float64, N, N], X: dace.float64[N, K]):
     Y = A @ X
-    return np.maximum(Y, 0.0) + X, X.T @ Y, np.max(Y)
+    return np.maximum(Y, 0.0) + X, X.T @ Y, np.max(Y), np.max(Y, axis=0), np.sum(Y, axis=0)
 
 
 @case
@@ -237,15 +237,27 @@ def compiled_programs_run_distributed():
         got_x = dist.gather(x, comm, root=None)
         close(got_x, want_x, f'compiled cg x {partition}', rtol=1e-10)
         blocks = ss.compile(block_step, distributed=comm, partition=partition, gather=0)
-        Y, G, mx = blocks(S, X)
+        Y, G, mx, col_max, col_sum = blocks(S, X)
         close(np.asarray(G), want_block[1], f'compiled X.T @ Y {partition}', rtol=1e-10)
         close(np.asarray(mx).reshape(-1), np.asarray(want_block[2]).reshape(-1), f'compiled max {partition}')
+        close(np.asarray(col_max), want_block[3], f'compiled column max {partition}')
+        close(np.asarray(col_sum), want_block[4], f'compiled column sums {partition}', rtol=1e-10)
         if rank == 0:
             close(Y, want_block[0], f'compiled block {partition}', rtol=1e-10)
         elif Y is not None:
             raise AssertionError('gather=0 returned a result on another rank')
     bad = np.ones(S.shape[0] - (rank == P - 1))
     raises_everywhere(lambda: step(S, bad, b, b, 1.0), 'compiled program, bad x on one process', 'first dimension')
+    D2 = dist.distribute(S, comm, partition='2d' if P > 1 else 'rows')
+    if P > 1:  # a matrix distributed unlike the vectors' layout
+        raises_everywhere(lambda: step(D2, x, r, p, 1.0), 'vectors of another layout', 'another layout')
+    raises_everywhere(lambda: ss.compile(writes_argument, distributed=comm)(S, b, b.copy()), 'written argument',
+                      'writes its argument')
+
+
+@dace.program
+def writes_argument(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], out: dace.float64[N]):
+    out[:] = A @ x
 
 
 def raises_everywhere(fn, what, match=None):

@@ -119,3 +119,63 @@ def test_compile_distributed_arguments_checked():
         ss.compile(cg_like, partition='rows')
     with pytest.raises(ss.errors.ArgumentError, match='intra-communicator'):
         ss.compile(cg_like, distributed='comm')
+
+
+@dace.program
+def stencil(A: ss.CSR[dace.float64, N, N], x: dace.float64[N]):
+    y = A @ x
+    z = np.zeros_like(y)
+    z[1:] = y[:-1]  # a neighbour's row: on another process at the block's edge
+    return z
+
+
+@dace.program
+def size_as_value(A: ss.CSR[dace.float64, N, N], x: dace.float64[N]):
+    return np.mean(A @ x)  # sum / N: N would be the local row count
+
+
+@dace.program
+def first_entry(A: ss.CSR[dace.float64, N, N], x: dace.float64[N]):
+    y = A @ x
+    return y[0] * x
+
+
+@dace.program
+def sum_by_hand(A: ss.CSR[dace.float64, N, N], x: dace.float64[N]):
+    y = A @ x
+    s = np.zeros(1)
+    for i in dace.map[0:N]:
+        s[0] += y[i]
+    return s
+
+
+@dace.program
+def loop_over_rows(A: ss.CSR[dace.float64, N, N], x: dace.float64[N]):
+    y = A @ x
+    for i in range(N):
+        y = A @ y
+    return y
+
+
+@pytest.mark.parametrize('prog', [stencil, size_as_value, first_entry, sum_by_hand, loop_over_rows],
+                         ids=['stencil', 'size_as_value', 'first_entry', 'sum_by_hand', 'loop_over_rows'])
+def test_computations_that_differ_on_a_process_rows_are_refused(prog):
+    """What would silently compute on a process's rows instead of on the whole vector."""
+    sdfg = prog.to_sdfg(simplify=True)
+    before = sdfg.to_json()
+    with pytest.raises(UnsupportedOperationError, match='distributed size N only as the extent'):
+        DistributeSparseProducts().apply_pass(sdfg, {})
+    assert sdfg.to_json() == before
+
+
+@dace.program
+def column_products(A: ss.CSR[dace.float64, N, N], X: dace.float64[N, K]):
+    Y = np.zeros_like(X)
+    Y[:, 0] = A @ X[:, 0]
+    return Y
+
+
+def test_a_product_of_part_of_an_array_is_refused():
+    sdfg = column_products.to_sdfg(simplify=True)
+    with pytest.raises(UnsupportedOperationError, match='whole arrays'):
+        DistributeSparseProducts().apply_pass(sdfg, {})
