@@ -36,7 +36,9 @@ import scipy.sparse as sp
 
 import sdfgsparse as ss
 from sdfgsparse.analysis.communication import CommunicationModel, allgather_words, exchange_counts
+from sdfgsparse.bench.kernels import spd
 from sdfgsparse.bench.matrices import MatrixSource, banded, from_folder, rmat, shipped_folder
+from sdfgsparse.bench.runner import cpu_model
 from sdfgsparse.distributed.products import chooses_overlap, local_program
 
 __all__ = ['run', 'NETWORK', 'grid_laplacian', 'default_matrices', 'predict']
@@ -275,7 +277,7 @@ def run(args) -> int:
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     per_core = node.Get_size() * int(os.environ.get('OMP_NUM_THREADS', '1')) / max(cores, 1)
     say(f'# sdfgsparse bench --distributed: {P} processes, OMP_NUM_THREADS={os.environ.get("OMP_NUM_THREADS", "?")}, '
-        f'{cores} cores on this node ({_cpu()}), MPI {MPI.Get_library_version().splitlines()[0].strip()}')
+        f'{cores} cores on this node ({cpu_model()}), MPI {MPI.Get_library_version().splitlines()[0].strip()}')
     if alpha is not None:
         say(f'# ping-pong rank 0 <-> 1: alpha {alpha * 1e6:.2f} us, beta {1 / beta / 1e9 if beta else float("inf"):.2f} '
             f'GB/s; packing rows {1 / beta_pack / 1e9:.2f} GB/s, adding rows {1 / beta_add / 1e9:.2f} GB/s')
@@ -292,18 +294,14 @@ def run(args) -> int:
         for name, k in kernels:
             if name == 'cg' and not square:
                 continue
-            base = _one_rank_seconds(comm, A, name, k, repeat)
-            per_entry = base / max(A.nnz * k, 1)
+            M = spd(A) if name == 'cg' else A  # CG's matrix as samples/cg.py makes it
+            base = _one_rank_seconds(comm, M, name, k, repeat)
+            per_entry = base / max(M.nnz * k, 1)
             overhead = _call_overhead(comm, name == 'spmm', k, repeat, alpha or 0.0)
             allreduce = _allreduce_seconds(comm, repeat)
             for part in partitions:
                 if part == 'arrow' and not square:
                     continue
-                M = A
-                if name == 'cg':  # make it SPD as samples/cg.py does
-                    S = sp.csr_array(A + A.T)
-                    M = sp.csr_array(S / max(abs(S).sum(axis=1).max(), 1e-300) + 1.1 * sp.eye_array(A.shape[0]))
-                    M.sum_duplicates()
                 D = ss.distributed.distribute(M, comm, partition=part)
                 rng = np.random.default_rng(0)
                 x = rng.standard_normal((M.shape[1], k)) if name == 'spmm' else rng.standard_normal(M.shape[1])
@@ -377,14 +375,3 @@ def run(args) -> int:
             json.dump(dict(processes=P, alpha=alpha, beta=beta, rows=rows), f, indent=1)
     failed = comm.bcast(failed, root=0)
     return 1 if failed else 0
-
-
-def _cpu() -> str:
-    try:
-        with open('/proc/cpuinfo') as f:
-            for line in f:
-                if line.startswith('model name'):
-                    return line.split(':', 1)[1].strip()
-    except OSError:
-        pass
-    return 'unknown CPU'

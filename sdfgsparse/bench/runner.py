@@ -95,7 +95,7 @@ class BenchConfig:
                                   f'({", ".join(system_names(self))})')
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open('/proc/cpuinfo') as f:
             for line in f:
@@ -134,7 +134,7 @@ def machine_info(threads: int) -> Dict[str, Any]:
         mem = 0.0
     return {
         'threads': threads,
-        'cpu': _cpu_model(),
+        'cpu': cpu_model(),
         'cores': os.cpu_count(),
         'memory_GiB': mem,
         'llc_MiB': _llc_mib(),

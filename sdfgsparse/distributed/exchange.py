@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from sdfgsparse.distributed.collective import FOLD_TAG, wait_all
+from sdfgsparse.distributed.collective import EXPAND_TAG, FOLD_TAG, wait_all
 
 __all__ = ['request_plan', 'Halo']
 
@@ -60,12 +60,11 @@ class Halo:
         self.comm, self.plan, self.polite = comm, plan, polite
         self.dtype = np.dtype(dtype)
         width = int(np.prod(tail)) if tail else 1
-        tag = plan.tag
         # expand
         self.x_ext = np.zeros((plan.n_ext_cols,) + tail, self.dtype)
         self.send_x = {q: np.empty((idx.size,) + tail, self.dtype) for q, idx in plan.expand_send.items()}
-        self.x_requests = [comm.Recv_init(self.x_ext[a:b], q, tag) for q, (a, b) in plan.expand_recv.items()]
-        self.x_requests += [comm.Send_init(buf, q, tag) for q, buf in self.send_x.items()]
+        self.x_requests = [comm.Recv_init(self.x_ext[a:b], q, EXPAND_TAG) for q, (a, b) in plan.expand_recv.items()]
+        self.x_requests += [comm.Send_init(buf, q, EXPAND_TAG) for q, buf in self.send_x.items()]
         # fold
         self.send_y = np.empty((plan.n_ext_rows - plan.n_own_rows,) + tail, self.dtype)
         self.recv_y = {q: np.empty((idx.size,) + tail, self.dtype) for q, idx in plan.fold_recv.items()}

@@ -18,8 +18,7 @@ import scipy.sparse as sp
 
 from sdfgsparse import errors
 from sdfgsparse.analysis.communication import Assignment, ExchangeCounts, exchange_counts
-from sdfgsparse.distributed.collective import (EXPAND_TAG, agree, check_comm, collectively, oversubscribed,
-                                              private_comm)
+from sdfgsparse.distributed.collective import agree, check_comm, collectively, oversubscribed, private_comm
 from sdfgsparse.distributed.exchange import Halo, request_plan
 from sdfgsparse.distributed.partition import PARTITIONS, assignment
 from sdfgsparse.formats import BSR, CSR, SparseFormat
@@ -81,7 +80,6 @@ class _Plan:
     expand_recv: Dict[int, Tuple[int, int]]
     fold_send: Dict[int, Tuple[int, int]]
     fold_recv: Dict[int, np.ndarray]
-    tag: int
 
 
 def _grouped(indices: np.ndarray, owner_of: np.ndarray):
@@ -218,10 +216,9 @@ class DistributedMatrix:
                 ends = np.concatenate([cuts, [owners.size]])
                 for a, b in zip(starts, ends):
                     target[int(owners[a])] = (base + int(a), base + int(b))
-        tag = EXPAND_TAG
         blocked = _blocked(sp.csr_array(local_shape), self.format).shape
         self.plan = _Plan(own_rows.size, own_cols.size, blocked[0], blocked[1], expand_send, expand_recv, fold_send,
-                          fold_recv, tag)
+                          fold_recv)
         self._piece = None
 
     def halo(self, tail: tuple, dtype) -> Halo:

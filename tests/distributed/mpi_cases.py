@@ -19,6 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import sdfgsparse as ss  # noqa: E402
 from sdfgsparse import errors  # noqa: E402
 from sdfgsparse.distributed import products  # noqa: E402
+from sdfgsparse.bench.kernels import spd  # noqa: E402
+from sdfgsparse.bench.programs import bench_cg as cg_step  # noqa: E402 (samples/cg.py's step)
 from sparse_zoo import format_of, real_matrix  # noqa: E402
 
 comm = MPI.COMM_WORLD
@@ -170,9 +172,7 @@ def results_feed_back_and_layouts_agree():
 
 @case
 def conjugate_gradients_follow_scipy():
-    A = real_matrix('cryg2500')
-    S = sp.csr_array(A + A.T)
-    S = sp.csr_array(S / abs(S).sum(axis=1).max() + 1.1 * sp.eye_array(S.shape[0]))
+    S = spd(real_matrix('cryg2500'))  # samples/cg.py's matrix
     b = np.random.default_rng(0).standard_normal(S.shape[0])
     # the same iteration in NumPy (samples/cg.py's numpy_step)
     x, r = np.zeros_like(b), b.copy()
@@ -199,18 +199,6 @@ N, K = dace.symbol('N'), dace.symbol('K')
 
 
 @dace.program
-def cg_step(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], r: dace.float64[N], p: dace.float64[N],
-            rs_old: dace.float64):
-    Ap = A @ p
-    alpha = rs_old / np.dot(p, Ap)
-    x_new = x + alpha * p
-    r_new = r - alpha * Ap
-    rs_new = np.dot(r_new, r_new)
-    p_new = r_new + (rs_new / rs_old) * p
-    return x_new, r_new, p_new, rs_new
-
-
-@dace.program
 def block_step(A: ss.CSR[dace.float64, N, N], X: dace.float64[N, K]):
     Y = A @ X
     return np.maximum(Y, 0.0) + X, X.T @ Y, np.max(Y), np.max(Y, axis=0), np.sum(Y, axis=0)
@@ -218,9 +206,7 @@ def block_step(A: ss.CSR[dace.float64, N, N], X: dace.float64[N, K]):
 
 @case
 def compiled_programs_run_distributed():
-    A = real_matrix('cryg2500')
-    S = sp.csr_array(A + A.T)
-    S = sp.csr_array(S / abs(S).sum(axis=1).max() + 1.1 * sp.eye_array(S.shape[0]))
+    S = spd(real_matrix('cryg2500'))  # samples/cg.py's matrix
     b = np.random.default_rng(0).standard_normal(S.shape[0])
     want_x, want_r, want_p, want_rs = b * 0, b.copy(), b.copy(), b @ b
     for _ in range(6):
