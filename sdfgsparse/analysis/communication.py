@@ -53,7 +53,10 @@ class ExchangeCounts:
     (``expand_out``), partial sums of ``y`` sent (``fold_out``) and received (``fold_in``),
     messages sent (``messages_out``: one per distinct destination and phase), and stored
     entries multiplied (``entries``) and rows touched (``rows``). Words are per column of
-    the dense operand."""
+    the dense operand. ``halo_rows``: rows with an entry in a column owned elsewhere;
+    ``own_entries``: entries in own columns; ``owned_cols``: entries of ``x`` owned;
+    ``expand_links`` / ``fold_links``: one row ``(sender, receiver, words)`` per message
+    of each phase (who waits for whom)."""
     expand_in: np.ndarray
     expand_out: np.ndarray
     fold_out: np.ndarray
@@ -63,6 +66,9 @@ class ExchangeCounts:
     rows: np.ndarray
     halo_rows: np.ndarray = None
     own_entries: np.ndarray = None
+    owned_cols: np.ndarray = None
+    expand_links: np.ndarray = None
+    fold_links: np.ndarray = None
 
     @property
     def sent(self) -> np.ndarray:
@@ -85,11 +91,12 @@ def _pairs(owner_of_index: np.ndarray, rank: np.ndarray, index: np.ndarray, p: i
     return r[far], owner[far]
 
 
-def _messages(src: np.ndarray, dst: np.ndarray, p: int) -> np.ndarray:
+def _links(src: np.ndarray, dst: np.ndarray, p: int) -> np.ndarray:
+    """One row ``(sender, receiver, words)`` per distinct pair."""
     if src.size == 0:
-        return np.zeros(p, np.int64)
-    pairs = np.unique(src.astype(np.int64) * p + dst)
-    return np.bincount(pairs // p, minlength=p)
+        return np.zeros((0, 3), np.int64)
+    pairs, words = np.unique(src.astype(np.int64) * p + dst, return_counts=True)
+    return np.stack([pairs // p, pairs % p, words], axis=1)
 
 
 def exchange_counts(A, assignment: Assignment) -> ExchangeCounts:
@@ -109,12 +116,15 @@ def exchange_counts(A, assignment: Assignment) -> ExchangeCounts:
     touched = np.unique(er * m + rows) // m
     far = np.asarray(assignment.col_owner, np.int64)[cols] != er
     halo_rows = np.unique(er[far] * m + rows[far]) // m
+    expand, fold = _links(x_from, x_need, p), _links(y_from, y_to, p)
     return ExchangeCounts(
         expand_in=np.bincount(x_need, minlength=p), expand_out=np.bincount(x_from, minlength=p),
         fold_out=np.bincount(y_from, minlength=p), fold_in=np.bincount(y_to, minlength=p),
-        messages_out=_messages(x_from, x_need, p) + _messages(y_from, y_to, p),
+        messages_out=np.bincount(expand[:, 0], minlength=p) + np.bincount(fold[:, 0], minlength=p),
         entries=np.bincount(er, minlength=p), rows=np.bincount(touched, minlength=p),
-        halo_rows=np.bincount(halo_rows, minlength=p), own_entries=np.bincount(er[~far], minlength=p))
+        halo_rows=np.bincount(halo_rows, minlength=p), own_entries=np.bincount(er[~far], minlength=p),
+        owned_cols=np.bincount(np.asarray(assignment.col_owner, np.int64), minlength=p),
+        expand_links=expand, fold_links=fold)
 
 
 def allgather_words(n: int, p: int) -> int:
@@ -125,21 +135,30 @@ def allgather_words(n: int, p: int) -> int:
 
 @dataclasses.dataclass
 class CommunicationModel:
-    """Seconds of one distributed product: ``max`` over processes of the local product
-    (``seconds_per_entry`` per stored entry and column, ``seconds_per_row`` per row touched
-    and column, slowed by ``ranks_per_core`` > 1 when processes share cores) plus, unless
-    overlapped, the exchange (``alpha`` per message, ``beta`` per byte on the wire,
-    ``beta_pack`` per byte of ``x`` rows packed by the sender and ``beta_add`` per byte of
-    partial rows added by the receiver) plus ``call_overhead``. With ``overlap`` the
-    product runs in two parts (own columns while the halo travels, then the halo's): the
-    larger of exchange and own part, plus the halo part, its rows added into ``y``
-    (``beta_add``) and a second local call (``local_call``); without, ``x`` is first
-    copied next to the halo (``beta_pack``). :meth:`overlap_pays` compares the two.
-    ``call_overhead``: the fixed cost of a distributed product (checks, agreement).
-    ``progress``: the fraction of the exchange that moves while the process computes (1
-    where the network progresses messages on its own; 0 for MPICH over shared memory
-    without a progress thread, where data moves only inside MPI calls: measured here, a
-    split product was slower on every matrix tried).
+    """Seconds of one distributed product, from a timeline of its phases on every process
+    (:meth:`timeline`). Per process ``r`` (``w`` bytes per word: ``k`` columns x itemsize):
+
+    1. pack the ``expand_out`` entries others need (``beta_pack`` per byte) and start the
+       messages; a plain product then copies its own ``x`` next to the halo (``beta_copy``
+       per byte of ``owned_cols``), a split one multiplies its own columns;
+    2. the expand: with ``progress`` 1 (a network that moves data on its own) a message
+       arrives ``alpha`` + ``beta`` per byte after its sender started it; with ``progress`` 0
+       (MPICH over shared memory: data moves only inside MPI calls) it moves once both
+       ends wait, so a process's halo is complete ``alpha`` per message + ``beta`` per byte
+       (the larger of sent and received, each) after the last of it and its partners (the
+       ``expand_links``) entered the wait; in between, a weighted mean (``beta_table``:
+       seconds per byte by message size);
+    3. the local product (measured, or ``seconds_per_entry`` per entry and column plus
+       ``seconds_per_row`` per row touched and column, times ``ranks_per_core`` when
+       processes share cores); a split product multiplies the halo columns' rows now
+       (``local_call`` for the second call) and adds them (``beta_add`` per byte);
+    4. the fold of partial rows (copied out at ``beta_copy``, moved as the expand over the
+       ``fold_links``, added at ``beta_add``).
+
+    The product ends when the last process does (it agrees at the end), plus
+    ``call_overhead`` (checks and agreement). With ``cores`` set and fewer cores than
+    processes, no faster than the processes' busy seconds shared over the cores.
+    :meth:`overlap_pays` compares the plain and split products of one process.
 
     Calibrate ``seconds_per_entry`` from a one-process run on the machine in question;
     ``alpha`` / ``beta`` from a ping-pong there (shared memory) or from the network's data
@@ -154,6 +173,20 @@ class CommunicationModel:
     beta_add: float = 0.0
     local_call: float = 0.0
     progress: float = 1.0
+    beta_copy: float = 0.0
+    cores: Optional[int] = None
+    beta_table: Optional[tuple] = None
+
+    def beta_at(self, message_bytes) -> np.ndarray:
+        """Seconds per byte for messages of ``message_bytes``: from ``beta_table`` (pairs
+        ``(bytes, seconds per byte)`` measured at ascending sizes; interpolated in log
+        size, clamped at the ends; shared memory is much faster for large messages) or
+        ``beta``."""
+        size = np.asarray(message_bytes, np.float64)
+        if not self.beta_table:
+            return np.full(size.shape, self.beta)
+        sizes, rates = (np.array(v, np.float64) for v in zip(*self.beta_table))
+        return np.interp(np.log2(np.maximum(size, 1.0)), np.log2(sizes), rates)
 
     def compute_seconds(self, counts: ExchangeCounts, k: int = 1) -> np.ndarray:
         slow = max(1.0, self.ranks_per_core)
@@ -161,47 +194,109 @@ class CommunicationModel:
                                                  counts.rows * self.seconds_per_row))
 
     def exchange_seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8) -> np.ndarray:
+        """Per process: the seconds of its messages alone (both phases, no waiting)."""
         sent = counts.sent * k * itemsize
         received = (counts.expand_in + counts.fold_in) * k * itemsize
         return (self.alpha * counts.messages_out + self.beta * np.maximum(sent, received) +
                 self.beta_pack * counts.expand_out * k * itemsize + self.beta_add * counts.fold_in * k * itemsize)
 
-    def _parts(self, counts: ExchangeCounts, k: int, itemsize: int, compute, measured: bool):
-        """Per process: (exchange, plain, split) seconds of the two ways to run a product:
-        ``plain`` copies x next to the halo, waits, and makes one local call; ``split``
-        multiplies the own columns while the halo travels, then the halo's, and adds the
-        halo part's rows (see the class docstring)."""
-        exchange = self.exchange_seconds(counts, k, itemsize)
-        if compute is None:
-            compute = self.compute_seconds(counts, k) - self.call_overhead * max(1.0, self.ranks_per_core)
-        compute = np.asarray(compute, np.float64)
-        share = counts.own_entries / np.maximum(counts.entries, 1) if counts.own_entries is not None else 1.0
-        own, far = compute * share, compute * (1 - share)
-        halo = counts.expand_in > 0
-        own_rows = np.maximum(counts.rows - counts.fold_out, 0)
-        copy = self.beta_pack * own_rows * k * itemsize * halo
+    def _split_compute(self, counts: ExchangeCounts, k: int):
+        """(own columns, halo columns) seconds of a split product by the model: the halo
+        part touches its rows a second time."""
+        slow = max(1.0, self.ranks_per_core)
+        own_entries = counts.own_entries if counts.own_entries is not None else counts.entries
         halo_rows = counts.halo_rows if counts.halo_rows is not None else counts.rows
-        second_call = 0.0 if measured else self.local_call
-        add = self.beta_add * halo_rows * k * itemsize * halo
-        plain = self.call_overhead + compute + exchange + copy
-        hidden = exchange * self.progress  # what moves while the own columns are multiplied
-        split = self.call_overhead + np.maximum(hidden, own) + (exchange - hidden) + far + second_call + add
-        return exchange, plain, np.where(halo, split, plain)
+        own = slow * k * (own_entries * self.seconds_per_entry + counts.rows * self.seconds_per_row)
+        far = slow * k * ((counts.entries - own_entries) * self.seconds_per_entry + halo_rows * self.seconds_per_row)
+        return own, far
+
+    def _phases(self, counts: ExchangeCounts, k: int, itemsize: int, compute, split):
+        """Per process: (before the expand wait, after it, before the fold wait) seconds
+        and its expand / fold transfer seconds, as plain or ``split`` products."""
+        w = k * itemsize
+        p = counts.entries.size
+        split = np.broadcast_to(np.asarray(split, bool), (p,))
+        halo = counts.expand_in > 0
+        split = split & halo
+        if compute is None:
+            plain_c = self.compute_seconds(counts, k) - self.call_overhead * max(1.0, self.ranks_per_core)
+            own, far = self._split_compute(counts, k)
+            far = far + self.local_call
+        else:  # measured: the calls as the product makes them (both parts where it splits)
+            plain_c = np.asarray(compute, np.float64)
+            share = counts.own_entries / np.maximum(counts.entries, 1) if counts.own_entries is not None else 1.0
+            own, far = plain_c * share, plain_c * (1 - share)
+        owned = counts.owned_cols if counts.owned_cols is not None else np.maximum(counts.rows - counts.fold_out, 0)
+        halo_rows = counts.halo_rows if counts.halo_rows is not None else counts.rows
+        pack = self.beta_pack * counts.expand_out * w
+        copy = self.beta_copy * owned * w * halo
+        add = self.beta_add * halo_rows * w
+        before = pack + np.where(split, own, copy)
+        after = np.where(split, far + add, plain_c)
+        fold_copy = self.beta_copy * counts.fold_out * w
+        msgs_x, msgs_y = (np.maximum(np.bincount(links[:, 0], minlength=p), np.bincount(links[:, 1], minlength=p))
+                          if links is not None else default for links, default in
+                          ((counts.expand_links, counts.messages_out), (counts.fold_links, 0)))
+        bytes_x = np.maximum(counts.expand_out, counts.expand_in) * w
+        bytes_y = np.maximum(counts.fold_out, counts.fold_in) * w
+        xfer_x = self.alpha * msgs_x + self.beta_at(bytes_x / np.maximum(msgs_x, 1)) * bytes_x
+        xfer_y = self.alpha * msgs_y + self.beta_at(bytes_y / np.maximum(msgs_y, 1)) * bytes_y + \
+            self.beta_add * counts.fold_in * w
+        return pack, before, after, fold_copy, xfer_x, xfer_y
+
+    def _wait(self, links, started, entered, xfer):
+        """When each process's messages of one phase are done: its partners started them at
+        ``started`` and entered the wait at ``entered`` (see the class docstring)."""
+        if links is None:  # counts without links: every process waits only for itself
+            return entered + xfer
+        src, dst = links[:, 0], links[:, 1]
+        partners = entered.copy()  # no progress: both ends must be in MPI
+        np.maximum.at(partners, dst, entered[src])
+        np.maximum.at(partners, src, entered[dst])
+        arrival = entered.copy()  # progress: a message arrives after its sender started it
+        np.maximum.at(arrival, dst, started[src] + xfer[dst])
+        moved = np.maximum(entered, arrival)
+        stalled = partners + xfer
+        return self.progress * moved + (1 - self.progress) * stalled
+
+    def timeline(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap=False, compute=None):
+        """Per process: the seconds at which its part of one product ends (before the
+        closing agreement and without ``call_overhead``). ``overlap``: one choice or one
+        per process; ``compute``: measured per-process seconds of the local call(s)."""
+        pack, before, after, fold_copy, xfer_x, xfer_y = self._phases(counts, k, itemsize, compute, overlap)
+        got = self._wait(counts.expand_links, pack, before, xfer_x)
+        done = got + after
+        if counts.fold_links is not None and counts.fold_links.size == 0:
+            return done
+        ready = done + fold_copy
+        return self._wait(counts.fold_links, ready, ready, xfer_y)
+
+    def busy_seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap=False, compute=None):
+        """Per process: the seconds it computes, copies and moves data (not waiting)."""
+        pack, before, after, fold_copy, xfer_x, xfer_y = self._phases(counts, k, itemsize, compute, overlap)
+        return before + after + fold_copy + xfer_x + np.where(counts.fold_out + counts.fold_in > 0, xfer_y, 0.0)
 
     def overlap_pays(self, counts: ExchangeCounts, rank: int, k: int = 1, itemsize: int = 8) -> bool:
-        """Whether process ``rank`` should split its product to overlap the exchange."""
+        """Whether process ``rank`` should split its product to overlap the exchange (the
+        others as they are, plain)."""
         if counts.expand_in[rank] == 0:
             return False
-        _, plain, split = self._parts(counts, k, itemsize, None, False)
-        return bool(split[rank] < plain[rank])
+        choice = np.zeros(counts.entries.size, bool)
+        plain = self.timeline(counts, k, itemsize, choice)[rank]
+        choice[rank] = True
+        return bool(self.timeline(counts, k, itemsize, choice)[rank] < plain)
 
     def seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap=False, compute=None) -> float:
         """The modelled seconds of one product (the slowest process). ``compute``: the
         measured per-process seconds of the local call(s) as the product makes them (else
         from ``seconds_per_entry``); ``overlap``: True, False, None (each process as
         :meth:`overlap_pays` chooses), or one choice per process."""
-        _, plain, split = self._parts(counts, k, itemsize, compute, compute is not None)
+        if not np.size(counts.entries):
+            return 0.0
         if overlap is None:
-            overlap = [self.overlap_pays(counts, r, k, itemsize) for r in range(len(plain))]
-        per_rank = np.where(np.asarray(overlap, bool), split, plain)
-        return float(per_rank.max()) if np.size(per_rank) else 0.0
+            overlap = [self.overlap_pays(counts, r, k, itemsize) for r in range(counts.entries.size)]
+        end = float(self.timeline(counts, k, itemsize, overlap, compute).max())
+        p = counts.entries.size
+        if self.cores is not None and p > self.cores:
+            end = max(end, float(self.busy_seconds(counts, k, itemsize, overlap, compute).sum()) / self.cores)
+        return end + self.call_overhead

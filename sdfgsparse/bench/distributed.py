@@ -39,7 +39,7 @@ from sdfgsparse.analysis.communication import CommunicationModel, allgather_word
 from sdfgsparse.bench.kernels import spd
 from sdfgsparse.bench.matrices import MatrixSource, banded, from_folder, rmat, shipped_folder
 from sdfgsparse.bench.runner import cpu_model
-from sdfgsparse.distributed.products import chooses_overlap, local_program
+from sdfgsparse.distributed.products import _multiply, chooses_overlap, local_program
 
 __all__ = ['run', 'NETWORK', 'grid_laplacian', 'default_matrices', 'predict']
 
@@ -85,10 +85,16 @@ def _parse_kernels(text):
     return kernels
 
 
+#: Message sizes of the bandwidth table (bytes): MPICH over shared memory moves a 4 MiB
+#: message at about twice the rate of a 2 MiB one (measured here), so one size misleads.
+TABLE_SIZES = tuple(1 << e for e in range(10, 25, 2))
+
+
 def ping_pong(comm, repeat: int = 50):
-    """(alpha, beta) between ranks 0 and 1: half the round trip of an 8-byte message, and
-    the seconds per byte when both send 4 MiB to each other at once (as a halo exchange
-    does). (None, None) with one process."""
+    """(alpha, beta table) between ranks 0 and 1: half the round trip of an 8-byte
+    message, and per message size of :data:`TABLE_SIZES` the seconds per byte when both
+    send to each other at once (as a halo exchange does), from and into buffers out of
+    cache (a rotation over 64 MiB). (None, None) with one process."""
     if comm.Get_size() < 2:
         return None, None
     rank = comm.Get_rank()
@@ -105,22 +111,30 @@ def ping_pong(comm, repeat: int = 50):
             comm.Send(small, 0)
         times.append((time.perf_counter() - t0) / 2)
     alpha = statistics.median(times)
-    out, into = np.ones(1 << 19), np.empty(1 << 19)
-    times = []
-    for _ in range(10):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        if rank in (0, 1):
-            comm.Sendrecv(out, 1 - rank, recvbuf=into, source=1 - rank)
-        times.append(time.perf_counter() - t0)
-    beta = max(statistics.median(times) - alpha, 0.0) / out.nbytes
-    return comm.bcast((alpha, beta), root=0)
+    table = []
+    for size in TABLE_SIZES:
+        words = size // 8
+        ring = max(2, (64 << 20) // size)
+        out, into = np.ones((min(ring, 64), words)), np.ones((min(ring, 64), words))
+        times = []
+        for i in range(2 * len(out) if size > (1 << 20) else 40):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            if rank in (0, 1):
+                comm.Sendrecv(out[i % len(out)], 1 - rank, recvbuf=into[i % len(out)], source=1 - rank)
+            if i >= min(len(out), 10):
+                times.append(time.perf_counter() - t0)
+        table.append((size, max(statistics.median(times) - alpha, 0.0) / size))
+    return comm.bcast((alpha, tuple(table)), root=0)
 
 
 def _median_max(comm, fn, repeat):
-    """Median over ``repeat`` calls of the slowest process's seconds for ``fn()``."""
+    """Median over ``repeat`` calls of the slowest process's seconds for ``fn()``, after
+    three calls that are not timed (the first calls of a size page in their buffers)."""
     from mpi4py import MPI
     times = []
+    for _ in range(3):
+        fn()
     for _ in range(repeat):
         comm.Barrier()
         t0 = time.perf_counter()
@@ -136,7 +150,8 @@ def _one_rank_seconds(comm, A, name, k, repeat):
         C = sp.csr_array(A)
         prog = local_program(ss.CSR, C.dtype, np.int32, name == 'spmm')
         x = np.ones((C.shape[1], k)) if name == 'spmm' else np.ones(C.shape[1])
-        prog(C, x)
+        for _ in range(3):  # paging in, as _median_max
+            prog(C, x)
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
@@ -153,34 +168,102 @@ def _one_rank_seconds(comm, A, name, k, repeat):
     return comm.bcast(seconds, root=0)
 
 
-def _local_seconds(comm, D, block: bool, k: int, repeat: int) -> np.ndarray:
-    """Every process's seconds for its local products alone, as a product runs them (one
-    call, or own and halo columns apart where it overlaps), all processes at once (they
-    share the node's memory bandwidth); gathered on every process."""
-    prog = local_program(D.format, D.dtype, D.index_dtype, block)
-    tail = (k,) if block else ()
-    if chooses_overlap(D, k):
-        own, own_cols, far, _, far_cols = D.split()
-        work = [(own, np.ones((own_cols,) + tail, D.dtype)), (far, np.ones((far_cols,) + tail, D.dtype))]
-    else:
-        work = [(D.local, np.ones((D.plan.n_ext_cols,) + tail, D.dtype))]  # touched pages, not the zero page
-    work = [(A, x) for A, x in work if getattr(A, 'nnz', 1) and A.shape[0] and x.shape[0]]
-    for A, x in work:
-        prog(A, x)
+def _polite_barrier(comm) -> None:
+    """A barrier whose waiting processes sleep (MPICH's spins and would take a core from
+    the process measured in turn)."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(5e-5)
+
+
+def _measure(comm, fn, repeat: int, in_turn: bool) -> np.ndarray:
+    """Every process's median seconds for ``fn()``, gathered on every process: all at once
+    (processes on one node share its memory bandwidth), or one process at a time while
+    the others sleep (``in_turn``: more processes than cores, where the model shares the
+    cores itself)."""
+    for _ in range(3):
+        fn()
+    rank = comm.Get_rank()
     times = []
     for _ in range(repeat):
-        comm.Barrier()
-        t0 = time.perf_counter()
-        for A, x in work:
-            prog(A, x)
-        times.append(time.perf_counter() - t0)
+        if in_turn:
+            for turn in range(comm.Get_size()):
+                if turn == rank:
+                    t0 = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - t0)
+                _polite_barrier(comm)
+        else:
+            comm.Barrier()
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
     return np.array(comm.allgather(statistics.median(times)))
 
 
-def _vector_seconds(comm, n: int, repeat: int) -> float:
-    """The slowest process's seconds for one CG iteration's vector work on its ``n`` rows
-    (two dot products and three updates), all processes at once: on one node they share
-    its memory bandwidth, so this does not shrink as 1/P."""
+def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> dict:
+    """Every process's seconds for the phases of its product apart from messages, at its
+    own sizes, with the product's own buffers: ``compute`` (the local call(s) as the
+    product makes them: one, or own and halo columns where it splits), ``pack`` (the
+    entries others need), ``copy`` (own x next to the halo; the partial rows out),
+    ``add`` (a split's halo rows; received partial rows)."""
+    prog = local_program(D.format, D.dtype, D.index_dtype, block)
+    tail = (k,) if block else ()
+    plan = D.plan
+    halo = D.halo(tail, D.dtype)
+    x_own = np.ones((plan.n_own_cols,) + tail, D.dtype)
+    y_ext = np.ones((plan.n_ext_rows,) + tail, D.dtype)
+    split = chooses_overlap(D, k)
+    if split:
+        own, own_cols, far, far_rows, far_cols = D.split()
+        x_pad = np.ones((own_cols,) + tail, D.dtype)
+        x_far = np.ones((far_cols,) + tail, D.dtype)
+
+        def compute():
+            _multiply(prog, own, x_pad, plan.n_ext_rows, tail, D.dtype)
+            if getattr(far, 'nnz', 1) and far_rows.size and x_far.shape[0]:
+                prog(far, x_far, out=halo.scratch('far_y', (far.shape[0],) + tail))
+
+        def add():
+            if far_rows.size:
+                rows = halo.scratch('rows', (far_rows.size,) + tail)
+                np.take(y_ext, far_rows, axis=0, out=rows)
+                rows += 1.0
+                y_ext[far_rows] = rows
+            for q, idx in plan.fold_recv.items():
+                y_ext[idx] += halo.recv_y[q]
+    else:
+        def compute():
+            _multiply(prog, D.local, halo.x_ext, plan.n_ext_rows, tail, D.dtype)
+
+        def add():
+            for q, idx in plan.fold_recv.items():
+                y_ext[idx] += halo.recv_y[q]
+
+    def pack():
+        for q, idx in plan.expand_send.items():
+            np.take(x_own, idx, axis=0, out=halo.send_x[q])
+
+    def copy():
+        if not split and plan.expand_recv:
+            halo.fill_own(x_own)
+        if plan.n_ext_rows > plan.n_own_rows:
+            halo.send_y[...] = y_ext[plan.n_own_rows:]
+    return {name: _measure(comm, fn, repeat, in_turn) for name, fn in
+            (('compute', compute), ('pack', pack), ('copy', copy), ('add', add))}
+
+
+def _rate(seconds: np.ndarray, words: np.ndarray, width_bytes: int) -> np.ndarray:
+    """Seconds per byte from measured seconds and words moved (0 where nothing moves)."""
+    words = np.asarray(words, np.float64) * width_bytes
+    return np.where(words > 0, seconds / np.maximum(words, 1), 0.0)
+
+
+def _vector_seconds(comm, n: int, repeat: int, in_turn: bool = False, cores: int = 1) -> float:
+    """Seconds of one CG iteration's vector work (two dot products and three updates) on
+    every process's ``n`` rows: the slowest process, all processes at once (on one node
+    they share its memory bandwidth, so this does not shrink as 1/P); ``in_turn`` (more
+    processes than cores): each alone, then shared over the ``cores``."""
     x, r, p, Ap = (np.ones(n) for _ in range(4))
 
     def work():
@@ -189,53 +272,49 @@ def _vector_seconds(comm, n: int, repeat: int) -> float:
         r.__isub__(0.5 * Ap)
         p.__imul__(0.5)
         p.__iadd__(r)
-    work()
-    return _median_max(comm, work, repeat)
+    if not in_turn:
+        work()
+        return _median_max(comm, work, repeat)
+    alone = _measure(comm, work, repeat, True)
+    return float(max(alone.max(), alone.sum() / max(cores, 1)))
 
 
-def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float) -> float:
-    """Seconds of a distributed product beyond its local program calls and its messages'
-    latency: the product of a dense P x P matrix of ones (partitioned by rows: one
-    message to every other process), less its local call and ``alpha`` per message."""
+def _model(comm, D, block: bool, k: int, repeat: int, alpha: float, table, overhead: float, shared_cores):
+    """The :class:`CommunicationModel` of ``D``'s product on this node, with every
+    process's phases measured at its own sizes (:func:`_phase_seconds`: rates per
+    process), ``alpha`` / ``beta`` from :func:`ping_pong`, no progress outside MPI calls
+    (MPICH over shared memory), the node's ``shared_cores`` shared by its processes where
+    they outnumber them (else None); and the measured compute and overlap choices to pass
+    to :meth:`~CommunicationModel.seconds`."""
+    in_turn = shared_cores is not None
+    phases = _phase_seconds(comm, D, block, k, repeat, in_turn)
+    choices = np.array(comm.allgather(chooses_overlap(D, k)), bool)
+    c, w = D.counts, k * D.dtype.itemsize
+    halo = c.expand_in > 0
+    owned = c.owned_cols if c.owned_cols is not None else c.rows
+    model = CommunicationModel(
+        alpha=alpha, beta=table[-1][1] if table else 0.0, beta_table=table, seconds_per_entry=0.0,
+        call_overhead=overhead, progress=0.0,
+        beta_pack=_rate(phases['pack'], c.expand_out, w),
+        beta_copy=_rate(phases['copy'], owned * (halo & ~choices) + c.fold_out, w),
+        beta_add=_rate(phases['add'], c.halo_rows * (halo & choices) + c.fold_in, w),
+        cores=shared_cores)
+    return model, phases['compute'], choices
+
+
+def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float, table, shared_cores) -> float:
+    """Seconds of a distributed product beyond what the model's phases account for: the
+    product of a dense P x P matrix of ones (partitioned by rows: one message to every
+    other process), less its modelled seconds without overhead."""
     p = comm.Get_size()
     D = ss.distributed.distribute(sp.csr_array(np.ones((p, p))), comm)
     x = ss.distributed.vector(np.ones((p, k)) if block else np.ones(p), D)
     call = (lambda: ss.distributed.spmm(D, x)) if block else (lambda: ss.distributed.spmv(D, x))  # noqa: E731
     call()
     whole = _median_max(comm, call, max(repeat, 20))
-    local = _local_seconds(comm, D, block, k, max(repeat, 20)).max()
+    model, compute, choices = _model(comm, D, block, k, max(repeat, 20), alpha, table, 0.0, shared_cores)
     D.free()
-    return max(whole - local - alpha * (p - 1), 0.0)
-
-
-def pack_seconds_per_byte(repeat: int = 20) -> float:
-    """Seconds per byte of gathering scattered rows into a buffer (``np.take``), as the
-    exchange packs and the receiver adds: 4096 rows of 64 doubles out of 65536."""
-    source = np.ones((65536, 64))
-    rows = np.sort(np.random.default_rng(0).choice(65536, 4096, replace=False))
-    out = np.empty((4096, 64))
-    np.take(source, rows, axis=0, out=out)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        np.take(source, rows, axis=0, out=out)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) / out.nbytes
-
-
-def add_seconds_per_byte(repeat: int = 20) -> float:
-    """Seconds per byte of adding rows into scattered rows (``y[rows] += part``), as a
-    split product adds its halo part: 4096 rows of 64 doubles into 65536."""
-    y = np.ones((65536, 64))
-    rows = np.sort(np.random.default_rng(1).choice(65536, 4096, replace=False))
-    part = np.ones((4096, 64))
-    y[rows] += part
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        y[rows] += part
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) / part.nbytes
+    return max(whole - model.seconds(D.counts, k, 8, overlap=choices, compute=compute), 0.0)
 
 
 def _allreduce_seconds(comm, repeat: int) -> float:
@@ -269,20 +348,23 @@ def run(args) -> int:
         if rank == 0:
             print(f'sdfgsparse bench --distributed: {exc}', file=sys.stderr)
         return 2
-    repeat = args.repeat if args.repeat else 10
-    alpha, beta = ping_pong(comm)
-    beta_pack = comm.bcast(pack_seconds_per_byte(), root=0)
-    beta_add = comm.bcast(add_seconds_per_byte(), root=0)
+    repeat = args.repeat if args.repeat else 20
+    alpha, table = ping_pong(comm)
+    alpha = alpha or 0.0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    per_core = node.Get_size() * int(os.environ.get('OMP_NUM_THREADS', '1')) / max(cores, 1)
-    say(f'# sdfgsparse bench --distributed: {P} processes, OMP_NUM_THREADS={os.environ.get("OMP_NUM_THREADS", "?")}, '
-        f'{cores} cores on this node ({cpu_model()}), MPI {MPI.Get_library_version().splitlines()[0].strip()}')
-    if alpha is not None:
-        say(f'# ping-pong rank 0 <-> 1: alpha {alpha * 1e6:.2f} us, beta {1 / beta / 1e9 if beta else float("inf"):.2f} '
-            f'GB/s; packing rows {1 / beta_pack / 1e9:.2f} GB/s, adding rows {1 / beta_add / 1e9:.2f} GB/s')
+    cores = max(1, (cores or 1) // max(1, int(os.environ.get('OMP_NUM_THREADS', '1'))))
+    say(f'# sdfgsparse bench --distributed: {P} processes ({node.Get_size()} on this node), '
+        f'OMP_NUM_THREADS={os.environ.get("OMP_NUM_THREADS", "?")}, {cores} cores on this node ({cpu_model()}), '
+        f'MPI {MPI.Get_library_version().splitlines()[0].strip()}')
+    shared_cores = cores if node.Get_size() > cores else None
+    node.Free()
+    if P > 1:
+        say(f'# ping-pong rank 0 <-> 1: alpha {alpha * 1e6:.2f} us; GB/s by message size: ' +
+            ', '.join(f'{size >> 10} KiB {1 / rate / 1e9 if rate else float("inf"):.1f}' for size, rate in table) +
+            f'; model phases measured per process {"one at a time (processes > cores)" if shared_cores else "all at once"}')
     say('matrix            rows      nnz  partition kernel     time_ms  1rank_ms speedup  sent_total   sent_max'
-        '      bound  bound_x allgather  msgs model_ms  err')
+        '      bound  bound_x allgather  msgs model_ms  err again')
     rows, failed = [], False
     largest = None
     for source in sources:
@@ -296,8 +378,7 @@ def run(args) -> int:
                 continue
             M = spd(A) if name == 'cg' else A  # CG's matrix as samples/cg.py makes it
             base = _one_rank_seconds(comm, M, name, k, repeat)
-            per_entry = base / max(M.nnz * k, 1)
-            overhead = _call_overhead(comm, name == 'spmm', k, repeat, alpha or 0.0)
+            overhead = _call_overhead(comm, name == 'spmm', k, repeat, alpha, table, shared_cores)
             allreduce = _allreduce_seconds(comm, repeat)
             for part in partitions:
                 if part == 'arrow' and not square:
@@ -327,14 +408,13 @@ def run(args) -> int:
                 counts = D.counts
                 itemsize = 8
                 bound = counts.total * k * itemsize
-                local = _local_seconds(comm, D, name == 'spmm', k, repeat)
-                model = CommunicationModel(alpha=alpha or 0.0, beta=beta or 0.0, seconds_per_entry=per_entry,
-                                           call_overhead=overhead, ranks_per_core=per_core,
-                                           beta_pack=beta_pack, beta_add=beta_add, progress=0.0)
-                choices = comm.allgather(chooses_overlap(D, k))
+                model, local, choices = _model(comm, D, name == 'spmm', k, repeat, alpha, table, overhead,
+                                               shared_cores)
                 predicted = model.seconds(counts, k, itemsize, compute=local, overlap=choices)
                 if name == 'cg':  # two all-reduces and the vector work, measured on these rows
-                    predicted += 2 * allreduce + _vector_seconds(comm, len(D.row_layout), repeat)
+                    predicted += 2 * allreduce + _vector_seconds(comm, len(D.row_layout), repeat,
+                                                                 shared_cores is not None, shared_cores or 1)
+                again = _median_max(comm, call, repeat) / (5 if name == 'cg' else 1)  # the run-to-run spread
                 if rank == 0:
                     total, busiest = sum(sent_all), max(sent_all)
                     err = predicted / seconds - 1
@@ -343,12 +423,14 @@ def run(args) -> int:
                                speedup=base / seconds, bytes_total=total, bytes_max=busiest, bound_bytes=bound,
                                allgather_bytes=allgather_words(M.shape[1], P) * k * itemsize,
                                messages_max=int(counts.messages_out.max()), model_seconds=predicted, model_error=err,
+                               again_seconds=again, spread=again / seconds - 1,
                                entries_max_over_mean=float(counts.entries.max() / max(counts.entries.mean(), 1e-300)))
                     rows.append(row)
                     say(f'{source.name[:16]:16} {A.shape[0]:>7} {A.nnz:>8}  {part:9} {row["kernel"]:8} '
                         f'{seconds * 1e3:9.3f} {base * 1e3:9.3f} {base / seconds:6.2f}x {total:>11} {busiest:>10} '
                         f'{bound:>10} {total / bound if bound else 1.0:7.2f}x {row["allgather_bytes"]:>9} '
-                        f'{row["messages_max"]:>4} {predicted * 1e3:8.3f} {err * 100:+4.0f}%')
+                        f'{row["messages_max"]:>4} {predicted * 1e3:8.3f} {err * 100:+4.0f}% '
+                        f'{(again / seconds - 1) * 100:+4.0f}%')
                 D.free()
     grid = getattr(args, 'predict_grid', None)
     if grid and rank == 0:
@@ -372,6 +454,6 @@ def run(args) -> int:
                 rows.append(dict(matrix=name, partition=part, prediction_seconds=pred))
     if args.json and rank == 0:
         with open(args.json, 'w') as f:
-            json.dump(dict(processes=P, alpha=alpha, beta=beta, rows=rows), f, indent=1)
+            json.dump(dict(processes=P, alpha=alpha, beta_table=table, rows=rows), f, indent=1)
     failed = comm.bcast(failed, root=0)
     return 1 if failed else 0

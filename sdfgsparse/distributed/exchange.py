@@ -74,6 +74,7 @@ class Halo:
         self.bytes_per_product = item * (sum(i.size for i in plan.expand_send.values()) +
                                          sum(b - a for a, b in plan.fold_send.values()))
         self.messages_per_product = len(plan.expand_send) + len(plan.fold_send)
+        self._scratch = {}
 
     def start_expand(self, x_own: np.ndarray):
         """Pack and start sending this process's entries others need; start receiving.
@@ -118,7 +119,16 @@ class Halo:
             error = error or exc
         return error
 
+    def scratch(self, name: str, shape: tuple) -> np.ndarray:
+        """A buffer of this halo's dtype kept between products (the split product's halo
+        part); made again only when ``shape`` changes."""
+        buf = self._scratch.get(name)
+        if buf is None or buf.shape != tuple(shape):
+            buf = self._scratch[name] = np.empty(shape, self.dtype)
+        return buf
+
     def free(self) -> None:
+        self._scratch = {}
         for r in self.x_requests + self.y_requests:
             r.Free()
         self.x_requests, self.y_requests = [], []

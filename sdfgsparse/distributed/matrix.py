@@ -178,6 +178,7 @@ class DistributedMatrix:
         self.dtype = piece['vals'].dtype
         self.counts = counts
         self.overlap = overlap
+        self._overlap_choices = {}  # operand width -> split or not (chooses_overlap)
         self._lock = threading.Lock()
         self._halos = {}
         self.bytes_sent = 0

@@ -17,18 +17,22 @@ import numpy as np
 from sdfgsparse import errors
 from sdfgsparse.analysis.communication import CommunicationModel
 from sdfgsparse.distributed.collective import agree, check_comm
-from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector, Layout
+from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector
 
 __all__ = ['spmv', 'spmm', 'vector', 'gather', 'dot', 'local_program', 'chooses_overlap', 'NODE_MODEL']
 
 M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
 _PROGRAMS = {}
 
-#: What decides overlap on one node (shared memory): seconds per message, per byte sent,
-#: packed and added, per stored entry, and per local call, as ``sdfgsparse bench
-#: --distributed`` measured them on a 2-core AMD EPYC (Zen 4) VM (docs/performance.md).
-NODE_MODEL = CommunicationModel(alpha=2e-6, beta=1 / 13e9, seconds_per_entry=1e-9, call_overhead=3e-5,
-                                beta_pack=1 / 10e9, beta_add=1 / 8e9, local_call=1.5e-5, progress=0.0)
+#: What decides overlap on one node (shared memory, no progress outside MPI calls): with
+#: nothing hidden, a split product pays where copying its own ``x`` next to the halo
+#: (``beta_copy``) costs more than touching the halo rows twice (``seconds_per_row``),
+#: adding them back (``beta_add``: gather, add, scatter) and a second call. Measured on a
+#: 2-core AMD EPYC (Zen 4) VM (docs/performance.md, 2026-12-05): split faster on grid-1024
+#: (35 vs 54 ms at k = 64) and delaunay_n16 arrow, slower on pubmed_A and soc-brightkite.
+NODE_MODEL = CommunicationModel(alpha=2e-6, beta=1 / 13e9, seconds_per_entry=1.3e-10, seconds_per_row=7.5e-10,
+                                call_overhead=3e-5, beta_pack=1 / 6e9, beta_copy=1 / 13e9, beta_add=1 / 5e9,
+                                local_call=1.5e-5, progress=0.0)
 
 
 def local_program(fmt, dtype, index_dtype, block: bool):
@@ -102,7 +106,11 @@ def chooses_overlap(D: DistributedMatrix, width: int) -> bool:
         return D.overlap
     if not D.plan.expand_recv:
         return False
-    return NODE_MODEL.overlap_pays(D.counts, D.comm.Get_rank(), width, D.dtype.itemsize)
+    choice = D._overlap_choices.get(width)
+    if choice is None:  # once per width: the model costs more than a small product
+        choice = D._overlap_choices[width] = NODE_MODEL.overlap_pays(D.counts, D.comm.Get_rank(), width,
+                                                                     D.dtype.itemsize)
+    return choice
 
 
 def _product(D: DistributedMatrix, x, name: str, block: bool, overlap: Optional[bool]):
@@ -147,8 +155,7 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
             halo_x = halo.x_ext[plan.n_own_cols:plan.n_own_cols + n_far_pad]
             if halo_x.shape[0] < n_far_pad:
                 halo_x = _padded(halo_x, n_far_pad)
-            far_y = _multiply(prog, far, halo_x, far.shape[0], tail, D.dtype)
-            y_ext[far_rows] += far_y[:far_rows.size]
+            _add_halo_part(prog, far, halo_x, far_rows, y_ext, halo)
         elif not plan.expand_recv and plan.n_ext_cols == plan.n_own_cols:  # no halo: x as it is
             halo.finish_expand()
             y_ext = _multiply(prog, D.local, local, plan.n_ext_rows, tail, D.dtype)
@@ -167,6 +174,21 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
     D.products += 1
     agree(D.comm, error)
     return DistributedVector(y_own, D.row_layout)
+
+
+def _add_halo_part(prog, far, halo_x: np.ndarray, far_rows: np.ndarray, y_ext: np.ndarray, halo) -> None:
+    """``y_ext[far_rows] += far @ halo_x`` through the halo's scratch buffers: a split
+    product allocates nothing per call beyond its result (a fresh buffer of megabytes is
+    page-faulted in on every call: measured 2.9 -> 7.5 ms on pubmed_A, k = 64)."""
+    if far_rows.size == 0 or getattr(far, 'nnz', 1) == 0 or halo_x.shape[0] == 0:
+        return
+    tail = y_ext.shape[1:]
+    far_y = halo.scratch('far_y', (far.shape[0],) + tail)
+    prog(far, halo_x, out=far_y)
+    rows = halo.scratch('rows', (far_rows.size,) + tail)
+    np.take(y_ext, far_rows, axis=0, out=rows)
+    rows += far_y[:far_rows.size]
+    y_ext[far_rows] = rows
 
 
 def _padded(a: np.ndarray, rows: int) -> np.ndarray:

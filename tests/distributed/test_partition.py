@@ -1,11 +1,11 @@
 """Partitions and their communication counts, in one process (no MPI): every stored entry
 goes to one process, blocks are balanced, the counts equal a brute-force count, the arrow
-decomposition sends less than 1-D rows on graph matrices, and the model adds up."""
+decomposition sends less than 1-D rows on graph matrices (the model: test_model.py)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sdfgsparse.analysis.communication import (Assignment, CommunicationModel, allgather_words, exchange_counts)
+from sdfgsparse.analysis.communication import Assignment, exchange_counts
 from sdfgsparse.distributed.arrow import arrow_assignment, arrow_levels
 from sdfgsparse.distributed.partition import assignment, balanced_offsets, grid_shape
 from sparse_zoo import real_matrix
@@ -49,6 +49,12 @@ def test_every_entry_on_one_process_and_counts_exact(graphs, partition, p):
         assert set(np.unique(asg.row_owner)) <= set(range(p))
         counts = exchange_counts(A, asg)
         assert counts.total == brute_force(A, asg), name
+        for links, words_in in ((counts.expand_links, counts.expand_in), (counts.fold_links, counts.fold_in)):
+            assert np.all(links[:, 0] != links[:, 1]) and np.all(links[:, 2] > 0)
+            assert np.array_equal(np.bincount(links[:, 1], links[:, 2], minlength=p), words_in)
+        assert np.array_equal(np.bincount(counts.expand_links[:, 0], minlength=p) +
+                              np.bincount(counts.fold_links[:, 0], minlength=p), counts.messages_out)
+        assert counts.owned_cols.sum() == A.shape[1]
         if p == 1:
             assert counts.total == 0 and counts.messages_out.sum() == 0
 
@@ -121,30 +127,6 @@ def test_arrow_levels_are_arrow_matrices(graphs):
             assert ok.all()
     assert np.all(taken == 1)
     assert levels[0][1] >= 3  # the three hubs head level 0
-
-
-def test_model_adds_up():
-    A = real_matrix('cora_A')
-    counts = exchange_counts(A, assignment(A, 4, 'rows'))
-    model = CommunicationModel(alpha=1e-6, beta=1e-9, seconds_per_entry=2e-9)
-    compute = model.compute_seconds(counts)
-    exchange = model.exchange_seconds(counts)
-    assert np.allclose(compute, 2e-9 * counts.entries)
-    assert np.allclose(exchange, 1e-6 * counts.messages_out +
-                       1e-9 * 8 * np.maximum(counts.sent, counts.expand_in + counts.fold_in))
-    assert model.seconds(counts) == pytest.approx(float((compute + exchange).max()))
-    # free copies and adds: overlapping can only help; the model's own choice is the better one
-    assert model.seconds(counts, overlap=True) <= model.seconds(counts)
-    assert model.seconds(counts, overlap=None) <= min(model.seconds(counts), model.seconds(counts, overlap=True))
-    assert model.seconds(counts, k=8) > model.seconds(counts)
-    # copies and adds that cost: a split product adds its halo rows, a plain one copies x
-    costly = CommunicationModel(alpha=0, beta=0, seconds_per_entry=2e-9, beta_add=1e-6, local_call=1e-3)
-    assert not costly.overlap_pays(counts, 0)
-    cheap = CommunicationModel(alpha=1e-3, beta=0, seconds_per_entry=2e-9)
-    assert cheap.overlap_pays(counts, 0)  # a slow message hides the own-column product
-    assert counts.halo_rows.sum() <= counts.rows.sum() and counts.own_entries.sum() <= A.nnz
-    assert allgather_words(100, 4) == 300
-    assert counts.total < allgather_words(A.shape[0], 4)
 
 
 def test_counts_reject_a_foreign_assignment():
