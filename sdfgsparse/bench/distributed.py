@@ -39,7 +39,8 @@ from sdfgsparse.analysis.communication import CommunicationModel, allgather_word
 from sdfgsparse.bench.kernels import spd
 from sdfgsparse.bench.matrices import MatrixSource, banded, from_folder, rmat, shipped_folder
 from sdfgsparse.bench.runner import cpu_model
-from sdfgsparse.distributed.products import _multiply, chooses_overlap, local_program
+from sdfgsparse.distributed.collective import wait_all
+from sdfgsparse.distributed.products import _add_halo_part, _multiply, chooses_overlap, local_program
 
 __all__ = ['run', 'NETWORK', 'grid_laplacian', 'default_matrices', 'predict']
 
@@ -176,81 +177,112 @@ def _polite_barrier(comm) -> None:
         time.sleep(5e-5)
 
 
-def _measure(comm, fn, repeat: int, in_turn: bool) -> np.ndarray:
-    """Every process's median seconds for ``fn()``, gathered on every process: all at once
-    (processes on one node share its memory bandwidth), or one process at a time while
-    the others sleep (``in_turn``: more processes than cores, where the model shares the
-    cores itself)."""
-    for _ in range(3):
-        fn()
+def _in_turn(comm, fn, repeat: int) -> np.ndarray:
+    """Every process's median seconds for ``fn()`` run one process at a time while the
+    others sleep, gathered on every process."""
     rank = comm.Get_rank()
     times = []
-    for _ in range(repeat):
-        if in_turn:
-            for turn in range(comm.Get_size()):
-                if turn == rank:
-                    t0 = time.perf_counter()
-                    fn()
+    for i in range(repeat + 3):
+        for turn in range(comm.Get_size()):
+            if turn == rank:
+                t0 = time.perf_counter()
+                fn()
+                if i >= 3:
                     times.append(time.perf_counter() - t0)
-                _polite_barrier(comm)
-        else:
-            comm.Barrier()
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
+            _polite_barrier(comm)
     return np.array(comm.allgather(statistics.median(times)))
 
 
 def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> dict:
-    """Every process's seconds for the phases of its product apart from messages, at its
-    own sizes, with the product's own buffers: ``compute`` (the local call(s) as the
-    product makes them: one, or own and halo columns where it splits), ``pack`` (the
-    entries others need), ``copy`` (own x next to the halo; the partial rows out),
-    ``add`` (a split's halo rows; received partial rows)."""
+    """Every process's median seconds for each phase of its product, timed apart, in the
+    state of the caches a product leaves them in (a rehearsal of the whole product per
+    repetition: timed alone, a phase whose data stay in cache ran about twice as fast as
+    inside a product, e.g. pubmed_A k = 64), gathered on every process as arrays:
+
+    ``pack`` (the entries others need), ``copy`` (own x next to the halo; partial rows
+    out), ``transfer`` (the messages of both phases, started together after a barrier, so
+    no process waits for another), ``compute`` (the local call(s) as the product makes
+    them: one, or own and halo columns where it splits), ``add`` (a split's halo rows;
+    received partial rows). ``in_turn`` (processes outnumber cores): the local phases
+    rehearsed one process at a time while the others sleep (receives simulated by writing
+    the same bytes), the transfers all at once."""
+    from mpi4py import MPI
     prog = local_program(D.format, D.dtype, D.index_dtype, block)
     tail = (k,) if block else ()
     plan = D.plan
     halo = D.halo(tail, D.dtype)
     x_own = np.ones((plan.n_own_cols,) + tail, D.dtype)
-    y_ext = np.ones((plan.n_ext_rows,) + tail, D.dtype)
     split = chooses_overlap(D, k)
     if split:
         own, own_cols, far, far_rows, far_cols = D.split()
-        x_pad = np.ones((own_cols,) + tail, D.dtype)
-        x_far = np.ones((far_cols,) + tail, D.dtype)
+        x_pad = x_own if own_cols == plan.n_own_cols else np.ones((own_cols,) + tail, D.dtype)
+        x_far = halo.x_ext[plan.n_own_cols:plan.n_own_cols + far_cols]
+        if x_far.shape[0] < far_cols:
+            x_far = np.ones((far_cols,) + tail, D.dtype)
 
-        def compute():
-            _multiply(prog, own, x_pad, plan.n_ext_rows, tail, D.dtype)
-            if getattr(far, 'nnz', 1) and far_rows.size and x_far.shape[0]:
-                prog(far, x_far, out=halo.scratch('far_y', (far.shape[0],) + tail))
-
-        def add():
-            if far_rows.size:
-                rows = halo.scratch('rows', (far_rows.size,) + tail)
-                np.take(y_ext, far_rows, axis=0, out=rows)
-                rows += 1.0
-                y_ext[far_rows] = rows
-            for q, idx in plan.fold_recv.items():
-                y_ext[idx] += halo.recv_y[q]
-    else:
-        def compute():
-            _multiply(prog, D.local, halo.x_ext, plan.n_ext_rows, tail, D.dtype)
-
-        def add():
-            for q, idx in plan.fold_recv.items():
-                y_ext[idx] += halo.recv_y[q]
-
-    def pack():
+    def rehearse(exchange: bool) -> list:
+        """One product's phases: seconds of pack, copy, transfer, compute, add."""
+        t0 = time.perf_counter()
         for q, idx in plan.expand_send.items():
             np.take(x_own, idx, axis=0, out=halo.send_x[q])
-
-    def copy():
+        t1 = time.perf_counter()
         if not split and plan.expand_recv:
             halo.fill_own(x_own)
+        t2 = time.perf_counter()
+        transfer = 0.0
+        if exchange:
+            comm.Barrier()
+            t = time.perf_counter()
+            if halo.x_requests:
+                MPI.Prequest.Startall(halo.x_requests)
+            wait_all(halo.x_requests, halo.polite)
+            transfer += time.perf_counter() - t
+        else:
+            halo.x_ext[plan.n_own_cols:] = 1.0
+        t3 = time.perf_counter()
+        add = 0.0
+        if split:
+            y_ext = _multiply(prog, own, x_pad, plan.n_ext_rows, tail, D.dtype)
+            t4 = time.perf_counter()
+            compute = t4 - t3
+            _add_halo_part(prog, far, x_far, far_rows, y_ext, halo)
+            add += time.perf_counter() - t4
+        else:
+            y_ext = _multiply(prog, D.local, halo.x_ext, plan.n_ext_rows, tail, D.dtype)
+            compute = time.perf_counter() - t3
+        t5 = time.perf_counter()
+        copy = t2 - t1
         if plan.n_ext_rows > plan.n_own_rows:
             halo.send_y[...] = y_ext[plan.n_own_rows:]
-    return {name: _measure(comm, fn, repeat, in_turn) for name, fn in
-            (('compute', compute), ('pack', pack), ('copy', copy), ('add', add))}
+        copy += time.perf_counter() - t5
+        if exchange:
+            comm.Barrier()
+            t = time.perf_counter()
+            if halo.y_requests:
+                MPI.Prequest.Startall(halo.y_requests)
+            wait_all(halo.y_requests, halo.polite)
+            transfer += time.perf_counter() - t
+        else:
+            for buf in halo.recv_y.values():
+                buf[...] = 1.0
+        t6 = time.perf_counter()
+        for q, idx in plan.fold_recv.items():
+            y_ext[idx] += halo.recv_y[q]
+        add += time.perf_counter() - t6
+        return [t1 - t0, copy, transfer, compute, add]
+
+    names = ('pack', 'copy', 'transfer', 'compute', 'add')
+    for _ in range(3):
+        rehearse(True)
+    together = np.median([rehearse(True) for _ in range(repeat)], axis=0)
+    mine = together
+    if in_turn:
+        alone = []
+        _in_turn(comm, lambda: alone.append(rehearse(False)), repeat)
+        mine = np.median(alone[3:], axis=0)
+        mine[2] = together[2]
+    gathered = np.array(comm.allgather(mine))
+    return {name: gathered[:, i] for i, name in enumerate(names)}
 
 
 def _rate(seconds: np.ndarray, words: np.ndarray, width_bytes: int) -> np.ndarray:
@@ -275,14 +307,14 @@ def _vector_seconds(comm, n: int, repeat: int, in_turn: bool = False, cores: int
     if not in_turn:
         work()
         return _median_max(comm, work, repeat)
-    alone = _measure(comm, work, repeat, True)
+    alone = _in_turn(comm, work, repeat)
     return float(max(alone.max(), alone.sum() / max(cores, 1)))
 
 
-def _model(comm, D, block: bool, k: int, repeat: int, alpha: float, table, overhead: float, shared_cores):
+def _model(comm, D, block: bool, k: int, repeat: int, alpha: float, overhead: float, shared_cores):
     """The :class:`CommunicationModel` of ``D``'s product on this node, with every
     process's phases measured at its own sizes (:func:`_phase_seconds`: rates per
-    process), ``alpha`` / ``beta`` from :func:`ping_pong`, no progress outside MPI calls
+    process, ``beta`` from its transfers), ``alpha`` from :func:`ping_pong`, no progress outside MPI calls
     (MPICH over shared memory), the node's ``shared_cores`` shared by its processes where
     they outnumber them (else None); and the measured compute and overlap choices to pass
     to :meth:`~CommunicationModel.seconds`."""
@@ -292,9 +324,13 @@ def _model(comm, D, block: bool, k: int, repeat: int, alpha: float, table, overh
     c, w = D.counts, k * D.dtype.itemsize
     halo = c.expand_in > 0
     owned = c.owned_cols if c.owned_cols is not None else c.rows
+    links = [x for x in (c.expand_links, c.fold_links) if x is not None and x.size]
+    messages = sum(np.maximum(np.bincount(x[:, 0], minlength=c.entries.size),
+                              np.bincount(x[:, 1], minlength=c.entries.size)) for x in links) if links else 0
+    moved = np.maximum(c.expand_out, c.expand_in) + np.maximum(c.fold_out, c.fold_in)
     model = CommunicationModel(
-        alpha=alpha, beta=table[-1][1] if table else 0.0, beta_table=table, seconds_per_entry=0.0,
-        call_overhead=overhead, progress=0.0,
+        alpha=alpha, beta=_rate(np.maximum(phases['transfer'] - alpha * messages, 0.0), moved, w),
+        seconds_per_entry=0.0, call_overhead=overhead, progress=0.0,
         beta_pack=_rate(phases['pack'], c.expand_out, w),
         beta_copy=_rate(phases['copy'], owned * (halo & ~choices) + c.fold_out, w),
         beta_add=_rate(phases['add'], c.halo_rows * (halo & choices) + c.fold_in, w),
@@ -302,7 +338,7 @@ def _model(comm, D, block: bool, k: int, repeat: int, alpha: float, table, overh
     return model, phases['compute'], choices
 
 
-def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float, table, shared_cores) -> float:
+def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float, shared_cores) -> float:
     """Seconds of a distributed product beyond what the model's phases account for: the
     product of a dense P x P matrix of ones (partitioned by rows: one message to every
     other process), less its modelled seconds without overhead."""
@@ -312,7 +348,7 @@ def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float, table, 
     call = (lambda: ss.distributed.spmm(D, x)) if block else (lambda: ss.distributed.spmv(D, x))  # noqa: E731
     call()
     whole = _median_max(comm, call, max(repeat, 20))
-    model, compute, choices = _model(comm, D, block, k, max(repeat, 20), alpha, table, 0.0, shared_cores)
+    model, compute, choices = _model(comm, D, block, k, max(repeat, 20), alpha, 0.0, shared_cores)
     D.free()
     return max(whole - model.seconds(D.counts, k, 8, overlap=choices, compute=compute), 0.0)
 
@@ -378,7 +414,7 @@ def run(args) -> int:
                 continue
             M = spd(A) if name == 'cg' else A  # CG's matrix as samples/cg.py makes it
             base = _one_rank_seconds(comm, M, name, k, repeat)
-            overhead = _call_overhead(comm, name == 'spmm', k, repeat, alpha, table, shared_cores)
+            overhead = _call_overhead(comm, name == 'spmm', k, repeat, alpha, shared_cores)
             allreduce = _allreduce_seconds(comm, repeat)
             for part in partitions:
                 if part == 'arrow' and not square:
@@ -408,7 +444,7 @@ def run(args) -> int:
                 counts = D.counts
                 itemsize = 8
                 bound = counts.total * k * itemsize
-                model, local, choices = _model(comm, D, name == 'spmm', k, repeat, alpha, table, overhead,
+                model, local, choices = _model(comm, D, name == 'spmm', k, repeat, alpha, overhead,
                                                shared_cores)
                 predicted = model.seconds(counts, k, itemsize, compute=local, overlap=choices)
                 if name == 'cg':  # two all-reduces and the vector work, measured on these rows
