@@ -146,8 +146,7 @@ class CommunicationModel:
        (MPICH over shared memory: data moves only inside MPI calls) it moves once both
        ends wait, so a process's halo is complete ``alpha`` per message + ``beta`` per byte
        (the larger of sent and received, each) after the last of it and its partners (the
-       ``expand_links``) entered the wait; in between, a weighted mean (``beta_table``:
-       seconds per byte by message size);
+       ``expand_links``) entered the wait; in between, a weighted mean;
     3. the local product (measured, or ``seconds_per_entry`` per entry and column plus
        ``seconds_per_row`` per row touched and column, times ``ranks_per_core`` when
        processes share cores); a split product multiplies the halo columns' rows now
@@ -160,9 +159,12 @@ class CommunicationModel:
     processes, no faster than the processes' busy seconds shared over the cores.
     :meth:`overlap_pays` compares the plain and split products of one process.
 
-    Calibrate ``seconds_per_entry`` from a one-process run on the machine in question;
-    ``alpha`` / ``beta`` from a ping-pong there (shared memory) or from the network's data
-    sheet (the README's 1,000-node prediction states its values)."""
+    Every rate is one number or one per process. Calibrate ``seconds_per_entry`` from a
+    one-process run on the machine in question; ``alpha`` / ``beta`` from a ping-pong there
+    or from the network's data sheet (the README's 1,000-node prediction states its
+    values). On one node, ``sdfgsparse bench --distributed`` measures every process's
+    rates in a rehearsal of its product (shared memory's rate depends on the message size
+    and the caches' state)."""
     alpha: float
     beta: float
     seconds_per_entry: float
@@ -175,18 +177,6 @@ class CommunicationModel:
     progress: float = 1.0
     beta_copy: float = 0.0
     cores: Optional[int] = None
-    beta_table: Optional[tuple] = None
-
-    def beta_at(self, message_bytes) -> np.ndarray:
-        """Seconds per byte for messages of ``message_bytes``: from ``beta_table`` (pairs
-        ``(bytes, seconds per byte)`` measured at ascending sizes; interpolated in log
-        size, clamped at the ends; shared memory is much faster for large messages) or
-        ``beta``."""
-        size = np.asarray(message_bytes, np.float64)
-        if not self.beta_table:
-            return np.full(size.shape, self.beta)
-        sizes, rates = (np.array(v, np.float64) for v in zip(*self.beta_table))
-        return np.interp(np.log2(np.maximum(size, 1.0)), np.log2(sizes), rates)
 
     def compute_seconds(self, counts: ExchangeCounts, k: int = 1) -> np.ndarray:
         slow = max(1.0, self.ranks_per_core)
@@ -237,10 +227,8 @@ class CommunicationModel:
         msgs_x, msgs_y = (np.maximum(np.bincount(links[:, 0], minlength=p), np.bincount(links[:, 1], minlength=p))
                           if links is not None else default for links, default in
                           ((counts.expand_links, counts.messages_out), (counts.fold_links, 0)))
-        bytes_x = np.maximum(counts.expand_out, counts.expand_in) * w
-        bytes_y = np.maximum(counts.fold_out, counts.fold_in) * w
-        xfer_x = self.alpha * msgs_x + self.beta_at(bytes_x / np.maximum(msgs_x, 1)) * bytes_x
-        xfer_y = self.alpha * msgs_y + self.beta_at(bytes_y / np.maximum(msgs_y, 1)) * bytes_y + \
+        xfer_x = self.alpha * msgs_x + self.beta * np.maximum(counts.expand_out, counts.expand_in) * w
+        xfer_y = self.alpha * msgs_y + self.beta * np.maximum(counts.fold_out, counts.fold_in) * w + \
             self.beta_add * counts.fold_in * w
         return pack, before, after, fold_copy, xfer_x, xfer_y
 

@@ -13,18 +13,25 @@ Every process runs it (``mpiexec`` starts them; OpenMP threads per process from
   the exchange itself); ``bound``: the partition's lower bound
   (:func:`sdfgsparse.analysis.communication.exchange_counts`); ``allgather``: what an
   all-gather of x would deliver instead; ``msgs``: messages of the busiest process;
-- ``model``: :class:`~sdfgsparse.analysis.communication.CommunicationModel`: each process's
-  local products timed alone in this run (all at once, sharing the node), ``alpha`` /
-  ``beta`` from a ping-pong between ranks 0 and 1, and the fixed cost of a call (a dense
-  P x P product less its local call and message latency); for CG also two all-reduces and
-  the vector work on each process's rows (timed, all processes at once); ``err``: model /
-  time - 1.
+- ``model``: :class:`~sdfgsparse.analysis.communication.CommunicationModel`, which
+  composes the phases of every process into the product's time (who waits for whom
+  without progress outside MPI calls, the fold after the senders' products, cores shared
+  where processes outnumber them). Its inputs, measured in this run: each process's
+  phases timed apart (:func:`_phase_seconds`: packing, copies, transfers after a barrier,
+  local product(s), adds, in the caches' state of a product), ``alpha`` from a ping-pong
+  between ranks 0 and 1, and the fixed cost of a call (a dense P x P product less its
+  modelled time); for CG also two all-reduces and the vector work on each process's rows;
+  ``err``: model / time - 1; ``again``: a second measurement of ``time`` after the model's
+  (the run-to-run spread, the floor of any model's error).
 
+The header also gives the ping-pong's bandwidth by message size (MPICH over shared memory
+switches protocols: a 4 MiB message moved at about twice the rate of a 2 MiB one here).
 Then a prediction for 1 to 1,000 nodes of the largest matrix (one process per node, the
 partition computed for that many processes, the network of :data:`NETWORK`).
 
 Exit status: 0 when every result agreed with scipy, 1 when one did not, 2 for bad options.
 """
+import dataclasses
 import json
 import os
 import statistics
@@ -86,8 +93,9 @@ def _parse_kernels(text):
     return kernels
 
 
-#: Message sizes of the bandwidth table (bytes): MPICH over shared memory moves a 4 MiB
-#: message at about twice the rate of a 2 MiB one (measured here), so one size misleads.
+#: Message sizes of the bandwidth table in the header (bytes). MPICH over shared memory
+#: moved a 4 MiB message at up to twice the rate of a 2 MiB one here, so no single size
+#: stands for a halo: the model takes each process's rate from its own transfers.
 TABLE_SIZES = tuple(1 << e for e in range(10, 25, 2))
 
 
@@ -291,24 +299,36 @@ def _rate(seconds: np.ndarray, words: np.ndarray, width_bytes: int) -> np.ndarra
     return np.where(words > 0, seconds / np.maximum(words, 1), 0.0)
 
 
-def _vector_seconds(comm, n: int, repeat: int, in_turn: bool = False, cores: int = 1) -> float:
+def _vector_seconds(comm, D, repeat: int, in_turn: bool = False, cores: int = 1) -> float:
     """Seconds of one CG iteration's vector work (two dot products and three updates) on
-    every process's ``n`` rows: the slowest process, all processes at once (on one node
-    they share its memory bandwidth, so this does not shrink as 1/P); ``in_turn`` (more
-    processes than cores): each alone, then shared over the ``cores``."""
+    every process's rows of ``D``, each time after its local product (untimed: the caches
+    as in CG, where the product evicts the vectors); the slowest process, all processes
+    at once (on one node they share its memory bandwidth, so this does not shrink as 1/P);
+    ``in_turn`` (more processes than cores): each alone, then shared over the ``cores``."""
+    n = len(D.row_layout)
     x, r, p, Ap = (np.ones(n) for _ in range(4))
+    prog = local_program(D.format, D.dtype, D.index_dtype, False)
+    plan = D.plan
+    x_ext = D.halo((), D.dtype).x_ext
+    seconds = []
 
     def work():
+        _multiply(prog, D.local, x_ext, plan.n_ext_rows, (), D.dtype)
+        t0 = time.perf_counter()
         float(np.dot(p, Ap)), float(np.dot(r, r))
         x.__iadd__(0.5 * p)
         r.__isub__(0.5 * Ap)
         p.__imul__(0.5)
         p.__iadd__(r)
-    if not in_turn:
+        seconds.append(time.perf_counter() - t0)
+    if in_turn:
+        _in_turn(comm, work, repeat)
+        alone = np.array(comm.allgather(statistics.median(seconds[3:])))
+        return float(max(alone.max(), alone.sum() / max(cores, 1)))
+    for _ in range(repeat + 3):
+        comm.Barrier()
         work()
-        return _median_max(comm, work, repeat)
-    alone = _in_turn(comm, work, repeat)
-    return float(max(alone.max(), alone.sum() / max(cores, 1)))
+    return float(max(comm.allgather(statistics.median(seconds[3:]))))
 
 
 def _model(comm, D, block: bool, k: int, repeat: int, alpha: float, overhead: float, shared_cores):
@@ -336,6 +356,13 @@ def _model(comm, D, block: bool, k: int, repeat: int, alpha: float, overhead: fl
         beta_add=_rate(phases['add'], c.halo_rows * (halo & choices) + c.fold_in, w),
         cores=shared_cores)
     return model, phases['compute'], choices
+
+
+def _inputs(model: CommunicationModel, compute, choices, allreduce: float, vector: float) -> dict:
+    """The model's inputs of one row, for the JSON (to evaluate other models offline)."""
+    out = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)}
+    out.update(compute=compute, choices=choices, allreduce=allreduce, vector=vector)
+    return {key: value.tolist() if isinstance(value, np.ndarray) else value for key, value in out.items()}
 
 
 def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float, shared_cores) -> float:
@@ -447,9 +474,10 @@ def run(args) -> int:
                 model, local, choices = _model(comm, D, name == 'spmm', k, repeat, alpha, overhead,
                                                shared_cores)
                 predicted = model.seconds(counts, k, itemsize, compute=local, overlap=choices)
+                vector = 0.0
                 if name == 'cg':  # two all-reduces and the vector work, measured on these rows
-                    predicted += 2 * allreduce + _vector_seconds(comm, len(D.row_layout), repeat,
-                                                                 shared_cores is not None, shared_cores or 1)
+                    vector = _vector_seconds(comm, D, repeat, shared_cores is not None, shared_cores or 1)
+                    predicted += 2 * allreduce + vector
                 again = _median_max(comm, call, repeat) / (5 if name == 'cg' else 1)  # the run-to-run spread
                 if rank == 0:
                     total, busiest = sum(sent_all), max(sent_all)
@@ -460,6 +488,7 @@ def run(args) -> int:
                                allgather_bytes=allgather_words(M.shape[1], P) * k * itemsize,
                                messages_max=int(counts.messages_out.max()), model_seconds=predicted, model_error=err,
                                again_seconds=again, spread=again / seconds - 1,
+                               model_inputs=_inputs(model, local, choices, allreduce, vector),
                                entries_max_over_mean=float(counts.entries.max() / max(counts.entries.mean(), 1e-300)))
                     rows.append(row)
                     say(f'{source.name[:16]:16} {A.shape[0]:>7} {A.nnz:>8}  {part:9} {row["kernel"]:8} '

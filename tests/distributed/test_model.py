@@ -1,7 +1,7 @@
 """The communication model (analysis/communication.py), in one process: it adds up, a
 process waits for its partners as MPI over shared memory makes it (no progress outside MPI
 calls) or as a network that moves data on its own does, the fold waits for the senders'
-products, processes that outnumber cores share them, bandwidth depends on message size,
+products, processes that outnumber cores share them, rates may differ by process,
 and products choose the split (overlapped) product where it pays on this node."""
 import types
 
@@ -100,14 +100,12 @@ def test_processes_sharing_cores():
     assert two_cores.seconds(counts, compute=compute) == pytest.approx(1e-3)  # not outnumbered
 
 
-def test_bandwidth_by_message_size():
-    model = CommunicationModel(alpha=0.0, beta=1.0, seconds_per_entry=0.0, beta_table=((1024, 1e-9), (4096, 5e-10)))
-    assert model.beta_at([1, 1024, 2048, 4096, 1 << 30]) == pytest.approx([1e-9, 1e-9, 7.5e-10, 5e-10, 5e-10])
-    assert CommunicationModel(alpha=0.0, beta=2e-9, seconds_per_entry=0.0).beta_at(123) == pytest.approx(2e-9)
-    # a process's messages use the rate of their mean size: 100 words of 8 bytes per message
+def test_rates_per_process():
+    """The bench gives each process its own measured rates."""
     counts = two_processes()
+    model = CommunicationModel(alpha=0.0, beta=np.array([1e-9, 3e-9]), seconds_per_entry=0.0, progress=0.0)
     end = model.timeline(counts, compute=np.zeros(2))
-    assert end == pytest.approx(np.full(2, 800 * float(model.beta_at(800))))
+    assert end == pytest.approx(np.array([1e-9, 3e-9]) * 800)
 
 
 @pytest.mark.parametrize('k', [1, 64])
