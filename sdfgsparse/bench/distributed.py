@@ -370,14 +370,16 @@ def _inputs(model: CommunicationModel, compute, choices, allreduce: float, vecto
 def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float, shared_cores) -> float:
     """Seconds of a distributed product beyond what the model's phases account for: the
     product of a dense P x P matrix of ones (partitioned by rows: one message to every
-    other process), less its modelled seconds without overhead."""
+    other process), less its modelled seconds without overhead. Measured once per run and
+    operand width (measured per matrix, one in ten came out 3-35x the usual ~65 us with
+    four processes on two cores)."""
     p = comm.Get_size()
     D = ss.distributed.distribute(sp.csr_array(np.ones((p, p))), comm)
     x = ss.distributed.vector(np.ones((p, k)) if block else np.ones(p), D)
     call = (lambda: ss.distributed.spmm(D, x)) if block else (lambda: ss.distributed.spmv(D, x))  # noqa: E731
     call()
-    whole = _median_max(comm, call, max(repeat, 20))
-    model, compute, choices = _model(comm, D, block, k, max(repeat, 20), alpha, 0.0, shared_cores)
+    whole = _median_max(comm, call, max(repeat, 50))
+    model, compute, choices = _model(comm, D, block, k, max(repeat, 50), alpha, 0.0, shared_cores)
     D.free()
     return max(whole - model.seconds(D.counts, k, 8, overlap=choices, compute=compute), 0.0)
 
@@ -432,6 +434,7 @@ def run(args) -> int:
         '      bound  bound_x allgather  msgs model_ms  err again')
     rows, failed = [], False
     largest = None
+    overheads = {}
     for source in sources:
         A = sp.csr_array(source.load())
         A.sum_duplicates()
@@ -443,7 +446,9 @@ def run(args) -> int:
                 continue
             M = spd(A) if name == 'cg' else A  # CG's matrix as samples/cg.py makes it
             base = _one_rank_seconds(comm, M, name, k, repeat)
-            overhead = _call_overhead(comm, name == 'spmm', k, repeat, alpha, shared_cores)
+            if (name == 'spmm', k) not in overheads:  # a property of the processes and the width
+                overheads[name == 'spmm', k] = _call_overhead(comm, name == 'spmm', k, repeat, alpha, shared_cores)
+            overhead = overheads[name == 'spmm', k]
             allreduce = _allreduce_seconds(comm, repeat)
             for part in partitions:
                 if part == 'arrow' and not square:
