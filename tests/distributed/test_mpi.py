@@ -1,7 +1,8 @@
 """The distributed cases (mpi_cases.py) under ``mpiexec -n 1, 2, 3, 4``: results equal
 scipy's on every format and partition, bytes at the partition's lower bound, an error on
 one process raises on all. On two cores 3 and 4 processes are oversubscribed (the waits
-then yield the core). A hang is a failure: each run has a timeout."""
+then yield the core). A hang is a failure: each run has a timeout. Also ``sdfgsparse bench
+--distributed`` on 2 processes."""
 import os
 import shutil
 import subprocess
@@ -50,3 +51,28 @@ def test_a_failing_case_fails_the_run():
     failed = subprocess.run([MPIEXEC, '-n', '2', sys.executable, '-m', 'mpi4py', '-c', script], env=env,
                             capture_output=True, text=True, timeout=120)
     assert failed.returncode != 0 and 'boom' in failed.stderr
+
+
+def test_bench_distributed_under_mpiexec(tmp_path):
+    """``sdfgsparse bench --distributed`` on 2 processes: every row sends its bound, has a
+    model with every process's inputs, and a second measurement; exit status 0."""
+    import json
+    os.symlink(os.path.join(ROOT, 'tests', 'data', 'cora_A.mtx.gz'), tmp_path / 'cora_A.mtx.gz')
+    out = tmp_path / 'bench.json'
+    env = dict(os.environ, OMP_NUM_THREADS='1', DACE_cache='hash')
+    done = subprocess.run([MPIEXEC, '-n', '2', sys.executable, '-m', 'mpi4py', '-m', 'sdfgsparse', 'bench',
+                           '--distributed', '--matrices', str(tmp_path), '--kernels', 'spmv,spmm:4,cg', '--repeat', '3',
+                           '--json', str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-6000:]
+    assert 'ping-pong rank 0 <-> 1' in done.stdout
+    report = json.loads(out.read_text())
+    rows = [r for r in report['rows'] if 'model_seconds' in r]
+    assert {(r['partition'], r['kernel']) for r in rows} == {(p, k) for p in ('rows', '2d', 'arrow')
+                                                             for k in ('spmv', 'spmm:4', 'cg')}
+    for r in rows:
+        assert r['bytes_total'] == r['bound_bytes'] and r['processes'] == 2
+        assert 0 < r['model_seconds'] < 1 and 0 < r['seconds'] < 1 and 0 < r['again_seconds'] < 1
+        inputs = r['model_inputs']
+        assert len(inputs['compute']) == 2 and len(inputs['choices']) == 2 and inputs['progress'] == 0.0
+        assert all(v >= 0 for v in inputs['compute'] + inputs['beta_pack'] + inputs['beta_copy'])
+    assert len(report['beta_table']) == 8
