@@ -148,8 +148,7 @@ class CommunicationModel:
        (the larger of sent and received, each) after the last of it and its partners (the
        ``expand_links``) entered the wait; in between, a weighted mean;
     3. the local product (measured, or ``seconds_per_entry`` per entry and column plus
-       ``seconds_per_row`` per row touched and column, times ``ranks_per_core`` when
-       processes share cores); a split product multiplies the halo columns' rows now
+       ``seconds_per_row`` per row touched and column); a split product multiplies the halo columns' rows now
        (``local_call`` for the second call) and adds them (``beta_add`` per byte);
     4. the fold of partial rows (copied out at ``beta_copy``, moved as the expand over the
        ``fold_links``, added at ``beta_add``).
@@ -170,7 +169,6 @@ class CommunicationModel:
     seconds_per_entry: float
     seconds_per_row: float = 0.0
     call_overhead: float = 0.0
-    ranks_per_core: float = 1.0
     beta_pack: float = 0.0
     beta_add: float = 0.0
     local_call: float = 0.0
@@ -178,10 +176,15 @@ class CommunicationModel:
     beta_copy: float = 0.0
     cores: Optional[int] = None
 
+    def __post_init__(self):
+        if self.cores is not None and self.cores < 1:
+            raise ValueError(f'cores={self.cores!r}: expected None or at least 1')
+        if np.ndim(self.call_overhead) or np.ndim(self.local_call) or np.ndim(self.progress):
+            raise ValueError('call_overhead, local_call and progress are single numbers (rates may be per process)')
+
     def compute_seconds(self, counts: ExchangeCounts, k: int = 1) -> np.ndarray:
-        slow = max(1.0, self.ranks_per_core)
-        return slow * (self.call_overhead + k * (counts.entries * self.seconds_per_entry +
-                                                 counts.rows * self.seconds_per_row))
+        """Per process: a product's fixed cost plus its local product by the model."""
+        return self.call_overhead + k * (counts.entries * self.seconds_per_entry + counts.rows * self.seconds_per_row)
 
     def exchange_seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8) -> np.ndarray:
         """Per process: the seconds of its messages alone (both phases, no waiting)."""
@@ -193,26 +196,27 @@ class CommunicationModel:
     def _split_compute(self, counts: ExchangeCounts, k: int):
         """(own columns, halo columns) seconds of a split product by the model: the halo
         part touches its rows a second time."""
-        slow = max(1.0, self.ranks_per_core)
         own_entries = counts.own_entries if counts.own_entries is not None else counts.entries
         halo_rows = counts.halo_rows if counts.halo_rows is not None else counts.rows
-        own = slow * k * (own_entries * self.seconds_per_entry + counts.rows * self.seconds_per_row)
-        far = slow * k * ((counts.entries - own_entries) * self.seconds_per_entry + halo_rows * self.seconds_per_row)
+        own = k * (own_entries * self.seconds_per_entry + counts.rows * self.seconds_per_row)
+        far = k * ((counts.entries - own_entries) * self.seconds_per_entry + halo_rows * self.seconds_per_row)
         return own, far
 
     def _phases(self, counts: ExchangeCounts, k: int, itemsize: int, compute, split):
-        """Per process: (before the expand wait, after it, before the fold wait) seconds
-        and its expand / fold transfer seconds, as plain or ``split`` products."""
+        """Per process, as plain or ``split`` products: the seconds of packing, of its work
+        before the expand wait (packing included), after it, of copying partial rows out,
+        and of its expand and fold transfers."""
         w = k * itemsize
         p = counts.entries.size
         split = np.broadcast_to(np.asarray(split, bool), (p,))
         halo = counts.expand_in > 0
         split = split & halo
         if compute is None:
-            plain_c = self.compute_seconds(counts, k) - self.call_overhead * max(1.0, self.ranks_per_core)
+            plain_c = self.compute_seconds(counts, k) - self.call_overhead
             own, far = self._split_compute(counts, k)
             far = far + self.local_call
-        else:  # measured: the calls as the product makes them (both parts where it splits)
+        else:  # measured: the calls as the product makes them (both parts where it splits),
+            # shared out by entries
             plain_c = np.asarray(compute, np.float64)
             share = counts.own_entries / np.maximum(counts.entries, 1) if counts.own_entries is not None else 1.0
             own, far = plain_c * share, plain_c * (1 - share)
@@ -247,10 +251,17 @@ class CommunicationModel:
         stalled = partners + xfer
         return self.progress * moved + (1 - self.progress) * stalled
 
+    def _choices(self, counts: ExchangeCounts, k: int, itemsize: int, overlap):
+        if overlap is None:
+            return [self.overlap_pays(counts, r, k, itemsize) for r in range(counts.entries.size)]
+        return overlap
+
     def timeline(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap=False, compute=None):
         """Per process: the seconds at which its part of one product ends (before the
-        closing agreement and without ``call_overhead``). ``overlap``: one choice or one
-        per process; ``compute``: measured per-process seconds of the local call(s)."""
+        closing agreement and without ``call_overhead``). ``overlap``: True, False, None
+        (each process as :meth:`overlap_pays` chooses) or one choice per process;
+        ``compute``: measured per-process seconds of the local call(s)."""
+        overlap = self._choices(counts, k, itemsize, overlap)
         pack, before, after, fold_copy, xfer_x, xfer_y = self._phases(counts, k, itemsize, compute, overlap)
         got = self._wait(counts.expand_links, pack, before, xfer_x)
         done = got + after
@@ -261,18 +272,21 @@ class CommunicationModel:
 
     def busy_seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap=False, compute=None):
         """Per process: the seconds it computes, copies and moves data (not waiting)."""
+        overlap = self._choices(counts, k, itemsize, overlap)
         pack, before, after, fold_copy, xfer_x, xfer_y = self._phases(counts, k, itemsize, compute, overlap)
         return before + after + fold_copy + xfer_x + np.where(counts.fold_out + counts.fold_in > 0, xfer_y, 0.0)
 
     def overlap_pays(self, counts: ExchangeCounts, rank: int, k: int = 1, itemsize: int = 8) -> bool:
-        """Whether process ``rank`` should split its product to overlap the exchange (the
-        others as they are, plain)."""
-        if counts.expand_in[rank] == 0:
+        """Whether process ``rank`` should split its product to overlap the exchange: the
+        product's choice, made alike on every process (the counts are global), where
+        splitting every process with a halo ends the product sooner than splitting none.
+        Without progress a split process enters the exchange only after its own columns'
+        product and its partners wait for it, so a process's choice is not its own."""
+        halo = counts.expand_in > 0
+        if not halo[rank]:
             return False
-        choice = np.zeros(counts.entries.size, bool)
-        plain = self.timeline(counts, k, itemsize, choice)[rank]
-        choice[rank] = True
-        return bool(self.timeline(counts, k, itemsize, choice)[rank] < plain)
+        plain = self.timeline(counts, k, itemsize, np.zeros(halo.size, bool)).max()
+        return bool(self.timeline(counts, k, itemsize, halo).max() < plain)
 
     def seconds(self, counts: ExchangeCounts, k: int = 1, itemsize: int = 8, overlap=False, compute=None) -> float:
         """The modelled seconds of one product (the slowest process). ``compute``: the
@@ -281,8 +295,7 @@ class CommunicationModel:
         :meth:`overlap_pays` chooses), or one choice per process."""
         if not np.size(counts.entries):
             return 0.0
-        if overlap is None:
-            overlap = [self.overlap_pays(counts, r, k, itemsize) for r in range(counts.entries.size)]
+        overlap = self._choices(counts, k, itemsize, overlap)
         end = float(self.timeline(counts, k, itemsize, overlap, compute).max())
         p = counts.entries.size
         if self.cores is not None and p > self.cores:

@@ -25,7 +25,7 @@ Every process runs it (``mpiexec`` starts them; OpenMP threads per process from
   (the run-to-run spread, the floor of any model's error).
 
 The header also gives the ping-pong's bandwidth by message size (MPICH over shared memory
-switches protocols: a 4 MiB message moved at about twice the rate of a 2 MiB one here).
+switches protocols: a 4 MiB message moved at 22 GB/s, a 3.7 MB one at 14 GB/s, in one run).
 Then a prediction for 1 to 1,000 nodes of the largest matrix (one process per node, the
 partition computed for that many processes, the network of :data:`NETWORK`).
 
@@ -47,7 +47,7 @@ from sdfgsparse.bench.kernels import spd
 from sdfgsparse.bench.matrices import MatrixSource, banded, from_folder, rmat, shipped_folder
 from sdfgsparse.bench.runner import cpu_model
 from sdfgsparse.distributed.collective import wait_all
-from sdfgsparse.distributed.products import _add_halo_part, _multiply, chooses_overlap, local_program
+from sdfgsparse.distributed.products import _add_rows, _halo_part, _multiply, chooses_overlap, local_program
 
 __all__ = ['run', 'NETWORK', 'grid_laplacian', 'default_matrices', 'predict']
 
@@ -94,16 +94,16 @@ def _parse_kernels(text):
 
 
 #: Message sizes of the bandwidth table in the header (bytes). MPICH over shared memory
-#: moved a 4 MiB message at up to twice the rate of a 2 MiB one here, so no single size
-#: stands for a halo: the model takes each process's rate from its own transfers.
+#: moved a 4 MiB message at 22 GB/s and a 3.7 MB one at 14 GB/s here (one run), so no
+#: single size stands for a halo: the model takes each process's rate from its transfers.
 TABLE_SIZES = tuple(1 << e for e in range(10, 25, 2))
 
 
 def ping_pong(comm, repeat: int = 50):
     """(alpha, beta table) between ranks 0 and 1: half the round trip of an 8-byte
     message, and per message size of :data:`TABLE_SIZES` the seconds per byte when both
-    send to each other at once (as a halo exchange does), from and into buffers out of
-    cache (a rotation over 64 MiB). (None, None) with one process."""
+    send to each other at once (as a halo exchange does), rotating over 64 buffers each
+    way (out of cache from 1 MiB: 64 MiB and more). (None, None) with one process."""
     if comm.Get_size() < 2:
         return None, None
     rank = comm.Get_rank()
@@ -122,16 +122,16 @@ def ping_pong(comm, repeat: int = 50):
     alpha = statistics.median(times)
     table = []
     for size in TABLE_SIZES:
-        words = size // 8
-        ring = max(2, (64 << 20) // size)
-        out, into = np.ones((min(ring, 64), words)), np.ones((min(ring, 64), words))
+        slots = min(max(2, (64 << 20) // size), 64)
+        if rank in (0, 1):  # the others only take part in the barriers
+            out, into = np.ones((slots, size // 8)), np.ones((slots, size // 8))
         times = []
-        for i in range(2 * len(out) if size > (1 << 20) else 40):
+        for i in range(2 * slots if size > (1 << 20) else 40):
             comm.Barrier()
             t0 = time.perf_counter()
             if rank in (0, 1):
-                comm.Sendrecv(out[i % len(out)], 1 - rank, recvbuf=into[i % len(out)], source=1 - rank)
-            if i >= min(len(out), 10):
+                comm.Sendrecv(out[i % slots], 1 - rank, recvbuf=into[i % slots], source=1 - rank)
+            if i >= min(slots, 10):
                 times.append(time.perf_counter() - t0)
         table.append((size, max(statistics.median(times) - alpha, 0.0) / size))
     return comm.bcast((alpha, tuple(table)), root=0)
@@ -174,31 +174,27 @@ def _one_rank_seconds(comm, A, name, k, repeat):
                 v @ v, v @ v
                 v + 0.5 * v, v - 0.5 * v, v + 0.5 * v
             seconds += (time.perf_counter() - t0) / repeat
+    _polite_barrier(comm)  # the others sleep meanwhile (MPICH's bcast would spin on a core)
     return comm.bcast(seconds, root=0)
 
 
 def _polite_barrier(comm) -> None:
-    """A barrier whose waiting processes sleep (MPICH's spins and would take a core from
-    the process measured in turn)."""
+    """A barrier whose waiting processes sleep (MPICH's barrier spins, taking a core from
+    the process being measured)."""
     request = comm.Ibarrier()
     while not request.Test():
         time.sleep(5e-5)
 
 
-def _in_turn(comm, fn, repeat: int) -> np.ndarray:
-    """Every process's median seconds for ``fn()`` run one process at a time while the
-    others sleep, gathered on every process."""
+def _take_turns(comm, fn, times: int) -> None:
+    """Collective: ``fn()`` ``times`` times on every process, one process at a time while
+    the others sleep (``fn`` records what it measures)."""
     rank = comm.Get_rank()
-    times = []
-    for i in range(repeat + 3):
+    for _ in range(times):
         for turn in range(comm.Get_size()):
             if turn == rank:
-                t0 = time.perf_counter()
                 fn()
-                if i >= 3:
-                    times.append(time.perf_counter() - t0)
             _polite_barrier(comm)
-    return np.array(comm.allgather(statistics.median(times)))
 
 
 def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> dict:
@@ -210,8 +206,8 @@ def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> 
     ``pack`` (the entries others need), ``copy`` (own x next to the halo; partial rows
     out), ``transfer`` (the messages of both phases, started together after a barrier, so
     no process waits for another), ``compute`` (the local call(s) as the product makes
-    them: one, or own and halo columns where it splits), ``add`` (a split's halo rows;
-    received partial rows). ``in_turn`` (processes outnumber cores): the local phases
+    them: one, or own and halo columns where it splits), ``add`` (adding a split's halo
+    rows back; received partial rows). ``in_turn`` (processes outnumber cores): the local phases
     rehearsed one process at a time while the others sleep (receives simulated by writing
     the same bytes), the transfers all at once."""
     from mpi4py import MPI
@@ -251,9 +247,10 @@ def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> 
         add = 0.0
         if split:
             y_ext = _multiply(prog, own, x_pad, plan.n_ext_rows, tail, D.dtype)
+            part = _halo_part(prog, far, x_far, halo, tail)
             t4 = time.perf_counter()
             compute = t4 - t3
-            _add_halo_part(prog, far, x_far, far_rows, y_ext, halo)
+            _add_rows(y_ext, far_rows, part, halo)
             add += time.perf_counter() - t4
         else:  # as the product: x itself where there is no halo (x_ext's pages never touched
             # would all be the zero page, faster to read than any x: 27 vs 37 ms, grid-1024 2-D)
@@ -288,7 +285,7 @@ def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> 
     mine = together
     if in_turn:
         alone = []
-        _in_turn(comm, lambda: alone.append(rehearse(False)), repeat)
+        _take_turns(comm, lambda: alone.append(rehearse(False)), repeat + 3)
         mine = np.median(alone[3:], axis=0)
         mine[2] = together[2]
     gathered = np.array(comm.allgather(mine))
@@ -324,7 +321,7 @@ def _vector_seconds(comm, D, repeat: int, in_turn: bool = False, cores: int = 1)
         p.__iadd__(r)
         seconds.append(time.perf_counter() - t0)
     if in_turn:
-        _in_turn(comm, work, repeat)
+        _take_turns(comm, work, repeat + 3)
         alone = np.array(comm.allgather(statistics.median(seconds[3:])))
         return float(max(alone.max(), alone.sum() / max(cores, 1)))
     for _ in range(repeat + 3):
@@ -345,7 +342,7 @@ def _model(comm, D, block: bool, k: int, repeat: int, alpha: float, overhead: fl
     choices = np.array(comm.allgather(chooses_overlap(D, k)), bool)
     c, w = D.counts, k * D.dtype.itemsize
     halo = c.expand_in > 0
-    owned = c.owned_cols if c.owned_cols is not None else c.rows
+    owned = c.owned_cols
     links = [x for x in (c.expand_links, c.fold_links) if x is not None and x.size]
     messages = sum(np.maximum(np.bincount(x[:, 0], minlength=c.entries.size),
                               np.bincount(x[:, 1], minlength=c.entries.size)) for x in links) if links else 0
@@ -370,18 +367,22 @@ def _inputs(model: CommunicationModel, compute, choices, allreduce: float, vecto
 def _call_overhead(comm, block: bool, k: int, repeat: int, alpha: float, shared_cores) -> float:
     """Seconds of a distributed product beyond what the model's phases account for: the
     product of a dense P x P matrix of ones (partitioned by rows: one message to every
-    other process), less its modelled seconds without overhead. Measured once per run and
-    operand width (measured per matrix, one in ten came out 3-35x the usual ~65 us with
-    four processes on two cores)."""
+    other process), less its modelled seconds without overhead; the least of three such
+    estimates (a disturbance only adds time), once per run and operand width. (Measured
+    once per matrix, one in ten came out 3-35x the usual ~65 us with four processes on two
+    cores; measured once per run, a single such outlier, 215 us, spoilt a whole run.)"""
     p = comm.Get_size()
     D = ss.distributed.distribute(sp.csr_array(np.ones((p, p))), comm)
     x = ss.distributed.vector(np.ones((p, k)) if block else np.ones(p), D)
     call = (lambda: ss.distributed.spmm(D, x)) if block else (lambda: ss.distributed.spmv(D, x))  # noqa: E731
     call()
-    whole = _median_max(comm, call, max(repeat, 50))
-    model, compute, choices = _model(comm, D, block, k, max(repeat, 50), alpha, 0.0, shared_cores)
+    estimates = []
+    for _ in range(3):
+        whole = _median_max(comm, call, max(repeat, 20))
+        model, compute, choices = _model(comm, D, block, k, max(repeat, 20), alpha, 0.0, shared_cores)
+        estimates.append(whole - model.seconds(D.counts, k, D.dtype.itemsize, overlap=choices, compute=compute))
     D.free()
-    return max(whole - model.seconds(D.counts, k, 8, overlap=choices, compute=compute), 0.0)
+    return max(min(estimates), 0.0)
 
 
 def _allreduce_seconds(comm, repeat: int) -> float:
@@ -420,16 +421,19 @@ def run(args) -> int:
     alpha = alpha or 0.0
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    cores = max(1, (cores or 1) // max(1, int(os.environ.get('OMP_NUM_THREADS', '1'))))
+    # decided together: the calibration's collectives differ between the two ways
+    cores = comm.allreduce(max(1, (cores or 1) // max(1, int(os.environ.get('OMP_NUM_THREADS', '1')))), op=MPI.MIN)
+    crowded = comm.allreduce(node.Get_size() > cores, op=MPI.LOR)
     say(f'# sdfgsparse bench --distributed: {P} processes ({node.Get_size()} on this node), '
         f'OMP_NUM_THREADS={os.environ.get("OMP_NUM_THREADS", "?")}, {cores} cores on this node ({cpu_model()}), '
         f'MPI {MPI.Get_library_version().splitlines()[0].strip()}')
-    shared_cores = cores if node.Get_size() > cores else None
+    shared_cores = cores if crowded else None
     node.Free()
     if P > 1:
         say(f'# ping-pong rank 0 <-> 1: alpha {alpha * 1e6:.2f} us; GB/s by message size: ' +
             ', '.join(f'{size >> 10} KiB {1 / rate / 1e9 if rate else float("inf"):.1f}' for size, rate in table) +
-            f'; model phases measured per process {"one at a time (processes > cores)" if shared_cores else "all at once"}')
+            '; model phases measured per process ' +
+            ('one at a time (processes > cores)' if shared_cores else 'all at once'))
     say('matrix            rows      nnz  partition kernel     time_ms  1rank_ms speedup  sent_total   sent_max'
         '      bound  bound_x allgather  msgs model_ms  err again')
     rows, failed = [], False
@@ -476,7 +480,7 @@ def run(args) -> int:
                 sent = (D.bytes_sent - before) // max(D.products - products, 1)
                 sent_all = comm.gather(sent, root=0)
                 counts = D.counts
-                itemsize = 8
+                itemsize = D.dtype.itemsize
                 bound = counts.total * k * itemsize
                 model, local, choices = _model(comm, D, name == 'spmm', k, repeat, alpha, overhead,
                                                shared_cores)

@@ -107,7 +107,7 @@ def chooses_overlap(D: DistributedMatrix, width: int) -> bool:
     if not D.plan.expand_recv:
         return False
     choice = D._overlap_choices.get(width)
-    if choice is None:  # once per width: the model costs more than a small product
+    if choice is None:  # once per width (NODE_MODEL is a constant): the model costs more than a small product
         choice = D._overlap_choices[width] = NODE_MODEL.overlap_pays(D.counts, D.comm.Get_rank(), width,
                                                                      D.dtype.itemsize)
     return choice
@@ -155,7 +155,7 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
             halo_x = halo.x_ext[plan.n_own_cols:plan.n_own_cols + n_far_pad]
             if halo_x.shape[0] < n_far_pad:
                 halo_x = _padded(halo_x, n_far_pad)
-            _add_halo_part(prog, far, halo_x, far_rows, y_ext, halo)
+            _add_rows(y_ext, far_rows, _halo_part(prog, far, halo_x, halo, tail), halo)
         elif not plan.expand_recv and plan.n_ext_cols == plan.n_own_cols:  # no halo: x as it is
             halo.finish_expand()
             y_ext = _multiply(prog, D.local, local, plan.n_ext_rows, tail, D.dtype)
@@ -176,19 +176,26 @@ def _exchange_and_multiply(D: DistributedMatrix, local: np.ndarray, block: bool,
     return DistributedVector(y_own, D.row_layout)
 
 
-def _add_halo_part(prog, far, halo_x: np.ndarray, far_rows: np.ndarray, y_ext: np.ndarray, halo) -> None:
-    """``y_ext[far_rows] += far @ halo_x`` through the halo's scratch buffers: a split
-    product allocates nothing per call beyond its result (a fresh buffer of megabytes is
-    page-faulted in on every call: measured 2.9 -> 7.5 ms on pubmed_A, k = 64)."""
-    if far_rows.size == 0 or getattr(far, 'nnz', 1) == 0 or halo_x.shape[0] == 0:
-        return
-    tail = y_ext.shape[1:]
+def _halo_part(prog, far, halo_x: np.ndarray, halo, tail: tuple):
+    """``far @ halo_x`` (the halo columns' rows of a split product) into the halo's kept
+    buffer (None where there is nothing to multiply): a split product allocates nothing
+    per call beyond its result (a fresh buffer of megabytes is page-faulted in on every
+    call: measured 2.9 -> 7.5 ms on pubmed_A, k = 64)."""
+    if far.shape[0] == 0 or getattr(far, 'nnz', 1) == 0 or halo_x.shape[0] == 0 or (tail and tail[0] == 0):
+        return None
     far_y = halo.scratch('far_y', (far.shape[0],) + tail)
     prog(far, halo_x, out=far_y)
-    rows = halo.scratch('rows', (far_rows.size,) + tail)
-    np.take(y_ext, far_rows, axis=0, out=rows)
-    rows += far_y[:far_rows.size]
-    y_ext[far_rows] = rows
+    return far_y
+
+
+def _add_rows(y_ext: np.ndarray, rows: np.ndarray, part, halo) -> None:
+    """``y_ext[rows] += part[:rows.size]`` through a kept buffer (``part`` None: nothing)."""
+    if part is None or rows.size == 0:
+        return
+    gathered = halo.scratch('rows', (rows.size,) + y_ext.shape[1:])
+    np.take(y_ext, rows, axis=0, out=gathered)
+    gathered += part[:rows.size]
+    y_ext[rows] = gathered
 
 
 def _padded(a: np.ndarray, rows: int) -> np.ndarray:

@@ -92,6 +92,10 @@ def every_format_and_partition():
                     if rank == 0:
                         close(y, A @ x, what + ' spmv')
                         close(Y, A @ X, what + ' spmm')
+                    if name == 'square':  # no columns at all (the split path multiplies nothing)
+                        Y0 = dist.gather(dist.spmm(D, np.zeros((A.shape[1], 0))), comm)
+                        if rank == 0 and Y0.shape != (A.shape[0], 0):
+                            raise AssertionError(f'{what}: spmm of 0 columns gave shape {Y0.shape}')
                     D.free()
 
 
