@@ -224,6 +224,20 @@ def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> 
         if x_far.shape[0] < far_cols:
             x_far = np.ones((far_cols,) + tail, D.dtype)
 
+    def moved(exchange: bool, requests, received) -> float:
+        """Seconds of one phase's messages, started together after a barrier; without the
+        exchange, the received buffers written as a receive would (no seconds)."""
+        if not exchange:
+            for buf in received:
+                buf[...] = 1.0
+            return 0.0
+        comm.Barrier()
+        t = time.perf_counter()
+        if requests:
+            MPI.Prequest.Startall(requests)
+        wait_all(requests, halo.polite)
+        return time.perf_counter() - t
+
     def rehearse(exchange: bool) -> list:
         """One product's phases: seconds of pack, copy, transfer, compute, add."""
         t0 = time.perf_counter()
@@ -233,16 +247,7 @@ def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> 
         if not split and plan.expand_recv:
             halo.fill_own(x_own)
         t2 = time.perf_counter()
-        transfer = 0.0
-        if exchange:
-            comm.Barrier()
-            t = time.perf_counter()
-            if halo.x_requests:
-                MPI.Prequest.Startall(halo.x_requests)
-            wait_all(halo.x_requests, halo.polite)
-            transfer += time.perf_counter() - t
-        else:
-            halo.x_ext[plan.n_own_cols:] = 1.0
+        transfer = moved(exchange, halo.x_requests, [halo.x_ext[plan.n_own_cols:]])
         t3 = time.perf_counter()
         add = 0.0
         if split:
@@ -262,19 +267,9 @@ def _phase_seconds(comm, D, block: bool, k: int, repeat: int, in_turn: bool) -> 
         if plan.n_ext_rows > plan.n_own_rows:
             halo.send_y[...] = y_ext[plan.n_own_rows:]
         copy += time.perf_counter() - t5
-        if exchange:
-            comm.Barrier()
-            t = time.perf_counter()
-            if halo.y_requests:
-                MPI.Prequest.Startall(halo.y_requests)
-            wait_all(halo.y_requests, halo.polite)
-            transfer += time.perf_counter() - t
-        else:
-            for buf in halo.recv_y.values():
-                buf[...] = 1.0
+        transfer += moved(exchange, halo.y_requests, list(halo.recv_y.values()))
         t6 = time.perf_counter()
-        for q, idx in plan.fold_recv.items():
-            y_ext[idx] += halo.recv_y[q]
+        halo.add_received(y_ext)
         add += time.perf_counter() - t6
         return [t1 - t0, copy, transfer, compute, add]
 

@@ -113,11 +113,15 @@ class Halo:
         MPI.Prequest.Startall(self.y_requests)
         wait_all(self.y_requests, self.polite)
         try:
-            for q, idx in self.plan.fold_recv.items():  # unique positions per sender
-                y_own[idx] += self.recv_y[q]
+            self.add_received(y_own)
         except Exception as exc:
             error = error or exc
         return error
+
+    def add_received(self, y_own: np.ndarray) -> None:
+        """Add the received partial rows into ``y_own`` (their owner's rows)."""
+        for q, idx in self.plan.fold_recv.items():  # unique positions per sender
+            y_own[idx] += self.recv_y[q]
 
     def scratch(self, name: str, shape: tuple) -> np.ndarray:
         """A buffer of this halo's dtype kept between products (the split product's halo
