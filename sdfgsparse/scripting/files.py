@@ -25,7 +25,8 @@ import numpy as np
 
 from sdfgsparse import errors
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
-from sdfgsparse.scripting.sdfg_grammar import UnsafeSDFGError, check_sdfg_json
+from sdfgsparse.scripting.sdfg_grammar import UnsafeSDFGError
+from sdfgsparse.scripting.sdfg_schema import check_sdfg_json
 
 __all__ = [
     'ScriptingError', 'load_sdfg', 'save_sdfg', 'argument_names', 'result_names', 'describe', 'split_assignment',
@@ -75,6 +76,8 @@ def load_sdfg(path: str) -> dace.SDFG:
             content = json.loads(f.read())
         if not isinstance(content, dict):
             raise ValueError(f'JSON {type(content).__name__}, not an object')
+        if content.get('type') != 'SDFG':
+            raise ValueError(f'a JSON object of type {str(content.get("type"))[:40]!r}, not an SDFG')
     except Exception as exc:  # any parse error of the file format (JSON, gzip)
         raise ScriptingError(f'{path}: not a readable SDFG ({_first_line(exc)})',
                              hint='save one with prog.to_sdfg().save("prog.sdfg")') from None

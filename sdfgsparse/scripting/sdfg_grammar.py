@@ -1,60 +1,48 @@
-"""Every expression and Python code string of an SDFG file checked against a strict
-grammar before DaCe parses it.
+"""The grammars a string of an SDFG file must meet, by how DaCe will read it.
 
-DaCe's ``SDFG.from_json`` reads shapes, strides, offsets, symbols, memlet subsets,
-interstate conditions and assignments, loop bounds and library-node properties with
-``sympy.sympify``, which ``eval``s its text: a file whose array shape is
-``getattr(__import__('os'),'system')('touch PWNED')`` runs that command as it loads.
-:func:`check_sdfg_json` walks the parsed JSON first and refuses (:class:`UnsafeSDFGError`,
-naming the file and the JSON path of the field) any string that is not:
+:mod:`sdfgsparse.scripting.sdfg_schema` walks a file by DaCe's serialisation schema and
+hands each string to the check of its kind (DaCe reads the string as such, whatever the
+file calls it):
 
-- an *expression* (every string value and dictionary key outside the free-text fields
-  :data:`TEXT_KEYS`): names (not dunder), numbers, ``True``/``False``/``None``,
-  arithmetic, bitwise, comparison and boolean operators, ``a if c else b``, subscripts
-  ``A[i, j]``, slices, tuples, attribute access ``A.rows`` (no name starting with ``_``
-  after a dot), lambdas of such expressions (write-conflict resolutions
-  ``lambda x, y: x + y``, which DaCe ``eval``s) and calls of the functions in
-  :data:`EXPRESSION_FUNCTIONS` by name or of ``math.f`` / ``np.f`` / ``dace.f`` for a public
-  ``f`` (``dace.float64(0)``); no ``__name__``-style names;
-- in a Python code block (``{"string_data": ..., "language": "Python"}``: tasklet code,
-  interstate and loop conditions, loop init / update statements), *statements* made of
-  such expressions: assignments (also augmented and annotated), expression statements,
-  ``if`` / ``for`` / ``while`` / ``pass`` / ``break`` / ``continue`` / ``return``, and also
-  calls of the math functions and casts of :data:`CODE_FUNCTIONS`. No imports, no function or class definitions, no lambdas, comprehensions,
-  f-strings, ``global``, ``with``, ``try`` or ``del``; no string constants anywhere (DaCe's
-  ``Min("...")`` would hand the string to ``sympify`` again).
-
-A ``classpath`` (which DaCe imports) must name a class of DaCe or sdfgsparse.
-
-Code in another language (C++ tasklets) is not parsed by Python when a file loads; it is
-compiled only when the program is built (``sdfgsparse run``), which runs it by design.
+- an *expression* (:func:`check_expression`; ``sympify`` evaluates it: shapes, strides,
+  subsets, symbolic properties, interstate assignments, write-conflict lambdas): names
+  (not dunder), numbers, ``True``/``False``/``None``, arithmetic, bitwise, comparison and
+  boolean operators, ``a if c else b``, subscripts, slices, tuples, attribute access (no
+  name starting with ``_`` after a dot), lambdas of such expressions and calls of the
+  functions in :data:`EXPRESSION_FUNCTIONS` by name or of ``math.f`` / ``np.f`` /
+  ``dace.f`` for a public ``f``; no string constants (``Min("...")`` would reach
+  ``sympify`` again);
+- *Python code* (:func:`check_code`; tasklets, interstate and loop conditions, loop
+  statements): statements of such expressions (assignments, ``if`` / ``for`` / ``while``
+  / ``pass`` / ``break`` / ``continue`` / ``return``) and calls of
+  :data:`CODE_FUNCTIONS`; no imports, definitions, comprehensions, ``global``, ``with``,
+  ``try`` or ``del``;
+- *C++ code* (:func:`check_cpp`; C++ tasklets and the SDFG's global / init / exit code,
+  which the code generator pastes into the program it builds): identifiers, numbers and
+  operators; calls only of our leaf functions (``sdfgsparse::f``, ``dace::f``,
+  ``ss_f`` / ``__ss_f``), the math functions and scalar casts; no string or character
+  literals but ``#include "sdfgsparse_*.h"``, no other preprocessor line than
+  ``#ifndef`` / ``#define NAME`` / ``#endif`` / ``#pragma omp``, no ``asm``, attributes,
+  ``typedef``, ``using``, function pointers or calls through an expression;
+- a *name* (:func:`check_name`; data, symbols, connectors, map parameters, the SDFG's
+  name; the code generator writes them as identifiers): a dotted identifier;
+- *text* (:func:`check_text`; debug file names, guids, versions: never evaluated, but
+  written into comments): one line without quotes, backslashes or ``*/``.
 """
 import ast
 import re
-from typing import Any, List
+import textwrap
 
 from sdfgsparse import errors
 
-__all__ = ['UnsafeSDFGError', 'check_sdfg_json', 'check_expression', 'check_code', 'TEXT_KEYS',
-           'EXPRESSION_FUNCTIONS', 'CODE_FUNCTIONS']
+__all__ = ['UnsafeSDFGError', 'check_expression', 'check_code', 'check_cpp', 'check_name', 'check_text',
+           'check_subset_text', 'EXPRESSION_FUNCTIONS', 'CODE_FUNCTIONS', 'CLASSPATH_PREFIXES']
 
 
 class UnsafeSDFGError(errors.SparseError, ValueError):
-    """An SDFG file holds a string that DaCe would evaluate and that is not a plain
-    expression (or, in Python code, plain statements)."""
+    """An SDFG file holds a key DaCe's schema does not have, or a string that DaCe would
+    evaluate or compile and that is not of its kind's grammar."""
 
-
-#: Keys whose string values are free text that DaCe never parses as code: labels, names of
-#: the producing program, file names of debug information, docstrings, implementation names,
-#: the I/O lower bound SparseIOLowerBound writes on each sparse node ('Q >= ... words (SpMM; ...)')
-#: and its report in the SDFG's sparse_notes (sizes named as users name them: 'nnz(A)'); written
-#: for people, read by nothing.
-TEXT_KEYS = frozenset({
-    'label', 'filename', 'debuginfo', 'doc', 'docstring', 'desc', 'implementation', 'name', 'dace_version', 'guid',
-    'hash', 'reason', 'io_lower_bound'
-})
-#: Those of :data:`TEXT_KEYS` whose value may be a whole JSON tree of text.
-_TEXT_TREES = ('debuginfo', 'config', 'io_lower_bound')
 
 #: Functions an expression may call by name (DaCe's and SymPy's integer and boolean helpers).
 EXPRESSION_FUNCTIONS = frozenset({
@@ -83,10 +71,11 @@ CLASSPATH_PREFIXES = ('dace.', 'sdfgsparse.')
 CODE_MODULES = frozenset({'math', 'cmath', 'np', 'numpy', 'dace', 'dace.math'})
 
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*\Z')
+_DOTTED_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z')
 
 _EXPR_NODES = (ast.Expression, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Subscript,
-               ast.Slice, ast.Tuple, ast.List, ast.Set, ast.Name, ast.Load, ast.Store, ast.Constant, ast.Attribute, ast.Call,
-               ast.keyword, ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context, ast.Lambda,
+               ast.Slice, ast.Tuple, ast.List, ast.Set, ast.Name, ast.Load, ast.Store, ast.Constant, ast.Attribute,
+               ast.Call, ast.keyword, ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context, ast.Lambda,
                ast.arguments, ast.arg)
 _CODE_NODES = _EXPR_NODES + (ast.Module, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.If, ast.For,
                              ast.While, ast.Pass, ast.Break, ast.Continue, ast.Return)
@@ -102,8 +91,8 @@ def _problem(tree: ast.AST, functions: frozenset, code: bool) -> str:
             return f'the name {node.id} is not allowed'
         if isinstance(node, ast.Attribute) and node.attr.startswith('_'):
             return f'the attribute .{node.attr} is not allowed'
-        if isinstance(node, ast.Constant) and not (node.value is None or isinstance(node.value, (bool, int, float,
-                                                                                                  complex))):
+        if isinstance(node, ast.Constant) and not (node.value is None or isinstance(node.value,
+                                                                                    (bool, int, float, complex))):
             return f'a {type(node.value).__name__} constant is not allowed'
         if isinstance(node, ast.Call):
             func = node.func
@@ -111,7 +100,7 @@ def _problem(tree: ast.AST, functions: frozenset, code: bool) -> str:
                 continue
             if isinstance(func, ast.Attribute) and _dotted(func.value) in CODE_MODULES:
                 continue
-            return f'a call of {_describe_callee(func)} is not allowed'
+            return f'a call of {_dotted(func) or type(func).__name__} is not allowed'
     return ''
 
 
@@ -124,10 +113,6 @@ def _dotted(node: ast.AST) -> str:
     return ''
 
 
-def _describe_callee(func: ast.AST) -> str:
-    return _dotted(func) or type(func).__name__
-
-
 def _parse(text: str, mode: str):
     try:
         return ast.parse(text, mode=mode), ''
@@ -137,57 +122,175 @@ def _parse(text: str, mode: str):
 
 def check_expression(text: str) -> str:
     """'' when ``text`` is an expression of the grammar, else what is wrong with it."""
+    if not isinstance(text, str):
+        return f'a {type(text).__name__} where an expression belongs'
     if _NAME.match(text) or not text.strip():
         return ''
+    if '\n' in text or '\r' in text:
+        return 'a line break in an expression is not allowed'
     tree, why = _parse(text.strip(), 'eval')
     return why or _problem(tree, EXPRESSION_FUNCTIONS, code=False)
+
+
+def check_subset_text(text: str) -> str:
+    """'' when ``text`` is a subset written as text (``0:N, i``: expressions separated by
+    ``,`` and ``:``), else what is wrong with it."""
+    if not isinstance(text, str):
+        return f'a {type(text).__name__} where a subset belongs'
+    for part in re.split(r'[,:]', text):
+        why = check_expression(part)
+        if why:
+            return why
+    return ''
 
 
 def check_code(text: str) -> str:
     """'' when ``text`` is Python code of the grammar (statements of expressions), else
     what is wrong with it."""
-    import textwrap
+    if not isinstance(text, str):
+        return f'a {type(text).__name__} where code belongs'
     tree, why = _parse(textwrap.dedent(text), 'exec')
     return why or _problem(tree, CODE_FUNCTIONS, code=True)
 
 
-def _is_code_block(value: dict) -> bool:
-    return isinstance(value.get('string_data'), str) and 'language' in value
+def check_name(text: str) -> str:
+    """'' when ``text`` is a (dotted) identifier, else what is wrong with it."""
+    if not isinstance(text, str):
+        return f'a {type(text).__name__} where a name belongs'
+    return '' if _DOTTED_NAME.match(text) else 'not a name'
 
 
-def check_sdfg_json(content: Any, source: str) -> None:
-    """Raise :class:`UnsafeSDFGError` (``<source>: field <json path>: ...``) at the first
-    string of the parsed SDFG file ``content`` outside the grammar (module docstring)."""
-    stack: List[tuple] = [(content, '$')]
-    while stack:
-        value, path = stack.pop()
-        why = ''
-        if isinstance(value, str):
-            why = check_expression(value)
-            if not why and path.endswith('.classpath') and not value.startswith(CLASSPATH_PREFIXES):
-                why = f'a class outside {" and ".join(p.rstrip(".") for p in CLASSPATH_PREFIXES)} (DaCe would import it)'
-        elif isinstance(value, dict):
-            if _is_code_block(value):
-                language = str(value.get('language') or '')
-                if language.lower().startswith('python') or not language:
-                    why = check_code(value['string_data'])
-                    path = f'{path}.string_data'
-                elif not isinstance(language, str) or check_expression(language):
-                    why = 'an unknown language'
-            else:
-                for key, item in value.items():
-                    if not isinstance(key, str) or check_expression(key):
-                        why = f'the key {str(key)[:60]!r} is not a name or an expression'
-                        break
-                    if key in TEXT_KEYS and (isinstance(item, str) or key in _TEXT_TREES):
-                        continue
-                    stack.append((item, f'{path}.{key}' if _NAME.match(key) else f'{path}[{key!r}]'))
-        elif isinstance(value, list):
-            stack.extend((item, f'{path}[{i}]') for i, item in enumerate(value))
-        if why:
-            shown = value if isinstance(value, str) else value.get('string_data', '') if isinstance(value, dict) \
-                else ''
-            shown = shown.strip().replace('\n', '; ')
-            shown = f' {shown[:80]!r}{"..." if len(shown) > 80 else ""}' if shown else ''
-            raise UnsafeSDFGError(f'{source}: field {path}:{shown}: {why}; the file is refused (DaCe would evaluate '
-                                  'it as it loads)')
+def check_text(text: str) -> str:
+    """'' when ``text`` is one line of text that cannot leave a C++ comment or string."""
+    if not isinstance(text, str):
+        return f'a {type(text).__name__} where text belongs'
+    if any(c in text for c in '"\\\n\r\0') or '*/' in text or '??' in text:
+        return 'text with a quote, a backslash, a line break or */'
+    return ''
+
+
+# --- C++ ---------------------------------------------------------------------------------------------------------
+
+_CPP_TOKEN = re.compile(r'''
+    (?P<space>\s+)
+  | (?P<comment>//[^\n]*|/\*.*?\*/)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_]*(?:\s*::\s*[A-Za-z_][A-Za-z0-9_]*)*)
+  | (?P<number>(?:\d|\.\d)(?:[0-9A-Za-z_.]|[eEpP][+-])*)
+  | (?P<op>::|->\*?|\+\+|--|<<=|>>=|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|[-+*/%<>=!&|^~?:;,.()\[\]{}])
+''', re.VERBOSE | re.DOTALL)
+
+#: Leaf functions C++ code may call: ours and DaCe's runtime, by qualified prefix or by name prefix.
+CPP_CALL_PREFIXES = ('sdfgsparse::', 'dace::', 'ss_', '__ss_', 'sdfgsparse_')
+#: C++ words a call-like ``word(`` may be besides a function: statements, casts and scalar types.
+_CPP_SCALARS = frozenset({
+    'int', 'long', 'short', 'char', 'unsigned', 'signed', 'float', 'double', 'bool', 'const', 'size_t',
+    'int8_t', 'int16_t', 'int32_t', 'int64_t', 'uint8_t', 'uint16_t', 'uint32_t', 'uint64_t', 'void', 'auto',
+    'volatile', 'ptrdiff_t'
+})
+_CPP_CALLABLE_WORDS = frozenset({'if', 'for', 'while', 'switch', 'return', 'sizeof', 'alignof', 'static_cast',
+                                 'const_cast', 'DACE_EXPORTED'}) | _CPP_SCALARS
+#: Words that change what C++ code can reach (inline assembly, attributes such as
+#: ``constructor``, type aliases that hide a function pointer, the C library's process calls).
+_CPP_FORBIDDEN = frozenset({
+    'asm', '__asm', '__asm__', '_Pragma', '__attribute__', '__declspec', 'typedef', 'using', 'decltype',
+    'typeof', '__typeof__', 'goto', 'extern', 'operator', 'friend', 'reinterpret_cast', 'dlopen', 'dlsym',
+    'system', 'popen', 'execl', 'execlp', 'execle', 'execv', 'execvp', 'execve', 'fork', 'vfork', 'syscall',
+    'std', 'posix_spawn', 'getenv', 'setenv', 'putenv', 'fopen', 'open', 'unlink', 'remove', 'rename',
+    '__builtin_apply', 'signal', 'atexit', 'at_quick_exit', 'longjmp', 'setjmp', 'mprotect', 'mmap'
+})
+_INCLUDE = re.compile(r'#\s*include\s*"sdfgsparse_[A-Za-z0-9_]+\.h"\s*\Z')
+_GUARD = re.compile(r'#\s*(?:ifndef|define)\s+[A-Za-z_][A-Za-z0-9_]*\s*\Z|#\s*endif\s*\Z|#\s*pragma\s+once\s*\Z')
+_PRAGMA_OMP = re.compile(r'#\s*pragma\s+omp(?:\s+[A-Za-z_][A-Za-z0-9_]*(?:\s*\([A-Za-z0-9_,:+*\s]*\))?)*\s*\Z')
+
+
+def check_cpp(text: str) -> str:
+    """'' when ``text`` is C++ of the leaf-call grammar (module docstring), else what is
+    wrong with it."""
+    if not isinstance(text, str):
+        return f'a {type(text).__name__} where code belongs'
+    if '\\' in text or '??' in text:
+        return 'a backslash (or a trigraph) in C++ code is not allowed'
+    body = []
+    for line in text.split('\n'):
+        stripped = line.strip()
+        if stripped.startswith('#'):
+            if not (_INCLUDE.match(stripped) or _GUARD.match(stripped) or _PRAGMA_OMP.match(stripped)):
+                return f'the preprocessor line {stripped[:40]!r} is not allowed'
+            body.append('')
+        else:
+            body.append(line)
+    code = '\n'.join(body)
+    tokens = []
+    pos = 0
+    while pos < len(code):
+        m = _CPP_TOKEN.match(code, pos)
+        if m is None:
+            return f'the character {code[pos]!r} is not allowed in C++ code (no string or character literals)'
+        pos = m.end()
+        kind = m.lastgroup
+        if kind in ('space', 'comment'):
+            continue
+        value = re.sub(r'\s+', '', m.group(kind))
+        tokens.append((kind, value))
+    return _cpp_problem(tokens)
+
+
+def _cpp_problem(tokens) -> str:
+    for i, (kind, value) in enumerate(tokens):
+        if kind == 'name':
+            parts = value.split('::')
+            bad = next((p for p in parts if p in _CPP_FORBIDDEN), None)
+            if bad:
+                return f'the word {bad} is not allowed in C++ code'
+            j = _after_template(tokens, i + 1)
+            if j < len(tokens) and tokens[j][1] == '(' and not _callable(value):
+                return f'a call of {value} is not allowed (only sdfgsparse:: and dace:: leaves and math)'
+        elif value == '(' and i > 0:
+            prev = tokens[i - 1][1]
+            if prev == ']':
+                return 'a call through an array element is not allowed'
+            if prev == ')' and not _cast_before(tokens, i - 1):
+                return 'a call through an expression is not allowed'
+            if i + 1 < len(tokens) and tokens[i + 1][1] in ('*', '&', '^') and i + 2 < len(tokens) and \
+                    tokens[i + 2][1] == ')':
+                return 'a function pointer type is not allowed'
+    return ''
+
+
+def _after_template(tokens, j: int) -> int:
+    """The index after a template argument list ``<...>`` starting at ``j`` (``j`` when there is none)."""
+    if j >= len(tokens) or tokens[j][1] != '<':
+        return j
+    depth = 0
+    for k in range(j, min(len(tokens), j + 64)):
+        v = tokens[k][1]
+        if v == '<':
+            depth += 1
+        elif v == '>':
+            depth -= 1
+            if depth == 0:
+                return k + 1
+        elif v in (';', '{', '}'):
+            break
+    return j
+
+
+def _callable(name: str) -> bool:
+    if name.startswith(CPP_CALL_PREFIXES) or name in _CPP_CALLABLE_WORDS:
+        return True
+    return name in CODE_FUNCTIONS or name in ('sqrtf', 'expf', 'logf', 'fabsf', 'fmaxf', 'fminf', 'powf')
+
+
+def _cast_before(tokens, close: int) -> bool:
+    """Whether the parenthesised group ending at ``close`` is a cast to a scalar type."""
+    depth = 0
+    for k in range(close, -1, -1):
+        v = tokens[k][1]
+        if v == ')':
+            depth += 1
+        elif v == '(':
+            depth -= 1
+            if depth == 0:
+                inner = [t[1] for t in tokens[k + 1:close]]
+                return bool(inner) and all(w in _CPP_SCALARS or w == '*' for w in inner)
+    return False

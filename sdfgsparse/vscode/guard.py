@@ -15,7 +15,7 @@ import threading
 
 import dace
 
-from sdfgsparse.scripting.sdfg_grammar import check_sdfg_json
+from sdfgsparse.scripting.sdfg_schema import check_sdfg_json
 
 __all__ = ['install', 'installed']
 

@@ -62,4 +62,6 @@ def generic_expansion(node_cls: Type[SparseLibraryNode]) -> Type[ExpandTransform
 
 
 for _node in NODES:
-    register(_node, IMPLEMENTATION, generic_expansion(_node))
+    _cls = generic_expansion(_node)
+    globals()[_cls.__name__] = _cls  # a saved history names it by classpath: DaCe locates it here
+    register(_node, IMPLEMENTATION, _cls)
