@@ -1,7 +1,7 @@
 # The two commands of the README:
 #   make demo   creates .venv (pinned packages) and runs the main job on bundled data
 #   make test   creates .venv (pinned packages) and runs the test suite
-#   make fuzz   (optional) fuzzes the argument checks for FUZZ_SECONDS seconds
+#   make fuzz   (optional) fuzzes the argument checks and the SDFG-file check, FUZZ_SECONDS seconds each
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -42,9 +42,12 @@ test: $(STAMP)
 gpu-check: $(STAMP)
 	PYTHON=$(PY) bash .ci/gpu-check
 
-# coverage-guided fuzzing of the argument checks (atheris); not part of `make test`
+# coverage-guided fuzzing of the argument checks and of the SDFG-file check (atheris); not part
+# of `make test` (which runs a few hundred SDFG mutants: tests/scripting/test_sdfg_fuzz.py)
 fuzz: $(STAMP)
 	$(PY) -m pip install -q -c constraints.txt atheris
+	cd tests/fuzz && ../../$(PY) fuzz_sdfg.py --mutants 5000
+	cd tests/fuzz && ../../$(PY) fuzz_sdfg.py -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096
 	cd tests/fuzz && ../../$(PY) fuzz_arguments.py -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096
 
 clean:

@@ -7,6 +7,8 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
+from sdfgsparse.scripting.commands import unexpected
+
 __all__ = ['add_parser', 'run', 'main']
 
 
@@ -49,6 +51,8 @@ def run(args) -> int:
     except AnalysisError as exc:
         print(f'sdfgsparse analyze: {exc}', file=sys.stderr)
         return 2
+    except Exception as exc:  # DaCe failing on an SDFG it loaded: one line, not a traceback
+        return unexpected('analyze', exc)
     print(result.to_json(indent=2) if getattr(args, 'json', False) else result.table())
     return 0
 

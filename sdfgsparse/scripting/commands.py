@@ -53,6 +53,17 @@ def _report(command: str, message: str, hint: Optional[str] = None) -> None:
         print(f'hint: {hint}', file=sys.stderr)
 
 
+def unexpected(command: str, exc: BaseException) -> int:
+    """Report an error that is not an input error in one line (exit 1); with
+    ``SDFGSPARSE_TRACEBACK=1`` in the environment it is raised with its traceback."""
+    if os.environ.get('SDFGSPARSE_TRACEBACK'):
+        raise exc
+    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''
+    _report(command, f'failed: {type(exc).__name__}{": " + first if first else ""}',
+            'the SDFG may be damaged; SDFGSPARSE_TRACEBACK=1 shows where it failed')
+    return 1
+
+
 def _command(name: str):
     """Run a handler under :func:`quiet_dace`, turning input errors into one line and exit 2."""
 
@@ -70,6 +81,8 @@ def _command(name: str):
                 _report(name, str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
                         getattr(exc, 'hint', None))
                 return 2
+            except Exception as exc:  # DaCe failing on an SDFG it loaded: one line, not a traceback
+                return unexpected(name, exc)
 
         return handler
 

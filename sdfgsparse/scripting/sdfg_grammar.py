@@ -164,7 +164,7 @@ def check_text(text: str) -> str:
     """'' when ``text`` is one line of text that cannot leave a C++ comment or string."""
     if not isinstance(text, str):
         return f'a {type(text).__name__} where text belongs'
-    if any(c in text for c in '"\\\n\r\0') or '*/' in text or '??' in text:
+    if any(c in text for c in '"\'\\\n\r\0') or '*/' in text or '??' in text:
         return 'text with a quote, a backslash, a line break or */'
     return ''
 

@@ -64,7 +64,15 @@ def check_sdfg_json(content: Any, source: str) -> None:
     """Raise :class:`UnsafeSDFGError` (``<source>: field <json path>: ...``) at the first
     key or value of the parsed SDFG file ``content`` outside DaCe's schema or the grammar
     of its kind (module docstring)."""
-    _Walker(source).sdfg(content, '$')
+    try:
+        _Walker(source).sdfg(content, '$')
+    except UnsafeSDFGError:
+        raise
+    except (RecursionError, MemoryError):
+        raise UnsafeSDFGError(f'{source}: nested too deeply to check; the file is refused') from None
+    except Exception as exc:  # a shape of JSON the walk did not foresee: refused, never passed on
+        raise UnsafeSDFGError(f'{source}: not of DaCe\'s schema ({type(exc).__name__}: {str(exc)[:80]}); the file '
+                              'is refused') from None
 
 
 def _show(value) -> str:
@@ -93,7 +101,8 @@ class _Walker:
     # --- reporting ---------------------------------------------------------------------------------------------
 
     def fail(self, path: str, why: str, value=None):
-        raise UnsafeSDFGError(f'{self.source}: field {path}:{_show(value)}: {why}; the file is refused (DaCe '
+        raise UnsafeSDFGError(f'{self.source}: field {path}{":" + _show(value) if _show(value) else ""}: {why}; '
+                              'the file is refused (DaCe '
                               'would evaluate, import or compile it, or it is not of DaCe\'s schema)')
 
     def string(self, check: Callable[[str], str], value, path: str):
@@ -106,7 +115,7 @@ class _Walker:
             self.fail(path, f'a {type(value).__name__} where an object belongs')
         for key in value:
             if key not in allowed:
-                self.fail(f'{path}', f'the key {str(key)[:60]!r} is not one of {_type_of(value)}\'s')
+                self.fail(path, f'the key {str(key)[:60]!r} is not a key of {_type_of(value)}')
         for key in required:
             if key not in value:
                 self.fail(path, f'the key {key!r} is missing')
@@ -150,8 +159,7 @@ class _Walker:
     def region_common(self, value, path: str):
         for key in ('id', 'cfg_list_id', 'start_block'):
             self.integer(value.get(key), f'{path}.{key}')
-        if not isinstance(value.get('collapsed', False), bool):
-            self.fail(f'{path}.collapsed', 'not a boolean')
+        self.boolean(value.get('collapsed'), f'{path}.collapsed')
         self.text(value.get('label'), f'{path}.label')
 
     def block(self, value, path: str):
@@ -166,6 +174,7 @@ class _Walker:
             self.keys(value, _STATE_KEYS, path, required=('type', 'label', 'nodes', 'edges', 'attributes'))
             self.properties(cls, value['attributes'], f'{path}.attributes')
             self.integer(value.get('id'), f'{path}.id')
+            self.boolean(value.get('collapsed'), f'{path}.collapsed')
             scope = value.get('scope_dict', {})
             if not isinstance(scope, dict):
                 self.fail(f'{path}.scope_dict', 'not an object')
@@ -288,9 +297,10 @@ class _Walker:
             return
         if not isinstance(value, dict):
             self.fail(path, f'a {type(value).__name__} where a transformation belongs')
-        base = _XFORM_TYPES.get(value.get('type'))
+        kind = value.get('type')
+        base = _XFORM_TYPES.get(kind) if isinstance(kind, str) else None
         if base is None:
-            self.fail(f'{path}.type', 'not a transformation', value.get('type'))
+            self.fail(f'{path}.type', 'not a transformation', kind)
         name = value.get('transformation')
         if base is xf.ExpandTransformation:
             cls = self.classpath(value, path, xf.ExpandTransformation)
@@ -395,12 +405,10 @@ class _Walker:
             return
         self.keys(value, {'string_data', 'language'}, path, required=('string_data', ))
         text, language = value['string_data'], value.get('language')
-        if language is not None and language not in _LANGUAGES:
+        if language is not None and (not isinstance(language, str) or language not in _LANGUAGES):
             self.fail(f'{path}.language', 'not a language of DaCe', language)
-        if language == 'NoCode':
-            return
         where = f'{path}.string_data'
-        if python_only or language in (None, 'Python'):
+        if python_only or language in (None, 'Python', 'NoCode'):
             self.string(check_code, text, where)
         elif language == 'CPP':
             self.string(check_cpp, text, where)
@@ -585,7 +593,7 @@ class _Walker:
 
 def _type_of(value: dict) -> str:
     kind = value.get('type') if isinstance(value, dict) else None
-    return f'a {kind}' if isinstance(kind, str) and check_name(kind) == '' else 'this object'
+    return kind if isinstance(kind, str) and check_name(kind) == '' else 'this object'
 
 
 def _CTYPE(text: str) -> bool:

@@ -273,3 +273,76 @@ except Exception as exc:
     assert lines[0] == 'loops'
     assert lines[1].startswith('UnsafeSDFGError') and 'shape[0]' in lines[1]
     assert not marker.exists()
+
+
+def _disguise(target: dict) -> dict:
+    """``target`` made to look like a code block (the keys the old check skipped objects by)."""
+    target['string_data'] = '1'
+    target['language'] = 'Python'
+    return target
+
+
+# (document, how to put the payload there, the JSON path the error names): payloads the
+# check of main 87a14ea let through (it took any object with string_data and language for
+# a code block, and read a code block as Python only when its label said so)
+DISGUISES = [
+    ('loopy', 'root object', lambda d, p: (_disguise(d), _array(d, 'x')['shape'].__setitem__(0, p)), '$: '),
+    ('loopy', 'array attributes', lambda d, p: (_disguise(_array(d, 'x')), _array(d, 'x')['shape'].__setitem__(0, p)),
+     '_arrays.x.attributes'),
+    ('loopy', 'memlet attributes', lambda d, p: (lambda m: (_disguise(m), m.__setitem__('volume', p)))(
+        _find(d, lambda m: m.get('type') == 'Memlet')['attributes']), 'attributes.data.attributes'),
+    ('loopy', 'interstate edge attributes', lambda d, p: (_disguise(_edge_attrs(d)), _edge_attrs(d)['assignments']
+                                                         .__setitem__('i', p)), 'attributes.data.attributes'),
+    ('loopy', 'condition labelled CPP', lambda d, p: _condition(d).update(string_data=p, language='CPP'),
+     'condition.string_data'),
+    ('loopy', 'condition labelled MLIR', lambda d, p: _condition(d).update(string_data=p, language='MLIR'),
+     'condition.string_data'),
+    ('loops', 'loop condition labelled CPP', lambda d, p: _node(d, 'LoopRegion')['loop_condition'].update(
+        string_data=p, language='CPP'), 'loop_condition.string_data'),
+    ('loopy', 'tasklet labelled xPython', lambda d, p: _node(d, 'Tasklet')['code'].update(
+        string_data=f'__out = {p}', language='xPython'), 'code.language'),
+    ('loopy', 'C++ tasklet', lambda d, p: _node(d, 'Tasklet')['code'].update(
+        string_data=f'system("touch {p[-20:]}");', language='CPP'), 'code.string_data'),
+    ('loopy', 'C++ global code', lambda d, p: d['attributes'].__setitem__('global_code', {'frame': {
+        'string_data': '__attribute__((constructor)) static void f() { system("id"); }', 'language': 'CPP'}}),
+     'global_code.frame.string_data'),
+    ('loopy', 'an unknown property', lambda d, p: _array(d, 'x').__setitem__('colour', 1),
+     "'colour' is not a property of Array"),
+    ('loopy', 'an opaque type', lambda d, p: _array(d, 'x').__setitem__('dtype', {'type': 'opaque', 'ctype': p}),
+     'x.attributes.dtype.ctype'),
+]
+
+
+@pytest.mark.parametrize('which, kind, inject, field', DISGUISES, ids=[i[1] for i in DISGUISES])
+def test_payloads_beside_code_block_keys_and_in_any_language_are_refused(documents, which, kind, inject, field,
+                                                                         tmp_path, capsys):
+    marker = tmp_path / 'PWNED'
+    doc = copy.deepcopy(documents[which])
+    inject(doc, _payload(marker))
+    path = _write(doc, tmp_path)
+    for argv in (['xforms', 'list', path], ['analyze', path]):
+        code, out, err = _run(argv, capsys)
+        assert code == 2 and out == '' and not marker.exists(), err
+        assert len(err.splitlines()) == 1 and field in err and 'refused' in err and 'Traceback' not in err, err
+
+
+@pytest.mark.parametrize('code, ok', [
+    ('_ty = sdfgsparse::spmv_row_chunks<4>(_tc, _tv, ss_in(_tx), _tlo, _thi, _tend);', True),
+    ('static sdfgsparse::TeamSites _sites;\nsdfgsparse::team_begin(_sites, (long long)_tnnz, (long long)(1), _r);',
+     True),
+    ('#include "sdfgsparse_storage_check.h"\n#ifndef G\n#define G\nDACE_EXPORTED int __ss_f(const int32_t* p) {\n'
+     '    return sdfgsparse::check<int32_t>(p);\n}\n#endif', True),
+    ('out = sqrt(a) + fmax(b, 0.5) * 2e-3;', True),
+    ('system("id");', False),
+    ('std::system(0);', False),
+    ('f(1);', False),
+    ('((void(*)(int))0x1234)(1);', False),
+    ('p[0](1);', False),
+    ('asm("nop");', False),
+    ('#include <stdlib.h>', False),
+    ('#define F system', False),
+    ("char c = 'a';", False),
+    ('x = 1; \\\n', False),
+])
+def test_cpp_code_blocks(code, ok):
+    assert (sdfg_grammar.check_cpp(code) == '') == ok, sdfg_grammar.check_cpp(code)
