@@ -39,16 +39,22 @@ from dace.sdfg import state as st
 from dace.transformation import transformation as xf
 
 import sdfgsparse.transformations  # noqa: F401  (registers the Sparse transformations a history may name)
+from sdfgsparse.notes import NOTES
+from sdfgsparse.ops.shape_checks import KEY as SHAPE_RULES
 from sdfgsparse.scripting.sdfg_grammar import (CLASSPATH_PREFIXES, UnsafeSDFGError, check_code, check_cpp,
                                                check_expression, check_name, check_subset_text, check_text)
 
-__all__ = ['check_sdfg_json', 'UnsafeSDFGError']
+__all__ = ['check_sdfg_json', 'UnsafeSDFGError', 'FREE_TEXT_PROPERTIES']
 
 #: Code properties DaCe reads as Python (``sympify`` or ``ast``) whatever their language.
 PYTHON_CODE_PROPERTIES = frozenset({'condition', 'loop_condition', 'init_statement', 'update_statement',
                                     'instrument_condition'})
-#: String properties that are free text (never evaluated; written into comments at most).
-TEXT_PROPERTIES = frozenset({'guid', 'hash', 'filename', 'desc', 'doc', 'reason', 'io_lower_bound'})
+#: String properties that are text (never evaluated; written into comments at most).
+TEXT_PROPERTIES = frozenset({'guid', 'hash', 'filename'})
+#: String properties that are free text for people, which DaCe neither evaluates nor writes into
+#: generated code: a transformation's reason (SparseFormatSelection's costs as JSON), the I/O lower
+#: bound SparseIOLowerBound notes on a sparse node, descriptions.
+FREE_TEXT_PROPERTIES = frozenset({'reason', 'desc', 'doc', 'io_lower_bound'})
 
 _SDFG_KEYS = {'type', 'attributes', 'nodes', 'edges', 'collapsed', 'label', 'id', 'cfg_list_id', 'start_block',
               'dace_version'}
@@ -149,7 +155,7 @@ class _Walker:
             self.fail(f'{path}.attributes', 'not an object')
         if 'name' not in attributes:
             self.fail(f'{path}.attributes', 'the SDFG has no name')
-        self.properties(dace.SDFG, attributes, f'{path}.attributes', extra={'hash': self.text})
+        self.properties(dace.SDFG, attributes, f'{path}.attributes', extra={'hash': self.text, NOTES: self.notes})
         self.region_common(value, path)
         self.text(value.get('dace_version'), f'{path}.dace_version')
         self.items(value['nodes'], f'{path}.nodes', self.block)
@@ -252,6 +258,41 @@ class _Walker:
             self.fail(f'{path}.attributes.data.type', 'not an interstate edge', data['type'])
         self.text(data.get('label'), f'{path}.attributes.data.label')
         self.properties(dace.InterstateEdge, data['attributes'], f'{path}.attributes.data.attributes')
+
+    def notes(self, value, path: str):
+        """The SDFG's ``sparse_notes`` (:mod:`sdfgsparse.notes`): shape rules (expressions the
+        call evaluates, with free text for the error), the I/O lower bound (text for people),
+        recorded examples (names and numbers)."""
+        if not isinstance(value, dict):
+            self.fail(path, f'a {type(value).__name__} where an object belongs')
+        for key, item in value.items():
+            where = f'{path}.{key}' if check_name(key) == '' else f'{path}[{key[:40]!r}]'
+            if key == SHAPE_RULES:
+                def rule(r, w):
+                    self.keys(r, {'a', 'b', 'reason'}, w, required=('a', 'b'))
+                    self.expression(r['a'], f'{w}.a')
+                    self.expression(r['b'], f'{w}.b')
+                    self.free_text(r.get('reason'), f'{w}.reason')
+
+                self.items(item, where, rule)
+            elif key == 'io_lower_bound':
+                self.free_text(item, where)
+            else:
+                self.loose(item, where)
+
+    def free_text(self, value, path: str):
+        """Text for people, in strings, lists and objects; nothing DaCe would deserialise
+        (an object with a type, or with attributes)."""
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return
+        if isinstance(value, list):
+            return self.items(value, path, self.free_text)
+        if not isinstance(value, dict):
+            self.fail(path, f'a {type(value).__name__} is not a JSON value')
+        if 'type' in value or 'attributes' in value:
+            self.fail(path, 'an object DaCe would deserialise where text belongs')
+        for k, v in value.items():
+            self.free_text(v, f'{path}.{k}' if check_name(k) == '' else f'{path}[{k[:40]!r}]')
 
     # --- objects by type ---------------------------------------------------------------------------------------
 
@@ -517,6 +558,8 @@ class _Walker:
                 return
             return self.expression(value, path)
         if dtype is str:
+            if key in FREE_TEXT_PROPERTIES:
+                return
             if key in TEXT_PROPERTIES:
                 return self.text(value, path)
             return self.string(check_expression, value, path)
@@ -563,6 +606,8 @@ class _Walker:
             self.fail(path, f'a {type(value).__name__} is not a JSON value')
         if 'string_data' in value or 'language' in value:
             return self.code(value, path, python_only=True)
+        if 'type' not in value and isinstance(value.get('attributes'), dict) and 'type' in value['attributes']:
+            self.fail(path, 'an object DaCe would deserialise by the type in its attributes')
         if 'type' in value:
             kind = value['type']
             if kind == 'ndarray':

@@ -3,7 +3,7 @@
 
 :func:`corpus` saves the SDFGs the project writes (the frontend's, a loop region, expanded
 with the ``cpu`` kernels, optimised, lowered to the GPU and to the FPGA, a transformation
-history). :func:`mutate` changes one of them in one place: a key added (with a payload or a
+history, recorded examples with SparseFormatSelection applied). :func:`mutate` changes one of them in one place: a key added (with a payload or a
 plain value), a key renamed, a string or any value replaced by a payload, a code block's
 language changed. Every payload, if anything evaluated, imported or compiled it, would
 create the file ``marker``.
@@ -14,8 +14,11 @@ import random
 from typing import Any, Dict, List, Tuple
 
 import dace
+import numpy as np
+import scipy.sparse as sp
 
 import sdfgsparse as ss
+from sdfgsparse.scripting.sdfg_schema import FREE_TEXT_PROPERTIES
 
 N, T = dace.symbol('N'), dace.symbol('T')
 M, K = dace.symbol('M'), dace.symbol('K')
@@ -32,6 +35,26 @@ def fuzz_loopy(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], y: dace.float6
 @dace.program
 def fuzz_fpga(A: ss.CSR[dace.float32, M, N, dace.int32], B: dace.float32[N, K], x: dace.float32[N]):
     return A @ B, A @ x
+
+
+@dace.program
+def fuzz_power(A: ss.CSR[dace.float64, N, N], x: dace.float64[N]):
+    y = np.copy(x)
+    for it in range(40):
+        y = A @ y
+    return y
+
+
+def _selected() -> dace.SDFG:
+    """A program with recorded examples (sparse_notes) and SparseFormatSelection in its history."""
+    from sdfgsparse.transformations.sparse_format_selection import SparseFormatSelection
+    n, offs = 300, range(-3, 4)
+    A = sp.csr_array(sp.diags([np.full(n - abs(o), 0.1 * (o + 4)) for o in offs], list(offs), format='csr'))
+    sdfg = fuzz_power.to_sdfg()
+    ss.record_examples(sdfg, {'A': A, 'x': np.linspace(0, 1, n)})
+    if sdfg.apply_transformations(SparseFormatSelection) != 1:
+        raise RuntimeError('SparseFormatSelection did not apply')
+    return sdfg
 
 
 def _loop_region() -> dace.SDFG:
@@ -64,6 +87,7 @@ def corpus(folder) -> Dict[str, str]:
     to_gpu(gpu)
     sdfgs['gpu'] = gpu
     sdfgs['fpga'] = lower.to_fpga(fuzz_fpga.to_sdfg())
+    sdfgs['selected'] = _selected()
     docs = {name: json.dumps(sdfg.to_json()) for name, sdfg in sdfgs.items()}
     src, hist = f'{folder}/frontend.sdfg', f'{folder}/history.sdfg'
     base.save(src)
@@ -135,6 +159,8 @@ def mutate(text: str, rng: random.Random, marker: str) -> Tuple[Any, str, bool]:
     """``(document, what was done, whether it holds a payload)``: ``text`` parsed and
     changed in one place chosen by ``rng`` (a payload: the marker's name is in it)."""
     doc, what = _mutate(text, rng, marker)
+    if what.split()[-1] in FREE_TEXT_PROPERTIES:  # text for people, which nothing reads as code
+        return doc, what, False
     return doc, what, marker in json.dumps(doc)
 
 
