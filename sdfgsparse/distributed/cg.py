@@ -6,7 +6,7 @@ from typing import Optional
 import numpy as np
 
 from sdfgsparse import errors
-from sdfgsparse.distributed.collective import agree
+from sdfgsparse.distributed.collective import agree, checksum
 from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector
 from sdfgsparse.distributed.products import _exchange_and_multiply, _local_input
 
@@ -40,13 +40,14 @@ def cg(D: DistributedMatrix, b, x0=None, rtol: float = 1e-8, atol: float = 0.0, 
     if not isinstance(D, DistributedMatrix):
         raise errors.ArgumentError(f'D: expected a DistributedMatrix, got {type(D).__name__}')
     comm = D.comm
-    error, b_loc, x_loc = None, None, None
+    error, b_loc, x_loc, digests = None, None, None, (0, 0)
     try:
         if D.shape[0] != D.shape[1] or not D.row_layout.same_as(D.col_layout):
             raise errors.ShapeError(f'cg needs a square matrix distributed alike by rows and columns; '
                                     f'A is {D.shape[0]}x{D.shape[1]} ({D.partition})')
-        b_loc = _local_input(D, b, 'b', 1).copy()
-        x_loc = np.zeros_like(b_loc) if x0 is None else _local_input(D, x0, 'x0', 1).copy()
+        b_loc, db = _local_input(D, b, 'b', 1)
+        x_loc, dx = (np.zeros_like(b_loc), 0) if x0 is None else _local_input(D, x0, 'x0', 1)
+        b_loc, x_loc, digests = b_loc.copy(), x_loc.copy(), (db, dx)
         for name, value in (('rtol', rtol), ('atol', atol)):
             if not isinstance(value, (int, float, np.floating)) or not value >= 0:
                 raise errors.ArgumentError(f'{name}={value!r}: expected a number >= 0')
@@ -56,7 +57,13 @@ def cg(D: DistributedMatrix, b, x0=None, rtol: float = 1e-8, atol: float = 0.0, 
             raise errors.ArgumentError(f'maxiter={maxiter!r}: expected an integer >= 0')
     except Exception as exc:
         error = exc
-    agree(comm, error)
+    # what every process must share (a process that stopped sooner would leave the others
+    # in the next all-reduce): replicated b and x0 by checksum, the options
+    options = None if error else checksum(np.array([rtol, atol, -1 if maxiter is None else maxiter,
+                                                    (None, False, True).index(overlap)], np.float64))
+    agree(comm, error, same={'b (checksum; 0: a DistributedVector)': digests[0],
+                             'x0 (checksum; 0: a DistributedVector or none)': digests[1],
+                             'rtol, atol, maxiter and overlap (checksum)': options or 0})
     maxiter = 10 * D.shape[0] if maxiter is None else int(maxiter)
     with D._lock:
         r = b_loc - (_exchange_and_multiply(D, x_loc, False, overlap).local if x0 is not None else 0)

@@ -11,12 +11,13 @@ cores would take the core from the process being waited for).
 """
 import os
 import threading
+import zlib
 
 import numpy as np
 
 from sdfgsparse.errors import ArgumentError, DistributedError
 
-__all__ = ['check_comm', 'private_comm', 'agree', 'collectively', 'wait_all', 'oversubscribed']
+__all__ = ['check_comm', 'private_comm', 'agree', 'checksum', 'collectively', 'wait_all', 'oversubscribed']
 
 _PRIVATE = {}
 _OVERSUBSCRIBED = {}
@@ -54,19 +55,24 @@ def private_comm(comm):
 
 def agree(comm, error, same=None, what: str = 'a value') -> None:
     """Collective: raise :class:`DistributedError` on every process if ``error`` (this
-    process's exception, or None) is set on any, or if ``same`` (an integer, e.g. the
-    columns of a dense block) differs between processes (``what`` names it)."""
+    process's exception, or None) is set on any, or if a value that must be the same on
+    every process differs. ``same``: an integer named ``what`` (e.g. the columns of a dense
+    block), or ``{name: integer}`` (widths, checksums of replicated operands, options; the
+    same names on every process). One all-reduce when all agree."""
     from mpi4py import MPI
-    value = 0 if same is None else int(same)
-    flag = np.array([0 if error is None else 1, value, -value], np.int64)
-    total = np.zeros(3, np.int64)
+    values = {} if same is None else dict(same) if isinstance(same, dict) else {what: same}
+    ints = [int(v) for v in values.values()]
+    flag = np.array([0 if error is None else 1] + [x for v in ints for x in (v, -v)], np.int64)
+    total = np.zeros_like(flag)
     comm.Allreduce(flag, total, op=MPI.MAX)
-    if total[0] == 0 and total[1] == -total[2]:
+    differ = [name for i, name in enumerate(values) if total[1 + 2 * i] != -total[2 + 2 * i]]
+    if total[0] == 0 and not differ:
         return
     if total[0] == 0:
-        values = comm.allgather(value)
-        raise DistributedError(f'{what} differs between processes (by rank: {values}); every process must pass '
-                               'the same', tuple(range(comm.Get_size())), ())
+        by_rank = comm.allgather(ints)
+        shown = '; '.join(f'{name} by rank: {[r[list(values).index(name)] for r in by_rank]}' for name in differ)
+        raise DistributedError(f'{" and ".join(differ)} differ{"s" if len(differ) == 1 else ""} between processes '
+                               f'({shown}); every process must pass the same', tuple(range(comm.Get_size())), ())
     report = None if error is None else f'{type(error).__name__}: {error}'
     reports = comm.allgather(report)
     ranks = [r for r, m in enumerate(reports) if m is not None]
@@ -74,6 +80,20 @@ def agree(comm, error, same=None, what: str = 'a value') -> None:
     detail = '; '.join(f'rank {r}: {m}' for r, m in zip(ranks, messages))
     raise DistributedError(f'failed on {len(ranks)} of {comm.Get_size()} processes ({detail})', ranks,
                            messages) from error
+
+
+def checksum(arr: np.ndarray) -> int:
+    """A checksum of ``arr``'s shape, dtype and bytes for :func:`agree` (a replicated operand
+    must be the same on every process): any change of one entry changes it, and so does a
+    permutation that moves entries between positions that differ modulo 64. About one read
+    of the array (a sum of its 64-bit words in 64 lanes)."""
+    arr = np.ascontiguousarray(arr)
+    raw = arr.reshape(-1).view(np.uint8)
+    head = raw[:raw.size // 512 * 512].view(np.uint64).reshape(-1, 64)
+    lanes = head.sum(axis=0, dtype=np.uint64) if head.size else np.zeros(64, np.uint64)
+    tail = raw[raw.size // 512 * 512:]
+    meta = f'{arr.shape}{arr.dtype.str}'.encode()
+    return zlib.crc32(tail.tobytes(), zlib.crc32(lanes.tobytes(), zlib.crc32(meta))) & 0x7fffffff
 
 
 def collectively(comm, fn, *args, **kwargs):

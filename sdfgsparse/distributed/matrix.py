@@ -203,6 +203,9 @@ class DistributedMatrix:
         """Collective: the exchange plan (every process says what it needs from whom)."""
         piece, local_shape = self._piece, self.local_csr.shape
         comm = self._pcomm = private_comm(self.comm)
+        # collective too: here, where every process is, never in a product (a process whose
+        # operand is refused does not reach the product's buffers, and the others would wait)
+        self._oversubscribed = oversubscribed(self.comm)
         own_rows, own_cols = piece['own_rows'], piece['own_cols']
         expand_send, bad_x = request_plan(comm, piece['far_cols'], piece['far_col_owner'], own_cols)
         fold_recv, bad_y = request_plan(comm, piece['far_rows'], piece['far_row_owner'], own_rows)
@@ -227,7 +230,7 @@ class DistributedMatrix:
         key = (tuple(tail), np.dtype(dtype).str)
         halo = self._halos.get(key)
         if halo is None:
-            halo = self._halos[key] = Halo(self._pcomm, self.plan, tuple(tail), dtype, oversubscribed(self.comm))
+            halo = self._halos[key] = Halo(self._pcomm, self.plan, tuple(tail), dtype, self._oversubscribed)
         return halo
 
     def split(self):

@@ -9,14 +9,14 @@ their owners. Every process checks its inputs first and all agree before any mes
 (:func:`~sdfgsparse.distributed.collective.agree`); an error in the local product is
 agreed on after the exchange, so no process is left waiting.
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import dace
 import numpy as np
 
 from sdfgsparse import errors
 from sdfgsparse.analysis.communication import CommunicationModel
-from sdfgsparse.distributed.collective import agree, check_comm
+from sdfgsparse.distributed.collective import agree, check_comm, checksum
 from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector
 
 __all__ = ['spmv', 'spmm', 'vector', 'gather', 'dot', 'local_program', 'chooses_overlap', 'NODE_MODEL']
@@ -58,10 +58,12 @@ def local_program(fmt, dtype, index_dtype, block: bool):
     return prog
 
 
-def _local_input(D: DistributedMatrix, x, name: str, ndim: int) -> np.ndarray:
+def _local_input(D: DistributedMatrix, x, name: str, ndim: int) -> Tuple[np.ndarray, int]:
     """This process's entries of ``x`` (a DistributedVector in D's column layout, or the
-    whole array, the same on every process) as a C-contiguous array of D's dtype."""
+    whole array, the same on every process) as a C-contiguous array of D's dtype, and the
+    checksum of a whole array (0 for a DistributedVector), for the agreement."""
     layout = D.col_layout
+    digest = 0
     if isinstance(x, DistributedVector):
         if not x.layout.same_as(layout):
             raise errors.ShapeError(f'{name}: a distributed vector of another layout (length {x.layout.size}, '
@@ -81,6 +83,7 @@ def _local_input(D: DistributedMatrix, x, name: str, ndim: int) -> np.ndarray:
             raise errors.ShapeError(f'{name}: expected {ndim} dimension(s), got shape {arr.shape}')
         if arr.shape[0] != D.shape[1]:
             raise errors.ShapeError(f'{name}: {arr.shape[0]} rows, the matrix has {D.shape[1]} columns')
+        digest = 1 + checksum(arr)
         local = arr[layout.own]
     if local.ndim != ndim:
         raise errors.ShapeError(f'{name}: expected {ndim} dimension(s), got shape {local.shape}')
@@ -90,7 +93,7 @@ def _local_input(D: DistributedMatrix, x, name: str, ndim: int) -> np.ndarray:
     if not np.can_cast(local.dtype, D.dtype, 'safe'):
         raise errors.DTypeError(f'{name}: dtype {local.dtype} does not convert to the matrix dtype {D.dtype} '
                                 'without loss; cast it first')
-    return np.ascontiguousarray(local, D.dtype)
+    return np.ascontiguousarray(local, D.dtype), digest
 
 
 def _multiply(prog, A, x, rows: int, tail: tuple, dtype) -> np.ndarray:
@@ -118,16 +121,19 @@ def _product(D: DistributedMatrix, x, name: str, block: bool, overlap: Optional[
         raise errors.ArgumentError(f'D: expected a DistributedMatrix (sdfgsparse.distributed.distribute), got '
                                    f'{type(D).__name__}')
     ndim = 2 if block else 1
-    error, local, width = None, None, 1
+    error, local, width, digest = None, None, 1, 0
     try:
         if overlap not in (None, True, False):
             raise errors.ArgumentError(f'overlap={overlap!r}: expected True, False or None')
-        local = _local_input(D, x, name, ndim)
+        local, digest = _local_input(D, x, name, ndim)
         width = local.shape[1] if block else 1
-        D.halo(tuple(local.shape[1:]), D.dtype)  # its buffers, before any message
+        D.halo(tuple(local.shape[1:]), D.dtype)  # its buffers, before any message (no collective)
     except Exception as exc:
         error = exc
-    agree(D.comm, error, same=width, what=f'the columns of {name}')
+    # one agreement: an error anywhere, and what must be the same everywhere (a replicated
+    # operand by its checksum: different ones would give a mix that equals no product)
+    agree(D.comm, error, same={f'the columns of {name}': width, f'{name} (checksum; 0: a DistributedVector)': digest,
+                               'overlap': (None, False, True).index(overlap) if error is None else 0})
     with D._lock:
         return _exchange_and_multiply(D, local, block, overlap)
 
@@ -226,7 +232,7 @@ def vector(x, D: DistributedMatrix, root: Optional[int] = None, side: str = 'col
         raise errors.ArgumentError(f'D: expected a DistributedMatrix, got {type(D).__name__}')
     layout = D.col_layout if side == 'cols' else D.row_layout
     comm, rank = D.comm, D.comm.Get_rank()
-    error, local = None, None
+    error, local, width, digest = None, None, 0, 0
     try:
         if side not in ('cols', 'rows'):
             raise errors.ArgumentError(f"side={side!r}: expected 'cols' or 'rows'")
@@ -237,11 +243,16 @@ def vector(x, D: DistributedMatrix, root: Optional[int] = None, side: str = 'col
             if arr.ndim not in (1, 2) or arr.shape[0] != layout.size:
                 raise errors.ShapeError(f'x: shape {arr.shape}, expected ({layout.size},) or ({layout.size}, k)')
             local = arr
+            width = arr.shape[1] if arr.ndim == 2 else 0
+            digest = checksum(arr) if root is None else 0
         elif x is not None:
             raise errors.ArgumentError(f'x: with root={root}, pass x on process {root} only (None here)')
     except Exception as exc:
         error = exc
-    agree(comm, error)
+    if root is None:  # a replicated x: the same everywhere (its parts would otherwise mix)
+        agree(comm, error, same={'the columns of x': width, 'x (checksum)': digest})
+    else:
+        agree(comm, error)
     if root is None:
         return DistributedVector(np.ascontiguousarray(local[layout.own]), layout)
     owns = layout.all_own(root)
@@ -251,15 +262,29 @@ def vector(x, D: DistributedMatrix, root: Optional[int] = None, side: str = 'col
 
 def gather(y: DistributedVector, comm=None, root: Optional[int] = 0) -> Optional[np.ndarray]:
     """Collective: the whole of ``y`` on process ``root`` (None elsewhere; ``root=None``:
-    on every process), entries in their global order. ``comm``: checked to be ``y``'s."""
+    on every process), entries in their global order. ``comm``: checked to be ``y``'s. A
+    bad ``y`` or ``comm`` on one process is a DistributedError on every process (where it
+    still has a communicator to say so: ``y``'s or ``comm``)."""
     if not isinstance(y, DistributedVector):
-        raise errors.ArgumentError(f'y: expected a DistributedVector, got {type(y).__name__}')
-    if comm is not None:
-        check_comm(comm)
-        if comm is not y.comm:
-            from mpi4py import MPI
-            if MPI.Comm.Compare(comm, y.comm) not in (MPI.IDENT, MPI.CONGRUENT):
-                raise errors.ArgumentError('comm: not the communicator y is spread over')
+        if comm is None:
+            raise errors.ArgumentError(f'y: expected a DistributedVector, got {type(y).__name__}')
+        agree(check_comm(comm), errors.ArgumentError(f'y: expected a DistributedVector, got {type(y).__name__}'),
+              same=_gather_agreement(0, -1))  # the same shape of agreement as the others' below
+    error = None
+    try:
+        if comm is not None:
+            check_comm(comm)
+            if comm is not y.comm:
+                from mpi4py import MPI
+                if MPI.Comm.Compare(comm, y.comm) not in (MPI.IDENT, MPI.CONGRUENT):
+                    raise errors.ArgumentError('comm: not the communicator y is spread over')
+        if root is not None and not (isinstance(root, (int, np.integer)) and not isinstance(root, bool) and
+                                     0 <= root < y.comm.Get_size()):
+            raise errors.ArgumentError(f'root={root!r}: expected a rank from 0 to {y.comm.Get_size() - 1} or None')
+    except Exception as exc:
+        error = exc
+    width = y.local.shape[1] if y.local.ndim == 2 else 0
+    agree(y.comm, error, same=_gather_agreement(width, -1 if root is None or error else root))
     layout, c = y.layout, y.comm
     if root is None:
         parts = c.allgather(y.local)
@@ -275,13 +300,23 @@ def gather(y: DistributedVector, comm=None, root: Optional[int] = 0) -> Optional
     return out
 
 
+def _gather_agreement(width: int, root: int) -> dict:
+    return {'the columns of y': width, 'root': root}
+
+
 def dot(u: DistributedVector, v: DistributedVector) -> float:
-    """Collective: ``u @ v`` of two vectors in the same layout."""
+    """Collective: ``u @ v`` of two vectors in the same layout (an operand that is not a
+    DistributedVector on one process fails on every process, through the other's
+    communicator)."""
     from mpi4py import MPI
-    if not isinstance(u, DistributedVector) or not isinstance(v, DistributedVector):
+    owner = u if isinstance(u, DistributedVector) else v if isinstance(v, DistributedVector) else None
+    if owner is None:
         raise errors.ArgumentError('dot: expected two DistributedVectors')
     error, part = None, 0.0
     try:
+        if not isinstance(u, DistributedVector) or not isinstance(v, DistributedVector):
+            raise errors.ArgumentError(f'dot: expected two DistributedVectors, got {type(u).__name__} and '
+                                       f'{type(v).__name__}')
         if not u.layout.same_as(v.layout):
             raise errors.ShapeError('dot: the vectors are in different layouts')
         if u.local.ndim != 1 or v.local.ndim != 1:
@@ -290,5 +325,5 @@ def dot(u: DistributedVector, v: DistributedVector) -> float:
         part = float(np.dot(u.local, v.local))
     except Exception as exc:
         error = exc
-    agree(u.comm, error)
-    return u.comm.allreduce(part, op=MPI.SUM)
+    agree(owner.comm, error)
+    return owner.comm.allreduce(part, op=MPI.SUM)

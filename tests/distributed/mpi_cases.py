@@ -302,6 +302,42 @@ def one_process_failing_fails_all():
         raise AssertionError('a string as comm was accepted')
 
 
+@case
+def bad_operands_fail_everywhere_at_once():
+    """A bad or disagreeing operand on one process, on a matrix over a new communicator
+    (its first product: the check used to skip a collective that the others entered, and
+    every process waited forever), is a DistributedError on every process, within a
+    second; replicated operands that differ between processes are refused by checksum."""
+    import time
+    A = _random(20, 20, 0.2, 9)
+    fresh = comm.Dup()
+    D = dist.distribute(A, fresh)
+    last = P - 1
+    start = time.perf_counter()
+    raises_everywhere(lambda: dist.spmv(D, np.ones(19) if rank == last else np.ones(20)), 'short x, first product',
+                      'rows, the matrix has 20 columns')
+    if time.perf_counter() - start > 1.0:
+        raise AssertionError(f'the refusal took {time.perf_counter() - start:.2f} s')
+    if P > 1:
+        raises_everywhere(lambda: dist.spmv(D, np.full(20, float(rank))), 'x differs', 'x (checksum')
+        raises_everywhere(lambda: dist.spmm(D, np.ones((20, 3 + (rank == last)))), 'X widths differ',
+                          'the columns of X')
+        xd = dist.vector(np.ones(20), D)
+        raises_everywhere(lambda: dist.spmv(D, xd if rank == 0 else np.ones(20)), 'vector and array', 'x (checksum')
+        raises_everywhere(lambda: dist.spmv(D, np.ones(20), overlap=True if rank == 0 else None), 'overlap',
+                          'overlap')
+        raises_everywhere(lambda: dist.vector(np.full(20, float(rank)), D), 'replicated x differs', 'x (checksum)')
+        raises_everywhere(lambda: dist.dot(xd, xd if rank == 0 else 'v'), 'dot on a string', 'DistributedVector')
+        raises_everywhere(lambda: dist.gather(xd, root=0 if rank == 0 else 1), 'gather roots differ', 'root')
+        raises_everywhere(lambda: dist.gather(xd if rank == 0 else None, fresh), 'gather of None', 'DistributedVector')
+        S = dist.distribute(A + A.T + 20 * sp.eye_array(20, format='csr'), fresh)
+        raises_everywhere(lambda: dist.cg(S, np.full(20, float(rank))), 'cg: b differs', 'b (checksum')
+        raises_everywhere(lambda: dist.cg(S, np.ones(20), maxiter=3 + rank), 'cg: maxiter differs', 'maxiter')
+    y = dist.gather(dist.spmv(D, np.ones(20)), fresh)  # and everything still works
+    if rank == 0:
+        close(y, A @ np.ones(20), 'after the refusals')
+
+
 def main():
     only = sys.argv[1] if len(sys.argv) > 1 else ''
     ran = 0

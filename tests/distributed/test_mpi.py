@@ -33,7 +33,7 @@ def run_cases(processes: int, *args, timeout=600):
 def test_cases_under_mpiexec(processes):
     done = run_cases(processes)
     out = done.stdout + done.stderr
-    assert done.returncode == 0 and 'CASES OK 9' in done.stdout, out[-6000:]
+    assert done.returncode == 0 and 'CASES OK 10' in done.stdout, out[-6000:]
 
 
 def test_a_failing_case_fails_the_run():
