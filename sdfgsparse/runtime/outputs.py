@@ -15,7 +15,7 @@ ufuncs do). The first call of a signature (which DaCe parses and builds) also fi
 ``out`` by a copy; later ones write into it directly, through the signature's warm plan
 where it has a specialised one (:func:`plan_outputs`), else through the full path.
 """
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import dace
 import numpy as np
@@ -131,6 +131,7 @@ class Outputs:
         self.direct: Dict[str, np.ndarray] = {}  # written by the program itself
         self.copied: Dict[int, np.ndarray] = {}  # result k copied in after the run
         self.names = [n for n, *_ in specs]
+        seen: List[Tuple[int, np.ndarray]] = []
         for k, ((name, kind, want, shape), o) in enumerate(zip(specs, given)):
             if o is None:
                 continue
@@ -153,7 +154,12 @@ class Outputs:
                 raise errors.ArgumentError(f'{label}: the array is read-only')
             if not arr.dtype.isnative:
                 raise errors.DTypeError(f'{label}: dtype {arr.dtype.str} is not in this machine\'s byte order')
-            if any(_overlaps(arr, v) for v in inputs) or any(_overlaps(arr, a) for a in self.direct.values()):
+            for j, other in seen:
+                if np.shares_memory(arr, other):  # one result would overwrite the other
+                    raise errors.ArgumentError(f'{what}: {label} shares memory with {_label(j, self.tuple, len(specs))}'
+                                               '; each result needs an array of its own')
+            seen.append((k, arr))
+            if any(_overlaps(arr, v) for v in inputs):
                 self.copied[k] = arr
             else:
                 self.direct[name] = arr

@@ -188,3 +188,29 @@ def test_out_from_threads(rng):
         t.join()
     for x, y in zip(xs, ys):
         np.testing.assert_allclose(y, A @ x, rtol=1e-12)
+
+
+@dace.program
+def out_two(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return A @ x, 2.0 * (A @ x)
+
+
+def test_results_sharing_memory_are_refused():
+    """out=(z, z) (or overlapping views of one array) would leave the first result
+    overwritten by the second without a word: refused before the call, nothing written."""
+    z = np.full(30, 7.0)
+    for prog in (out_two, ss.compile(out_two)):
+        with pytest.raises(errors.ArgumentError, match=r'out\[1\] shares memory with out\[0\]; each result needs'):
+            prog(A, np.ones(20), out=(z, z))
+        big = np.full(45, 7.0)
+        with pytest.raises(errors.ArgumentError, match=r'out\[1\] shares memory with out\[0\]'):
+            prog(A, np.ones(20), out=(big[:30], big[15:]))
+        np.testing.assert_array_equal(z, 7.0)
+        np.testing.assert_array_equal(big, 7.0)
+        y1, y2 = np.empty(30), np.empty(30)
+        r = prog(A, np.ones(20), out=(y1, y2))
+        assert r[0] is y1 and r[1] is y2
+        np.testing.assert_allclose(y2, 2 * (A @ np.ones(20)))
+        np.testing.assert_allclose(y1, A @ np.ones(20))
+        with pytest.raises(errors.ArgumentError, match=r'out\[1\] shares memory'):  # warm calls too
+            prog(A, np.ones(20), out=(y1, y1))
