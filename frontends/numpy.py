@@ -203,6 +203,22 @@ for _other in ('NumConstant', 'symbol', 'Scalar'):
                                                "to scale a sparse matrix (as NumPy and scipy do)")
 
 
+def _refuse_comparison(symbol: str, sparse_left: bool):
+    def refuse(pv, sdfg, state, left, right):
+        a, b = (_shown(left, sdfg), right) if sparse_left else (left, _shown(right, sdfg))
+        raise errors.UnsupportedOperationError(
+            f'{a} {symbol} {b}: comparisons of a sparse matrix (boolean masks such as A[A > 0]) are not supported; '
+            'compare a dense array instead')
+    return refuse
+
+
+for _op, _symbol in (('Gt', '>'), ('Lt', '<'), ('GtE', '>='), ('LtE', '<='), ('Eq', '=='), ('NotEq', '!=')):
+    for _other in ('NumConstant', 'symbol', 'Scalar', 'Array', 'Structure'):
+        oprepo.replaces_operator('Structure', _op, otherclass=_other)(_refuse_comparison(_symbol, True))
+        if _other != 'Structure':
+            oprepo.replaces_operator(_other, _op, otherclass='Structure')(_refuse_comparison(_symbol, False))
+
+
 @oprepo.replaces_operator('Structure', 'USub')
 def _sparse_neg(pv, sdfg, state, a, _none=None):
     return _map_values(sdfg, state, a, 'neg')

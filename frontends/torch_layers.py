@@ -161,6 +161,9 @@ class SparseConv2d(_LayoutWeight):
             Y = self._product(rows.t().contiguous(), grad).t()  # [pixels, out]
             return Y.reshape(B, H, W, self.out_channels).permute(0, 3, 1, 2)  # channels-last, no copy
         X = x.contiguous().reshape(B, C, H * W)
+        if grad and B == 0:  # no image: one product of no columns keeps the graph (as F.conv2d does)
+            Y = self._product(X.permute(1, 0, 2).reshape(C, 0), True)
+            return Y.reshape(self.out_channels, 0, H, W).permute(1, 0, 2, 3)
         if grad:
             return torch.stack([self._product(X[b], True) for b in range(B)]).reshape(B, self.out_channels, H, W)
         rows, cols = self.weight_shape

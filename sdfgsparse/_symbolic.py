@@ -44,6 +44,11 @@ class _PyPrinter(StrPrinter):
         a, b = expr.args
         if _of_symbols(expr):  # a size (``N // 2``): DaCe's frontend parses the call, not ``//``
             return f'int_floor({self._print(a)}, {self._print(b)})'
+        if not expr.atoms(sympy.core.function.AppliedUndef):
+            # loop variables and symbols only (a slice of a stepped slice): DaCe's frontend would
+            # make ``a // b`` a symbolic int_floor and then fail to print it in the tasklet;
+            # the cast keeps the division in the tasklet's code
+            return f'((dace.int64({self._print(a)})) // ({self._print(b)}))'
         return f'(({self._print(a)}) // ({self._print(b)}))'
 
     def _print_floor(self, expr):  # SymPy's form of some floor divisions (``int_floor(M*N, 2*N)``: M/2)
@@ -67,7 +72,14 @@ def pyexpr(e, members=None) -> str:
         e = dace.symbolic.pystr_to_symbolic(e)
     if isinstance(e, int):
         return str(e)
-    return _PyPrinter(members).doprint(sympy.sympify(e))
+    e = sympy.sympify(e)
+    if _of_symbols(e) and any(not r.is_Integer for r in e.atoms(sympy.Rational)):
+        # a size with fractions (``K*N/2 + M*N/2``: the rows of a reshape of stacked parts) is
+        # an integer: one exact division of the sum over the common denominator, not a float
+        num, den = sympy.fraction(sympy.together(e))
+        if den.is_Integer and den > 1:
+            e = dace.symbolic.int_floor(sympy.expand(num), den, evaluate=False)
+    return _PyPrinter(members).doprint(e)
 
 
 def free_symbol_names(*exprs) -> set:

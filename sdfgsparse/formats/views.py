@@ -220,13 +220,41 @@ def apply_steps(nest: LoopNest, steps: Sequence[Step]) -> LoopNest:
             continue
         q = e - s.start if s.step > 0 else s.start - e
         m = abs(s.step)
-        guard = [sympy.Ge(q, 0), sympy.Lt(q, s.count * m)]
-        if m != 1:
-            guard.append(sympy.Eq(sympy.Mod(q, m), 0))
+        guard = _membership(q, m, s.count)
         k = _level_of(levels, e)
         levels[k] = _with_guard(levels[k], sympy.And(*guard))
         dims[s.axis] = _one(s.count, q if m == 1 else int_floor(q, m))
     return LoopNest(levels, dims[0], dims[1], nest.members)
+
+
+def _membership(q, m: int, count) -> list:
+    """The guard that position ``q`` (from the slice's start) is one of the ``count``
+    positions a slice of step ``m`` takes: ``0 <= q < count * m`` and ``q % m == 0``. Where
+    ``q`` reads a coordinate of an earlier stepped slice (``floor(a / k) + c``, a slice of a
+    slice), the guard is written on ``a`` without the division (DaCe 1.0.2 fails to print
+    ``int_floor`` in a condition): ``floor(a / k) + c >= b`` is ``a >= (b - c) * k``, ``<``
+    likewise, and ``(floor(a / k) + c) % m == 0`` is ``(a + c * k) % (k * m) < k``."""
+    parts = _floor_parts(q)
+    if parts is None:
+        guard = [sympy.Ge(q, 0), sympy.Lt(q, count * m)]
+        return guard + ([sympy.Eq(sympy.Mod(q, m), 0)] if m != 1 else [])
+    a, k, c = parts
+    guard = [sympy.Ge(a, -c * k), sympy.Lt(a, (count * m - c) * k)]
+    return guard + ([sympy.Lt(sympy.Mod(a + c * k, k * m), k)] if m != 1 else [])
+
+
+def _floor_parts(q):
+    """``(a, k, c)`` with ``q == int_floor(a, k) + c`` for a positive integer ``k`` and ``c``
+    independent of ``a``'s variables (a bound of sizes), or None when ``q`` has no such form."""
+    terms = sympy.Add.make_args(q)
+    floors = [t for t in terms if isinstance(t, int_floor)]
+    if len(floors) != 1:
+        return None
+    a, k = floors[0].args
+    c = sympy.Add(*[t for t in terms if t is not floors[0]])
+    if not (k.is_Integer and k > 0) or a.atoms(int_floor) or c.free_symbols & a.free_symbols:
+        return None
+    return a, k, c
 
 
 def _one(count, coord):

@@ -5,6 +5,9 @@ translation: :mod:`sdfgsparse.runtime.arguments`).
 imported (see :mod:`sdfgsparse._dace_compat`); :class:`CompiledProgram` (``ss.compile``)
 does the same for an SDFG object.
 """
+import ast
+import inspect
+import textwrap
 import threading
 from typing import Any, Dict, Optional, Tuple
 
@@ -116,6 +119,22 @@ def call_program(prog, orig_call, args, kwargs):
         return _full_call(prog, orig_call, names, values, descs, args, kwargs, out)
 
 
+def _too_large_constant(prog) -> str:
+    """``'the constant C in `line` '`` for the first integer constant of ``prog``'s source
+    that no 64-bit integer holds ('' when the source cannot be read)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(prog.f))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return ''
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool) \
+                and not -2**63 <= node.value < 2**63:
+            line = source.splitlines()[node.lineno - 1].strip()
+            return f'the constant {node.value} in `{line}` '
+    return 'an integer constant '
+
+
 def _bind(what: str, names, args, kwargs, optional=(), keep_others=False) -> Dict[str, Any]:
     """``{parameter: value}`` of a call of ``what`` (a name for errors), or
     :class:`~sdfgsparse.errors.ArgumentError` for too many positional arguments, a
@@ -171,6 +190,9 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=N
         with benign_dace_warnings():  # the first call of a signature: parsed and built
             try:
                 result = orig_call(prog, *newargs, **newkw)
+            except OverflowError as exc:  # DaCe's frontend on an integer constant past 64 bits
+                raise errors.UnsupportedOperationError(f'{prog.name}(): {_too_large_constant(prog)}does not fit '
+                                                       'in a 64-bit integer') from exc
             except TypeError as exc:  # DaCe's words for a symbol the call does not give
                 built = _compiled_for(prog, out)
                 missing = sorted({str(x) for x in built.sdfg.free_symbols} - set(newkw) - set(out)) \

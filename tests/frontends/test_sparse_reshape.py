@@ -163,3 +163,21 @@ def test_refused_reshapes_name_the_operand(tmp_path, body, error, match):
     prog = program_from_source(tmp_path, src)
     with pytest.raises(error, match=match):
         prog.to_sdfg()
+
+
+def test_reshape_with_minus_one_of_a_concatenation():
+    """``np.vstack((A, B)).reshape((-1, 2))`` with symbolic sizes: the rows are
+    ``(M + K) * N / 2``, an integer written over one denominator (it was ``K*N/2 + M*N/2``,
+    a float size in the generated kernel); checked where ``K * N`` alone is odd."""
+
+    @dace.program
+    def stacked_pairs(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, K, N]):
+        return np.vstack((A, B)).reshape((-1, 2))
+
+    for m, k, n in ((4, 3, 6), (3, 5, 2), (5, 3, 3)):
+        A = sp.random_array((m, n), density=0.5, format='csr', random_state=m)
+        B = sp.random_array((k, n), density=0.5, format='csr', random_state=k)
+        got = stacked_pairs(A, B)
+        want = np.vstack((A.toarray(), B.toarray())).reshape(-1, 2)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.toarray(), want, atol=1e-12)

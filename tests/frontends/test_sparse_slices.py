@@ -244,6 +244,8 @@ def test_constant_slices_check_shapes_while_parsing():
     ('return A[1:2, 0:1, 0:1] @ x', errors.ShapeError, 'too many indices'),
     ('return A[::0] @ x', errors.ShapeError, 'step must not be zero'),
     ('return A[None] @ x', errors.UnsupportedOperationError, 'only slices'),
+    ('return A[A > 0]', errors.UnsupportedOperationError, r'A > 0: comparisons of a sparse matrix'),
+    ('return 0 <= A', errors.UnsupportedOperationError, r'0 <= A: comparisons of a sparse matrix'),
 ])
 def test_refused_subscripts_name_the_operand(tmp_path, body, error, match):
     src = (f'import dace\nimport sdfgsparse as ss\nM, N = dace.symbol("M"), dace.symbol("N")\n\n'
@@ -353,3 +355,39 @@ def test_one_row_slice_of_a_fixed_shape():
     got = one(A, x, sp.csc_array(A))
     for g, w in zip(got, (D[2:3] @ x, D[2:3] @ x, D[:, ::-1][2:3] @ x, D[:, 4:5].sum(axis=0))):
         np.testing.assert_allclose(g, w, atol=1e-12)
+
+
+def test_an_integer_constant_past_64_bits_names_itself(tmp_path):
+    """DaCe's frontend raised a bare OverflowError on ``A[::10**21]`` written out."""
+    src = ('import dace\nimport sdfgsparse as ss\nM, N = dace.symbol("M"), dace.symbol("N")\n\n'
+           '@dace.program\ndef huge(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):\n'
+           '    return A[::1000000000000000000000] @ x\n')
+    prog = program_from_source(tmp_path, src, 'huge')
+    with pytest.raises(errors.UnsupportedOperationError, match=r'huge\(\): the constant 1000000000000000000000 in '
+                       r'`return A\[::1000000000000000000000\] @ x` does not fit in a 64-bit integer'):
+        prog(_matrix(6, 4, seed=1), np.ones(4))
+
+
+_STEPPED = {}
+
+
+@pytest.mark.parametrize('fmt', FORMATS)
+def test_slices_of_stepped_slices_in_every_format(fmt):
+    """``u @ A[::3][1:]`` and ``A[::3][1:] @ x`` (a bound test on a coordinate that is a
+    floor division: BSR's kernel failed to parse), against NumPy."""
+    if fmt not in _STEPPED:
+        T = getattr(ss, fmt)[dace.float64, M, N]
+
+        @dace.program
+        def stepped(A: T, u: dace.float64[K], x: dace.float64[N]):
+            return u @ A[::3][1:], A[::3][1:] @ x, A[1::2][::2] @ x
+
+        _STEPPED[fmt] = stepped
+    A = _matrix(12, 10, seed=4)
+    D = A.toarray()
+    rng = np.random.default_rng(2)
+    u, x = rng.standard_normal(D[::3][1:].shape[0]), rng.standard_normal(10)
+    left, right, twice = _STEPPED[fmt](as_format(A, fmt), u, x)
+    np.testing.assert_allclose(left, u @ D[::3][1:], atol=1e-12)
+    np.testing.assert_allclose(right, D[::3][1:] @ x, atol=1e-12)
+    np.testing.assert_allclose(twice, D[1::2][::2] @ x, atol=1e-12)

@@ -504,3 +504,21 @@ def test_pointwise_conv_both_batch_paths():
             want = torch.relu(F.conv2d(x, w, conv.bias))
             assert got.shape == want.shape
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_pointwise_conv_on_an_empty_batch():
+    """A batch of no images, with and without gradients (``torch.stack`` of nothing failed
+    with ``requires_grad``): shape (0, out, H, W) like F.conv2d; backward reaches the weights."""
+    conv = torch.nn.Conv2d(8, 6, 1)
+    layer = ss.torch.SparseConv2d.from_dense(conv, ss.torch.Magnitude(0.3))
+    w = layer.weight.to_dense()[:, :, None, None]
+    for requires_grad in (False, True):
+        x = torch.randn(0, 8, 5, 4, requires_grad=requires_grad)
+        got = layer(x)
+        want = F.conv2d(x, w, conv.bias)
+        assert got.shape == want.shape == (0, 6, 5, 4)
+        if requires_grad:
+            got.sum().backward()
+            assert x.grad is not None and x.grad.shape == x.shape
+        with torch.no_grad():
+            assert layer(x).shape == (0, 6, 5, 4)
