@@ -157,6 +157,9 @@ def _transposed(sdfg, a: str) -> str:
 # ---------------------------------------------------------------------- element-wise on values
 def _map_values(sdfg, state, a: str, function: str, alpha=None):
     a = _stored(sdfg, state, a)
+    stored, transposed, steps = base.resolve_view(sdfg, a)
+    if transposed and not steps:  # f(A.T) is f(A).T: on the stored matrix, read transposed
+        return _transposed(sdfg, _map_values(sdfg, state, stored, function, alpha))
     st = _stype(sdfg, a)
     node = MapValues(function=function)
     dense_in = {}

@@ -43,7 +43,7 @@ from sdfgsparse.frontends.torch_graph import Segment, plan_segments, translate
 from sdfgsparse.frontends.torch_dispatch import LayoutTensor
 from sdfgsparse.frontends.torch_layers import SparseConv2d, SparseLinear, sparsify_layers
 from sdfgsparse.frontends.torch_rigl import RigL
-from sdfgsparse.frontends.torch_sparsifiers import Block, Magnitude, Random, Sparsifier
+from sdfgsparse.frontends.torch_sparsifiers import Block, Magnitude, Random, Sparsifier, check_density
 
 __all__ = ['compile', 'CompiledModel', 'sparsify', 'SparseOptimizer', 'LayoutTensor', 'SparseLinear', 'SparseConv2d',
            'Sparsifier', 'Magnitude', 'Random', 'Block', 'RigL']
@@ -262,8 +262,7 @@ def sparsify(module, density):
             raise errors.ArgumentError(f'ss.torch.sparsify: {type(module).__name__} is itself a layer; use '
                                        f'ss.torch.{type(wrapped[0]).__name__}.from_dense(layer, sparsifier)')
         return module
-    if isinstance(density, bool) or not isinstance(density, (int, float)) or not 0 < density <= 1:
-        raise errors.ArgumentError(f'ss.torch.sparsify: density must be a number in (0, 1], got {density!r}')
+    density = check_density(density, 'ss.torch.sparsify')
     layers = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
     if not layers:
         raise errors.ArgumentError(f'ss.torch.sparsify: {type(module).__name__} has no torch.nn.Linear layer')

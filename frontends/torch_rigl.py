@@ -40,7 +40,7 @@ import torch
 from sdfgsparse import errors
 from sdfgsparse.formats import CSR
 from sdfgsparse.frontends.torch_layers import SparseConv2d, SparseLinear, pointwise, sparsify_layers
-from sdfgsparse.frontends.torch_sparsifiers import Random
+from sdfgsparse.frontends.torch_sparsifiers import Random, check_density, check_seed
 
 __all__ = ['RigL']
 
@@ -83,6 +83,10 @@ class RigL:
                                        "frozen; RigL uses 75 % of the training steps)")
         if T_end is not None and (isinstance(T_end, bool) or not isinstance(T_end, int) or T_end < 1):
             raise errors.ArgumentError(f'RigL: T_end must be a positive integer, got {T_end!r}')
+        seed = check_seed(seed, 'RigL')
+        if layout is not None and layout is not CSR and getattr(layout, 'pattern', None) is None:
+            raise errors.UnsupportedOperationError(f'RigL: layout={layout!r}; RigL updates ss.CSR and '
+                                                   'ss.NM[n, m] layers')
         if distribution not in DISTRIBUTIONS:
             raise errors.ArgumentError(f'RigL: distribution must be one of {DISTRIBUTIONS}, got {distribution!r}')
         self.distribution = distribution
@@ -117,9 +121,8 @@ class RigL:
                                        'torch.nn.Conv2d layer')
         layout = CSR if layout is None else layout
         structured = getattr(layout, 'pattern', None) is not None
-        if not structured and (isinstance(density, bool) or not isinstance(density, (int, float)) or
-                               not 0 < density <= 1):
-            raise errors.ArgumentError(f'RigL: density must be a number in (0, 1], got {density!r}')
+        if not structured:
+            density = check_density(density, 'RigL')
         per_layer = {}
         if self.distribution == 'erk' and not structured:
             per_layer = {'0.' + n: Random(d, layout, seed) for n, d in erk({n: tuple(w.shape) for n, w in dense.items()},

@@ -36,6 +36,22 @@ def _structured(fmt) -> bool:
     return getattr(fmt, 'pattern', None) is not None
 
 
+def check_density(density, who: str) -> float:
+    """``density`` as a float in (0, 1] (Python or NumPy numbers, not booleans), else an
+    ArgumentError naming ``who``."""
+    if isinstance(density, (bool, np.bool_)) or not isinstance(density, (int, float, np.integer, np.floating)) or \
+            not 0 < float(density) <= 1:
+        raise errors.ArgumentError(f'{who}: density must be a number in (0, 1], got {density!r}')
+    return float(density)
+
+
+def check_seed(seed, who: str) -> int:
+    """``seed`` as an int (Python or NumPy integers, not booleans), else an ArgumentError."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise errors.ArgumentError(f'{who}: seed must be an integer, got {seed!r}')
+    return int(seed)
+
+
 class Sparsifier:
     """Base class: ``scores(W)`` (a float64 array, higher is kept) and the layout to store
     the kept entries in. Calling it on a 2-D weight gives a :class:`LayoutTensor` whose
@@ -50,8 +66,8 @@ class Sparsifier:
             if density is not None:
                 raise errors.ArgumentError(f'{type(self).__name__}: {layout!r} fixes the density '
                                            f'({layout.pattern.density:g}); pass density=None')
-        elif isinstance(density, bool) or not isinstance(density, (int, float)) or not 0 < density <= 1:
-            raise errors.ArgumentError(f'{type(self).__name__}: density must be a number in (0, 1], got {density!r}')
+        else:
+            density = check_density(density, type(self).__name__)
         self.density = density
         self.layout = layout
 
@@ -87,7 +103,7 @@ class Random(Sparsifier):
 
     def __init__(self, density: Optional[float] = None, layout=None, seed: int = 0):
         super().__init__(density, layout)
-        self.seed = int(seed)
+        self.seed = check_seed(seed, type(self).__name__)
 
     def scores(self, W):
         return np.random.default_rng(self.seed).random(tuple(W.shape)) + 1.0  # no 0: every score is a candidate

@@ -346,7 +346,7 @@ def _read_matrix_market(name: str, path: str, desc: dace.data.Data):
         rows, cols, entries, layout, field, symmetry = scipy.io.mminfo(path)
     except Exception as exc:  # scipy raises ValueError, IndexError, OSError, RuntimeError ...
         raise ScriptingError(f'{name}={path}: not a readable Matrix Market file ({_first_line(exc)})') from None
-    _check_matrix_market_sizes(name, path, desc, rows, cols, entries, layout, field)
+    _check_matrix_market_sizes(name, path, desc, rows, cols, entries, layout, field, symmetry)
     try:
         value = scipy.io.mmread(path)
     except Exception as exc:  # scipy raises ValueError, IndexError, OSError, RuntimeError ...
@@ -386,15 +386,17 @@ def _lines(path: str) -> int:
     return count + (last != b'\n')
 
 
-def _check_matrix_market_sizes(name, path, desc, rows, cols, entries, layout, field) -> None:
+def _check_matrix_market_sizes(name, path, desc, rows, cols, entries, layout, field, symmetry='general') -> None:
     """The sizes a Matrix Market header claims, against the entries the file holds (one a
     line) and the memory reading and converting them would take: :class:`ScriptingError`
     before anything is allocated."""
     if min(rows, cols, entries) < 0:
         raise ScriptingError(f'{name}={path}: the header claims a negative size ({rows} x {cols}, {entries} entries)')
     stored = entries if layout == 'coordinate' else rows * cols
-    if layout != 'coordinate' and entries != stored and entries > 0:
-        stored = entries  # a symmetric array lists one triangle
+    if layout != 'coordinate' and symmetry in ('symmetric', 'hermitian'):
+        stored = rows * (rows + 1) // 2  # a symmetric array lists its lower triangle, the diagonal included
+    elif layout != 'coordinate' and symmetry == 'skew-symmetric':
+        stored = rows * (rows - 1) // 2  # without the diagonal
     lines = _lines(path)
     if stored > lines:
         raise ScriptingError(f'{name}={path}: the header claims {rows} x {cols} with {stored} entries, but the file '

@@ -391,3 +391,20 @@ def test_slices_of_stepped_slices_in_every_format(fmt):
     np.testing.assert_allclose(left, u @ D[::3][1:], atol=1e-12)
     np.testing.assert_allclose(right, D[::3][1:] @ x, atol=1e-12)
     np.testing.assert_allclose(twice, D[1::2][::2] @ x, atol=1e-12)
+
+
+def test_elementwise_of_a_transpose():
+    """``ss.relu(A.T)`` (refused: 'map_values does not take a transposed operand'), scaling
+    and negation of ``A.T``, returned and multiplied, against NumPy."""
+
+    @dace.program
+    def on_transpose(A: ss.CSR[dace.float64, M, N], x: dace.float64[M]):
+        return ss.relu(A.T), (-A.T) @ x, 2.0 * ss.relu(A.T).T
+
+    A = _matrix(7, 5, seed=11)
+    D = A.toarray()
+    x = np.arange(7.0)
+    R, y, S = on_transpose(A, x)
+    np.testing.assert_allclose(R.toarray(), np.maximum(D.T, 0), atol=1e-12)
+    np.testing.assert_allclose(y, -D.T @ x, atol=1e-12)
+    np.testing.assert_allclose(S.toarray(), 2 * np.maximum(D, 0), atol=1e-12)

@@ -463,6 +463,24 @@ def test_rigl_errors():
     sparse = ss.torch.sparsify(mlp(), ss.torch.Magnitude(0.5))
     with pytest.raises(ss.errors.ArgumentError, match='the model is sparse already; pass density=None'):
         ss.torch.RigL(sparse, opt(sparse), density=0.1, T_end=10)
+    # the schedule's own arguments are named as RigL's (not the Random sparsifier it uses inside)
+    with pytest.raises(ss.errors.UnsupportedOperationError, match=r'RigL: layout=.*RigL updates ss.CSR and ss.NM'):
+        ss.torch.RigL(m, opt(m), layout=ss.BSR, T_end=10)
+    with pytest.raises(ss.errors.ArgumentError, match=r"RigL: seed must be an integer, got 'x'"):
+        ss.torch.RigL(m, opt(m), seed='x', T_end=10)
+
+
+def test_densities_and_seeds_may_be_numpy_numbers():
+    """np.float32(0.5) is a density ('density must be a number in (0, 1], got 0.5' before)."""
+    import numpy as np
+    model = ss.torch.sparsify(mlp(), np.float32(0.5))
+    assert model[0].weight.layout == torch.sparse_csr and model[0].weight.values().numel() == 16 * 32 // 2
+    assert ss.torch.Magnitude(np.float64(0.25)).density == 0.25
+    assert ss.torch.Random(np.float32(0.5), seed=np.int64(3)).seed == 3
+    with pytest.raises(ss.errors.ArgumentError, match=r'Random: seed must be an integer, got 1.5'):
+        ss.torch.Random(0.5, seed=1.5)
+    with pytest.raises(ss.errors.ArgumentError, match=r'density must be a number in \(0, 1\], got True'):
+        ss.torch.sparsify(mlp(), True)
 
 
 # ---------------------------------------------------------------------- 6. threads

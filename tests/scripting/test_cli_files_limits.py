@@ -71,6 +71,21 @@ def test_matrix_market_header_claiming_more_entries_than_lines(tmp_path):
         files.read_argument('X', path, VEC)
 
 
+def test_symmetric_dense_matrix_market_files_read_like_scipy(tmp_path):
+    """A symmetric (or skew-symmetric) array file lists one triangle: 6 values for 3 x 3 (it
+    was refused as 'the header claims 3 x 3 with 9 entries'); read as scipy reads it."""
+    import scipy.io
+    DENSE = dace.data.Array(dace.float64, [N, N])
+    for symmetry, values in (('symmetric', ['1', '2', '3', '4', '5', '6']), ('skew-symmetric', ['1', '2', '3'])):
+        path = _mtx(tmp_path / f'{symmetry}.mtx', f'matrix array real {symmetry}', '3 3', *values)
+        want = scipy.io.mmread(path)
+        np.testing.assert_array_equal(files.read_argument('S', path, DENSE), want)
+        np.testing.assert_array_equal(files.read_argument('S', path, CSR).toarray(), want)
+    path = _mtx(tmp_path / 'short.mtx', 'matrix array real symmetric', '3 3', '1', '2')
+    with pytest.raises(files.ScriptingError, match=r'the header claims 3 x 3 with 6 entries, but the file holds 4'):
+        files.read_argument('S', path, DENSE)
+
+
 def test_matrix_market_dimensions_beyond_memory(tmp_path):
     """Two billion rows with one entry: the conversion's row pointers alone are 16 GB (the
     run grew to 22.7 GB and was killed); refused from the header, nothing allocated."""
