@@ -98,7 +98,8 @@ def _build(vdtype: torch.dtype, idtype: torch.dtype):
 
 
 def _csr(crow, col, values, n_cols: int):
-    return torch.sparse_csr_tensor(crow, col, values, (crow.numel() - 1, n_cols), dtype=values.dtype)
+    return torch.sparse_csr_tensor(crow, col, values, (crow.numel() - 1, n_cols), dtype=values.dtype,
+                                   check_invariants=False)
 
 
 def _values_on_pattern(op: str, result, col) -> torch.Tensor:
@@ -252,9 +253,10 @@ class _OnPattern:
 
     def tensor(self) -> torch.Tensor:
         if self.layout == torch.sparse_csr:
-            return torch.sparse_csr_tensor(self.crow, self.col, self.values, self.shape)
+            return torch.sparse_csr_tensor(self.crow, self.col, self.values, self.shape, check_invariants=False)
         rows = torch.repeat_interleave(torch.arange(self.shape[0], dtype=self.col.dtype), self.crow.diff())
-        return torch.sparse_coo_tensor(torch.stack((rows, self.col)), self.values, self.shape, is_coalesced=True)
+        return torch.sparse_coo_tensor(torch.stack((rows, self.col)), self.values, self.shape, is_coalesced=True,
+                                       check_invariants=False)
 
     @staticmethod
     def of(v) -> Optional['_OnPattern']:

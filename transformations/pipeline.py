@@ -173,7 +173,11 @@ class OptimizedProgram:
         lines.append(f'  iterations: {self.iterations_before}  ->  {self.iterations_after}')
         if self.decisions:
             lines.append('  data-movement model (memory-equivalent bytes per call; analysis/schedules.py):')
-            lines += [f'    {d.transformation}: {d.line()}' for d in self.decisions]
+            shown = [f'{d.transformation}: {d.line()}' for d in self.decisions]
+            # one line per distinct decision (two alike nodes, or two steps of one fusion, give
+            # the same line): counted, not repeated
+            lines += [f'    {line}' + (f' ({shown.count(line)} alike)' if shown.count(line) > 1 else '')
+                      for line in dict.fromkeys(shown)]
         if self.guard is not None and self.guard.events:
             lines.append('  calls that ran the program\'s own formats (the chosen one would not fit):')
             lines += [f'    {e}' for e in self.guard.events]
@@ -206,6 +210,9 @@ class OptimizedProgram:
     def __str__(self):
         return self.report()
 
+
+#: How a report asks for example arguments, in the words of both faces (Python and the command line).
+GIVE_EXAMPLES = 'give example arguments: ss.optimize(..., matrices={...}) or sdfgsparse optimize --arg NAME=FILE'
 
 def _tile(sdfg: dace.SDFG, options: Dict[str, Any], result: 'OptimizedProgram') -> int:
     """SparseDenseTiling where the model justifies a tile (its ``can_be_applied`` asks the
@@ -425,7 +432,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
         if not n:
             if rejected('SparseDenseTiling'):
                 return 'the model keeps the untransformed dense loops'
-            return 'no SpMM to tile' + ('' if examples else ' (sizes unknown: pass matrices=)')
+            return 'no SpMM to tile' + ('' if examples else f' (sizes unknown: {GIVE_EXAMPLES})')
         t = [f'{node.label}: {node.dense_tile} columns' for node, _ in sdfg.all_nodes_recursive()
              if isinstance(node, SpMM) and node.dense_tile]
         return 'dense tiles ' + ', '.join(t)
@@ -449,8 +456,8 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
                 return 0
             missing = missing_arguments(sdfg, matrices)
             if missing:
-                why_not.append(f'not measured: no example for {", ".join(missing)} (pass every argument as '
-                               'matrices=)')
+                why_not.append(f'not measured: no example for {", ".join(missing)} ({GIVE_EXAMPLES}, for '
+                               'every argument)')
                 return 0
             result.trials = choose_implementations(sdfg, matrices, CompiledProgram)
             return sum(t.chosen for t in result.trials)
@@ -490,7 +497,7 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
             if c is None:
                 return 'no SpMM or SDDMM: the default design (SpMV streams one lane)'
             d = c.design
-            given = 'the example matrices' if examples else 'default sizes (pass matrices=)'
+            given = 'the example matrices' if examples else f'default sizes ({GIVE_EXAMPLES})'
             return (f'W={d.vector_width}, P={d.accumulators}, pumping {d.pumping} at {given} on {c.board}: {c.rule}; '
                     f'{len(c.rows)} candidates in fpga_report()')
 

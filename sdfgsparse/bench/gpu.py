@@ -112,7 +112,8 @@ def run_gpu(matrices, kernels: Sequence[str] = DEFAULT_KERNELS, repeat: int = 20
         if torch:
             warnings.filterwarnings('ignore', message='Sparse (CSR tensor support|invariant checks)')  # torch's notes
             tA = [torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(it)), torch.from_numpy(A.indices.astype(it)),
-                                          torch.from_numpy(A.data), size=A.shape).cuda() for it in (np.int32, np.int64)]
+                                          torch.from_numpy(A.data), size=A.shape,
+                                              check_invariants=False).cuda() for it in (np.int32, np.int64)]
         for kernel in kernels:
             k = 1 if kernel == 'spmv' else int(kernel[5:])
             if (m + n) * k * 8 > MAX_DENSE_BYTES:

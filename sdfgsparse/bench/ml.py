@@ -189,7 +189,7 @@ def _gcn(torch, ss, name, A, repeat, log, sc=None) -> List[MLResult]:
     n = A.shape[0]
     As = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
                                  torch.from_numpy(A.indices.astype(np.int64)),
-                                 torch.from_numpy(A.data.astype(np.float32)), A.shape)
+                                 torch.from_numpy(A.data.astype(np.float32)), A.shape, check_invariants=False)
     X = torch.randn(n, 64)
     labels = torch.randint(0, 7, (n, ))
     model = _gcn_class(torch)(64, 16, 7)
@@ -312,7 +312,8 @@ def _attention(torch, ss, seqs, layers, repeat, log) -> List[MLResult]:
     for n in seqs:
         M = window_mask(n, 64, 8)
         S = torch.sparse_csr_tensor(torch.from_numpy(M.indptr.astype(np.int64)),
-                                    torch.from_numpy(M.indices.astype(np.int64)), torch.from_numpy(M.data), M.shape)
+                                    torch.from_numpy(M.indices.astype(np.int64)), torch.from_numpy(M.data), M.shape,
+                                        check_invariants=False)
         x = torch.randn(n, d)
         if compiled is None:
             t0 = time.perf_counter()

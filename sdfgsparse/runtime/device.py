@@ -71,10 +71,11 @@ class DeviceSparseMatrix:
             make = torch.sparse_csr_tensor if name == 'CSR' else torch.sparse_csc_tensor
             return make(t['pos1'], t['crd1'], t['vals'], size=shape)
         if name == 'COO':
-            return torch.sparse_coo_tensor(torch.stack([t['crd0'], t['crd1']]).long(), t['vals'], size=shape)
+            return torch.sparse_coo_tensor(torch.stack([t['crd0'], t['crd1']]).long(), t['vals'], size=shape,
+                                           check_invariants=False)
         if name.startswith('BSR'):
             return torch.sparse_bsr_tensor(t['pos1'], t['crd1'], t['vals'].reshape(-1, *self.format.block),
-                                           size=shape)
+                                           size=shape, check_invariants=False)
         raise errors.UnsupportedOperationError(f'DeviceSparseMatrix.to_torch: torch has no {name} layout; '
                                                'use .get()')
 

@@ -150,16 +150,16 @@ def scipy_to_torch(A):
     import torch
     if A.format == 'csr':
         return torch.sparse_csr_tensor(torch.from_numpy(A.indptr), torch.from_numpy(A.indices),
-                                       torch.from_numpy(A.data), size=A.shape)
+                                       torch.from_numpy(A.data), size=A.shape, check_invariants=False)
     if A.format == 'csc':
         return torch.sparse_csc_tensor(torch.from_numpy(A.indptr), torch.from_numpy(A.indices),
-                                       torch.from_numpy(A.data), size=A.shape)
+                                       torch.from_numpy(A.data), size=A.shape, check_invariants=False)
     if A.format == 'bsr':
         return torch.sparse_bsr_tensor(torch.from_numpy(A.indptr), torch.from_numpy(A.indices),
-                                       torch.from_numpy(A.data), size=A.shape)
+                                       torch.from_numpy(A.data), size=A.shape, check_invariants=False)
     A = A.tocoo()
     idx = torch.from_numpy(np.vstack([A.row, A.col]).astype(np.int64))
-    return torch.sparse_coo_tensor(idx, torch.from_numpy(A.data), size=A.shape)
+    return torch.sparse_coo_tensor(idx, torch.from_numpy(A.data), size=A.shape, check_invariants=False)
 
 
 def to_torch(result):

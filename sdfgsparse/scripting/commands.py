@@ -21,6 +21,7 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence
 
 from sdfgsparse import errors
+from sdfgsparse.analysis.user_symbols import user_symbol_names
 from sdfgsparse.scripting import files, verify
 from sdfgsparse.scripting.files import ScriptingError
 
@@ -360,7 +361,8 @@ def annotate(args) -> int:
     examples = _examples(sdfg, args, required=True)
     from sdfgsparse.transformations.examples import record_examples
     record = record_examples(sdfg, examples)
-    sizes = ', '.join(f'{k}={v}' for k, v in sorted((record.get('sizes') or {}).items()))
+    shown = user_symbol_names(sdfg)  # nnz(A), not the format layer's symbol name
+    sizes = ', '.join(f'{shown.get(k, k)}={v}' for k, v in sorted((record.get('sizes') or {}).items()))
     print(f'{sdfg.name}: recorded sizes {sizes or "(none)"}')
     for name, stats in sorted((record.get('stats') or {}).items()):
         given = (record.get('given') or {}).get(name, '?')

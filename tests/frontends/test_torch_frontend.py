@@ -1,6 +1,7 @@
 """``ss.torch.compile``: torch models as SDFGs, checked against the same model in eager
 torch; the sparse custom operators' gradients against ``gradcheck``; training against
 eager training."""
+import os
 import copy
 
 import numpy as np
@@ -514,3 +515,29 @@ def test_sparse_layers_stay_feature_major():
             xb = torch.randn(batch, 30)
             for got, want in zip(compiled(xb), model(xb)):
                 torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_compiling_and_training_a_sparse_model_raises_no_torch_warning_of_ours(tmp_path):
+    """torch's 'Sparse invariant checks are implicitly disabled' came from our own tensor
+    constructors (frontends/torch_ops.py); in a fresh process (torch warns once) a compiled
+    sparse model's forward and backward raise none of it."""
+    import subprocess
+    import sys
+    script = '''
+import warnings
+import torch
+import sdfgsparse as ss
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    torch.manual_seed(0)
+    layers = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    model = ss.torch.sparsify(layers, 0.5)
+    X = torch.randn(5, 16)
+    compiled = ss.torch.compile(model, (X,))
+    compiled(X).sum().backward()
+print("WARNINGS", [str(w.message)[:60] for w in caught if "invariant" in str(w.message)])
+'''
+    done = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True, timeout=600,
+                          cwd=str(tmp_path), env={**os.environ, 'DACE_cache': 'hash'})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 'WARNINGS []' in done.stdout, done.stdout + done.stderr[-2000:]

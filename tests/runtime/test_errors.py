@@ -136,6 +136,20 @@ def test_format_mismatch(rng):
         spmv_err(_csr(rng).tocsc(), np.ones(4))
 
 
+def test_the_format_mismatch_hint_works_for_torch_tensors(rng):
+    """A torch COO (or CSC, BSR) tensor where CSR is annotated: the error says to convert,
+    and ss.convert takes the tensor (it raised a bare TypeError from np.asarray)."""
+    torch = pytest.importorskip('torch')
+    A = _csr(rng)
+    dense = torch.from_numpy(A.toarray())
+    for t in (dense.to_sparse_coo(), dense.to_sparse_csc(), dense.to_sparse_bsr((1, 1))):
+        with pytest.raises(errors.FormatMismatchError, match=r'ss.convert\(A, ss.CSR\)'):
+            spmv_err(t, np.ones(4))
+        np.testing.assert_allclose(spmv_err(ss.convert(t, ss.CSR), np.ones(4)), A @ np.ones(4), atol=1e-12)
+    B = ss.convert(dense.requires_grad_(), ss.ELL)  # a dense tensor that records gradients
+    np.testing.assert_array_equal(B.to_scipy().toarray(), A.toarray())
+
+
 def test_dense_where_sparse_expected(rng):
     with pytest.raises(errors.FormatMismatchError, match='A: the program expects a sparse matrix'):
         spmv_err(_csr(rng).toarray(), np.ones(4))

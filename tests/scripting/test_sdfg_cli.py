@@ -231,6 +231,8 @@ def test_annotate_records_sizes_and_statistics(sdfgs, gcn_data, tmp_path, capsys
                            f'X={folder / "X.npy"}', '-o', out_sdfg], capsys)
     assert code == 0, err
     assert 'K=6' in out and 'N=40' in out and 'A: CSR, nnz' in out
+    nnz = sp.csr_array(scipy.io.mmread(str(folder / 'A.mtx'))).nnz
+    assert f'nnz(A)={nnz}' in out and '_n1=' not in out  # the user's name, not the format layer's symbol
     from sdfgsparse.transformations.examples import recorded, recorded_stats
     sdfg = dace.SDFG.from_file(str(out_sdfg))
     assert recorded(sdfg)['sizes']['N'] == 40 and recorded(sdfg)['sizes']['K'] == 6

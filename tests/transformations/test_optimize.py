@@ -59,6 +59,16 @@ def test_gcn_layer_fuses_bias_and_relu(rng):
         np.testing.assert_allclose(opt(A=A, X=X, W=W, b=b), gcn_layer(A, X, W, b), rtol=1e-12, atol=1e-12)
 
 
+def test_the_report_says_each_decision_once(rng):
+    """The GCN layer's two fusions into one SpMM are one model line, counted (it was
+    printed twice, word for word)."""
+    A = sp.random_array((200, 200), density=0.05, format='csr', rng=rng)
+    opt = ss.optimize(gcn_layer, matrices={'A': A, 'X': np.ones((200, 16)), 'W': np.ones((16, 8)), 'b': np.ones(8)})
+    lines = opt.report().splitlines()
+    assert len(lines) == len(set(lines)), opt.report()
+    assert any(line.strip().startswith('SparseEpilogueFusion: spmm') and line.endswith('(2 alike)') for line in lines)
+
+
 def test_naive_attention_is_reordered_then_fused(rng):
     opt = ss.optimize(naive_attention)
     steps = _steps(opt)
@@ -103,7 +113,7 @@ def test_tiling_needs_sizes_and_uses_them(rng):
     A = real_matrix('cora_A')
     B = rng.standard_normal((A.shape[0], 40))
     untiled = ss.optimize(atb)
-    assert _steps(untiled)['SparseDenseTiling'] == 0 and 'pass matrices=' in untiled.report()
+    assert _steps(untiled)['SparseDenseTiling'] == 0 and 'give example arguments: ss.optimize(..., matrices=' in untiled.report()
     # a last-level cache of 2 n rows of 8 doubles: the model takes tiles of 8 columns
     opt = ss.optimize(atb, matrices={'A': A, 'B': B}, cache_size=2 * A.shape[0] * 8 * 8)
     assert _steps(opt)['SparseDenseTiling'] == 1
