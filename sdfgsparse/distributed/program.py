@@ -18,7 +18,7 @@ import dace
 import numpy as np
 
 from sdfgsparse import errors
-from sdfgsparse.distributed.collective import agree, check_comm
+from sdfgsparse.distributed.collective import agree, check_comm, checksum
 from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector, distribute
 from sdfgsparse.distributed.products import _exchange_and_multiply, gather
 from sdfgsparse.transformations.distribute_sparse_products import DistributeSparseProducts
@@ -133,10 +133,16 @@ class DistributedProgram:
             error = exc
         agree(self.comm, error)
         call, symbols = {}, {}
+        # every other argument must be the same on every process (a whole vector each takes
+        # its rows of, a scalar): compared by checksum in the agreement below
+        digests = {name: 0 for name in sorted(values) if name not in matrices and name in self.descs}
         try:
             for name, value in values.items():
                 if name in matrices or name not in self.descs:
                     continue
+                if not isinstance(value, DistributedVector) and value is not None and \
+                        not isinstance(value, (str, bytes)):
+                    digests[name] = 1 + checksum(np.asarray(value))
                 desc = self.descs[name]
                 shape = [str(s) for s in getattr(desc, 'shape', ())]
                 if layout is not None and shape and shape[0] == symbol and isinstance(desc, dace.data.Array):
@@ -152,7 +158,7 @@ class DistributedProgram:
                 symbols[symbol] = len(layout)
         except Exception as exc:
             error = exc
-        agree(self.comm, error)
+        agree(self.comm, error, same={f'{name} (checksum; 0: a DistributedVector)': d for name, d in digests.items()})
         free = {str(s) for s in self.sdfg.free_symbols}
         call.update({k: v for k, v in symbols.items() if k in free})
         return call, layout

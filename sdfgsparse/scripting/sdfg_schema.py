@@ -155,7 +155,9 @@ class _Walker:
             self.fail(f'{path}.attributes', 'not an object')
         if 'name' not in attributes:
             self.fail(f'{path}.attributes', 'the SDFG has no name')
-        self.properties(dace.SDFG, attributes, f'{path}.attributes', extra={'hash': self.text, NOTES: self.notes})
+        # the name: of the generated functions and of the build folder, an identifier
+        self.properties(dace.SDFG, attributes, f'{path}.attributes', extra={'hash': self.text, NOTES: self.notes,
+                                                                             'name': self.name})
         self.region_common(value, path)
         self.text(value.get('dace_version'), f'{path}.dace_version')
         self.items(value['nodes'], f'{path}.nodes', self.block)
@@ -532,6 +534,8 @@ class _Walker:
         if isinstance(p, props.OrderedDictProperty):  # Structure.members: [name, descriptor or size] pairs
             return self.pairs(value, path, lambda v, w: self.expression(v, w) if isinstance(v, str) else
                               self.data(v, w))
+        if isinstance(p, props.TypeProperty):  # located by pydoc (an import); no SDFG of ours has one
+            self.fail(path, 'a type named by its import path is not accepted in a file', value)
         if isinstance(p, props.LibraryImplementationProperty):
             return self.name(value, path)
         if isinstance(p, props.DictProperty):

@@ -238,6 +238,9 @@ def compiled_programs_run_distributed():
             raise AssertionError('gather=0 returned a result on another rank')
     bad = np.ones(S.shape[0] - (rank == P - 1))
     raises_everywhere(lambda: step(S, bad, b, b, 1.0), 'compiled program, bad x on one process', 'first dimension')
+    if P > 1:  # replicated arguments that differ between processes: refused, not mixed
+        raises_everywhere(lambda: step(S, b * (1 + rank), b, b, 1.0), 'compiled program, x differs', 'x (checksum')
+        raises_everywhere(lambda: step(S, b, b, b, 1.0 + rank), 'compiled program, rs differs', 'rs_old (checksum')
     D2 = dist.distribute(S, comm, partition='2d' if P > 1 else 'rows')
     if P > 1:  # a matrix distributed unlike the vectors' layout
         raises_everywhere(lambda: step(D2, x, r, p, 1.0), 'vectors of another layout', 'another layout')
