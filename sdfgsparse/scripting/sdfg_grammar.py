@@ -257,22 +257,29 @@ def _cpp_problem(tokens) -> str:
     return ''
 
 
+def _matching(tokens, at: int, step: int, limit: int = 64) -> int:
+    """The index of the bracket matching the one at ``at`` (``<``/``(`` forward with ``step``
+    1, ``)`` backward with -1), or -1 when there is none within ``limit`` tokens or a
+    statement boundary comes first."""
+    opening = tokens[at][1]
+    closing = {'<': '>', '(': ')', ')': '('}[opening]
+    depth = 0
+    for k in range(at, at + step * limit, step):
+        if not 0 <= k < len(tokens) or tokens[k][1] in (';', '{', '}'):
+            return -1
+        v = tokens[k][1]
+        depth += (v == opening) - (v == closing)
+        if depth == 0:
+            return k
+    return -1
+
+
 def _after_template(tokens, j: int) -> int:
     """The index after a template argument list ``<...>`` starting at ``j`` (``j`` when there is none)."""
     if j >= len(tokens) or tokens[j][1] != '<':
         return j
-    depth = 0
-    for k in range(j, min(len(tokens), j + 64)):
-        v = tokens[k][1]
-        if v == '<':
-            depth += 1
-        elif v == '>':
-            depth -= 1
-            if depth == 0:
-                return k + 1
-        elif v in (';', '{', '}'):
-            break
-    return j
+    k = _matching(tokens, j, 1)
+    return j if k < 0 else k + 1
 
 
 def _callable(name: str) -> bool:
@@ -283,14 +290,6 @@ def _callable(name: str) -> bool:
 
 def _cast_before(tokens, close: int) -> bool:
     """Whether the parenthesised group ending at ``close`` is a cast to a scalar type."""
-    depth = 0
-    for k in range(close, -1, -1):
-        v = tokens[k][1]
-        if v == ')':
-            depth += 1
-        elif v == '(':
-            depth -= 1
-            if depth == 0:
-                inner = [t[1] for t in tokens[k + 1:close]]
-                return bool(inner) and all(w in _CPP_SCALARS or w == '*' for w in inner)
-    return False
+    k = _matching(tokens, close, -1, limit=close + 1)
+    inner = [t[1] for t in tokens[k + 1:close]] if k >= 0 else []
+    return bool(inner) and all(w in _CPP_SCALARS or w == '*' for w in inner)

@@ -57,7 +57,7 @@ def _selected() -> dace.SDFG:
     return sdfg
 
 
-def _loop_region() -> dace.SDFG:
+def loop_region() -> dace.SDFG:
     from dace.sdfg.state import LoopRegion
     sdfg = dace.SDFG('loops')
     sdfg.add_array('a', [10], dace.float64)
@@ -78,7 +78,7 @@ def corpus(folder) -> Dict[str, str]:
     from sdfgsparse.targets.fpga import lower
     from sdfgsparse.transformations.pipeline import optimize
     base = fuzz_loopy.to_sdfg()
-    sdfgs = {'frontend': base, 'loops': _loop_region()}
+    sdfgs = {'frontend': base, 'loops': loop_region()}
     expanded = copy.deepcopy(base)
     expanded.expand_library_nodes()
     sdfgs['expanded'] = expanded

@@ -12,40 +12,15 @@ import sys
 
 import dace
 import pytest
-from dace.sdfg.state import LoopRegion
 
-import sdfgsparse as ss
 from sdfgsparse.cli import main
 from sdfgsparse.scripting import files, sdfg_grammar
-
-N, T = dace.symbol('N'), dace.symbol('T')
-
-
-@dace.program
-def loopy(A: ss.CSR[dace.float64, N, N], x: dace.float64[N], y: dace.float64[N]):
-    for i in range(T):
-        if i > 1:
-            y[:] = A @ x
-        x[1:N] = y[0:N - 1] + 1.0
-
-
-def _loop_region_sdfg() -> dace.SDFG:
-    sdfg = dace.SDFG('loops')
-    sdfg.add_array('a', [10], dace.float64)
-    sdfg.add_array('b', [10], dace.float64)
-    loop = LoopRegion('loop', 'i < 10', 'i', 'i = 0', 'i = i + 1')
-    sdfg.add_node(loop, is_start_block=True)
-    st = loop.add_state('body', is_start_block=True)
-    t = st.add_tasklet('t', {}, {'o'}, 'o = 1.0')
-    st.add_edge(t, 'o', st.add_write('a'), None, dace.Memlet('a[i]'))
-    st.add_nedge(st.add_read('b'), st.add_write('a'), dace.Memlet('b[0:2]', other_subset='0:2'))
-    return sdfg
-
+from sdfg_mutants import fuzz_loopy, loop_region
 
 @pytest.fixture(scope='module')
 def documents():
     """The JSON of the two SDFGs the payloads go into."""
-    return {'loopy': loopy.to_sdfg().to_json(), 'loops': _loop_region_sdfg().to_json()}
+    return {'loopy': fuzz_loopy.to_sdfg().to_json(), 'loops': loop_region().to_json()}
 
 
 def _find(doc, want):
