@@ -57,8 +57,9 @@ def close_names(name: str, known: Sequence[str], n: int = 3) -> List[str]:
 
 def load_sdfg(path: str) -> dace.SDFG:
     """The SDFG saved in ``path`` (``.sdfg`` or ``.sdfgz``); :class:`ScriptingError` when
-    there is no such file, it holds no SDFG, or a string DaCe would evaluate is not an
-    expression of :mod:`sdfgsparse.scripting.sdfg_grammar` (checked before DaCe parses it)."""
+    there is no such file, it holds no SDFG, or it is not of DaCe's schema or holds a string
+    outside its kind's grammar (:mod:`sdfgsparse.scripting.sdfg_schema`, checked before DaCe
+    parses it)."""
     if not os.path.exists(path):
         raise ScriptingError(f'{path}: no such file')
     if os.path.isdir(path):

@@ -1,5 +1,5 @@
-"""The editor's backend reads SDFGs only through the grammar check of
-:mod:`sdfgsparse.scripting.sdfg_grammar`.
+"""The editor's backend reads SDFGs only through the check of
+:mod:`sdfgsparse.scripting.sdfg_schema` (the same as every command's).
 
 The DaCe VS Code extension's backend parses every SDFG the editor sends (opening a file,
 listing and applying transformations, expanding nodes, replaying history) with

@@ -12,8 +12,8 @@ SparseDenseTiling, SparseFormatSelection, SparseMultiPumping; listed wherever th
 match) and the SparseIOLowerBound pass (listed among the passes; applying it writes the
 I/O lower bound into the SDFG's sparse_notes and each sparse node's io_lower_bound).
 
-It also makes the backend check every SDFG it parses against the grammar of
-:mod:`sdfgsparse.scripting.sdfg_grammar` before DaCe evaluates any of its expressions
+It also makes the backend check every SDFG it parses by DaCe's schema and the grammars of
+:mod:`sdfgsparse.scripting.sdfg_schema` before DaCe evaluates any of its expressions
 (:mod:`sdfgsparse.vscode.guard`), and verify every transformation the editor applies: the
 SDFG before and after runs on small random inputs, and one that changes the result comes
 back to the editor as an error, the document unchanged
