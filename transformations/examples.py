@@ -27,6 +27,7 @@ import numpy as np
 from sdfgsparse import errors
 from sdfgsparse.notes import NOTES
 from sdfgsparse.formats import is_sparse_desc, sparse_type_of
+from sdfgsparse.runtime.marshal import torch_on_host
 
 __all__ = ['record_examples', 'bind_sizes', 'given_format', 'recorded', 'recorded_sizes', 'recorded_stats', 'recorded_machine',
            'recorded_names', 'recorded_all_stats', 'as_scipy', 'root_of']
@@ -86,11 +87,8 @@ def as_scipy(value):
         return value
     if isinstance(value, SparseMatrix):
         return value.to_scipy()
-    if type(value).__module__.startswith('torch') and str(getattr(value, 'layout', 'torch.strided')) != 'torch.strided':
-        coo = value.to_sparse_coo().coalesce()
-        r, c = coo.indices().numpy()
-        return sp.coo_array((coo.values().numpy(), (r, c)), shape=tuple(coo.shape))
-    return None
+    value = torch_on_host(value)
+    return value if sp.issparse(value) else None
 
 
 def record_examples(sdfg: dace.SDFG, examples: Mapping[str, Any], threads: Optional[int] = None,

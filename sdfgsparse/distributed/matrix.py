@@ -23,6 +23,7 @@ from sdfgsparse.distributed.exchange import Halo, request_plan
 from sdfgsparse.distributed.partition import PARTITIONS, assignment
 from sdfgsparse.formats import BSR, CSR, SparseFormat
 from sdfgsparse.runtime.host_convert import convert
+from sdfgsparse.runtime.marshal import torch_on_host
 
 __all__ = ['Layout', 'DistributedVector', 'DistributedMatrix', 'distribute']
 
@@ -135,12 +136,7 @@ def _blocked(L: sp.csr_array, fmt: SparseFormat) -> sp.csr_array:
 def _as_csr(A, name: str = 'A') -> sp.csr_array:
     if A is None or isinstance(A, (str, bytes)):
         raise errors.ArgumentError(f'{name}: expected a scipy or torch sparse matrix, got {type(A).__name__}')
-    if hasattr(A, 'to_sparse_csr') and hasattr(A, 'layout'):  # torch
-        A = A.detach().cpu()
-        A = A.to_dense().numpy() if A.layout.__repr__() == 'torch.strided' else A.to_sparse_coo().coalesce()
-        if not isinstance(A, np.ndarray):
-            idx, val = A.indices().numpy(), A.values().numpy()
-            A = sp.coo_array((val, (idx[0], idx[1])), shape=tuple(A.shape))
+    A = torch_on_host(A, name)
     if not (sp.issparse(A) or isinstance(A, np.ndarray)):
         raise errors.ArgumentError(f'{name}: expected a scipy or torch sparse matrix, got {type(A).__name__}')
     if A.ndim != 2:

@@ -1,33 +1,15 @@
 """``ss.convert``: a user's matrix stored in another catalogue format, on the host."""
 import dace
 import numpy as np
-import scipy.sparse as sp
 
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat, is_sparse_desc, sparse_type_of
 from sdfgsparse.formats.catalogue import _BSRFamily
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import has_scipy_twin, to_scipy_twin, to_storage
-from sdfgsparse.runtime.marshal import _torch_layout, check_value, is_sparse_value
+from sdfgsparse.runtime.marshal import check_value, is_sparse_value, torch_on_host
 
 __all__ = ['convert']
-
-
-def _host_value(A):
-    """A torch tensor (sparse in any layout, or dense; on any device, with or without
-    gradients) as scipy COO or a NumPy array; anything else as it is."""
-    layout = _torch_layout(A)
-    if layout is None:
-        return A
-    A = A.detach().cpu()
-    if layout == 'strided':
-        return A.numpy()
-    coo = A.to_sparse_coo().coalesce()
-    if coo.dim() != 2 or coo.dense_dim() != 0:
-        raise errors.ShapeError(f'convert: A is a {coo.dim()}-D torch tensor with {coo.dense_dim()} dense '
-                                'dimensions; ss.convert takes matrices')
-    rows, cols = coo.indices().numpy()
-    return sp.coo_array((coo.values().numpy(), (rows, cols)), shape=tuple(coo.shape))
 
 
 def convert(A, fmt, index_dtype=None, prune=False):
@@ -52,7 +34,7 @@ def convert(A, fmt, index_dtype=None, prune=False):
         check_value('A', A)
     elif isinstance(A, (str, bytes)) or A is None:
         raise errors.ArgumentError(f'convert: A must be a sparse matrix or an array, got {type(A).__name__}')
-    A = _host_value(A)
+    A = torch_on_host(A, 'convert: A')
     if prune and getattr(fmt, 'pattern', None) is None:
         raise errors.ArgumentError(f'convert: prune=True needs a structured format (ss.NM, ss.GNM, ss.VNM), '
                                    f'got {fmt!r}')

@@ -36,6 +36,23 @@ def _torch_layout(obj) -> Optional[str]:
     return None
 
 
+def torch_on_host(obj, name: str = 'A'):
+    """A torch tensor as host data: a NumPy array (a dense tensor) or scipy COO (a sparse
+    matrix in any layout), detached and on the CPU; anything else as it is. A sparse tensor
+    that is not a matrix (``name`` in the error) is a ShapeError."""
+    if not (type(obj).__module__.startswith('torch') and hasattr(obj, 'layout') and hasattr(obj, 'detach')):
+        return obj  # (a torch.nn.Parameter too)
+    obj = obj.detach().cpu()
+    if str(obj.layout) == 'torch.strided':
+        return obj.numpy()
+    coo = obj.to_sparse_coo().coalesce()
+    if coo.dim() != 2 or coo.dense_dim() != 0:
+        raise errors.ShapeError(f'{name}: a {coo.dim()}-D torch tensor with {coo.dense_dim()} dense dimensions; '
+                                'expected a matrix')
+    rows, cols = coo.indices().numpy()
+    return sp.coo_array((coo.values().numpy(), (rows, cols)), shape=tuple(coo.shape))
+
+
 def is_sparse_value(obj) -> bool:
     if sp.issparse(obj) or isinstance(obj, SparseMatrix):
         return True
