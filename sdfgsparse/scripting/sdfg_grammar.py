@@ -187,6 +187,8 @@ _CPP_SCALARS = frozenset({
     'int8_t', 'int16_t', 'int32_t', 'int64_t', 'uint8_t', 'uint16_t', 'uint32_t', 'uint64_t', 'void', 'auto',
     'volatile', 'ptrdiff_t'
 })
+#: The float forms of the C math functions (``CODE_FUNCTIONS`` holds the double ones).
+_CPP_FLOAT_MATH = frozenset({'sqrtf', 'expf', 'logf', 'fabsf', 'fmaxf', 'fminf', 'powf'})
 _CPP_CALLABLE_WORDS = frozenset({'if', 'for', 'while', 'switch', 'return', 'sizeof', 'alignof', 'static_cast',
                                  'const_cast', 'DACE_EXPORTED'}) | _CPP_SCALARS
 #: Words that change what C++ code can reach (inline assembly, attributes such as
@@ -285,7 +287,7 @@ def _after_template(tokens, j: int) -> int:
 def _callable(name: str) -> bool:
     if name.startswith(CPP_CALL_PREFIXES) or name in _CPP_CALLABLE_WORDS:
         return True
-    return name in CODE_FUNCTIONS or name in ('sqrtf', 'expf', 'logf', 'fabsf', 'fmaxf', 'fminf', 'powf')
+    return name in CODE_FUNCTIONS or name in _CPP_FLOAT_MATH
 
 
 def _cast_before(tokens, close: int) -> bool:

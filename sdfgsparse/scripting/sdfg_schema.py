@@ -107,9 +107,9 @@ class _Walker:
     # --- reporting ---------------------------------------------------------------------------------------------
 
     def fail(self, path: str, why: str, value=None):
-        raise UnsafeSDFGError(f'{self.source}: field {path}{":" + _show(value) if _show(value) else ""}: {why}; '
-                              'the file is refused (DaCe '
-                              'would evaluate, import or compile it, or it is not of DaCe\'s schema)')
+        shown = _show(value)
+        raise UnsafeSDFGError(f'{self.source}: field {path}{":" + shown if shown else ""}: {why}; the file is '
+                              'refused (DaCe would evaluate, import or compile it, or it is not of DaCe\'s schema)')
 
     def string(self, check: Callable[[str], str], value, path: str):
         why = check(value)
@@ -126,9 +126,7 @@ class _Walker:
             if key not in value:
                 self.fail(path, f'the key {key!r} is missing')
 
-    def items(self, value, path: str, each, allow_none=False):
-        if value is None and allow_none:
-            return
+    def items(self, value, path: str, each):
         if not isinstance(value, list):
             self.fail(path, f'a {type(value).__name__} where a list belongs')
         for i, item in enumerate(value):
@@ -172,7 +170,7 @@ class _Walker:
 
     def block(self, value, path: str):
         cls = self.resolve(value, path, st.ControlFlowBlock)
-        if cls is dace.SDFG or not issubclass(cls, st.ControlFlowBlock):
+        if cls is dace.SDFG:  # nested SDFGs belong in a NestedSDFG node
             self.fail(f'{path}.type', 'not a control-flow block', value.get('type'))
         label = value.get('label')
         if label is None:
@@ -268,7 +266,7 @@ class _Walker:
         if not isinstance(value, dict):
             self.fail(path, f'a {type(value).__name__} where an object belongs')
         for key, item in value.items():
-            where = f'{path}.{key}' if check_name(key) == '' else f'{path}[{key[:40]!r}]'
+            where = _child(path, key)
             if key == SHAPE_RULES:
                 def rule(r, w):
                     self.keys(r, {'a', 'b', 'reason'}, w, required=('a', 'b'))
@@ -294,7 +292,7 @@ class _Walker:
         if 'type' in value or 'attributes' in value:
             self.fail(path, 'an object DaCe would deserialise where text belongs')
         for k, v in value.items():
-            self.free_text(v, f'{path}.{k}' if check_name(k) == '' else f'{path}[{k[:40]!r}]')
+            self.free_text(v, _child(path, k))
 
     # --- objects by type ---------------------------------------------------------------------------------------
 
@@ -383,7 +381,7 @@ class _Walker:
         elif kind == 'opaque':
             self.keys(value, {'type', 'ctype'}, path, required=('type', 'ctype'))
             ctype = value['ctype']
-            if not (isinstance(ctype, str) and _CTYPE(ctype)):
+            if not (isinstance(ctype, str) and _is_ctype(ctype)):
                 self.fail(f'{path}.ctype', 'not a C++ type name', ctype)
         elif kind == 'callback':
             self.keys(value, {'type', 'arguments', 'returntypes'}, path)
@@ -458,6 +456,11 @@ class _Walker:
         else:
             self.fail(f'{path}.language', f'code in {language} is not accepted in a file', language)
 
+    def member(self, enum, value, path: str):
+        """The name of a member of ``enum`` (DaCe reads enums by member name)."""
+        if not (isinstance(value, str) and value in getattr(enum, '__members__', {})):
+            self.fail(path, f'not a {getattr(enum, "__name__", "choice")}', value)
+
     def boolean(self, value, path: str):
         if value is not None and not isinstance(value, bool):
             self.fail(path, 'not true or false', value)
@@ -484,7 +487,7 @@ class _Walker:
         known = getattr(cls, '__properties__', {})
         extra = extra or {}
         for key, value in attributes.items():
-            where = f'{path}.{key}' if isinstance(key, str) and check_name(key) == '' else f'{path}[{str(key)[:40]!r}]'
+            where = _child(path, key)
             if key in extra:
                 extra[key](value, where)
             elif key in known:
@@ -516,10 +519,7 @@ class _Walker:
         if isinstance(p, props.DebugInfoProperty):
             return self.debuginfo(value, path)
         if isinstance(p, props.EnumProperty):
-            members = getattr(p.dtype, '__members__', {})
-            if not (isinstance(value, str) and value in members):
-                self.fail(path, f'not a {getattr(p.dtype, "__name__", "choice")}', value)
-            return
+            return self.member(p.dtype, value, path)
         if isinstance(p, props.SDFGReferenceProperty):
             if isinstance(value, str):  # DaCe still reads a nested SDFG saved as JSON text
                 try:
@@ -543,7 +543,7 @@ class _Walker:
                 self.fail(path, f'a {type(value).__name__} where an object belongs')
             for k, v in value.items():
                 self.element(p.key_type, k, path, key=True)
-                self.element(p.value_type, v, f'{path}.{k}' if check_name(k) == '' else f'{path}[{k[:40]!r}]')
+                self.element(p.value_type, v, _child(path, k))
             return
         if isinstance(p, props.ListProperty):
             return self.items(value, path, lambda v, w: self.element(p.element_type, v, w))
@@ -568,9 +568,7 @@ class _Walker:
                 return self.text(value, path)
             return self.string(check_expression, value, path)
         if isinstance(dtype, type) and issubclass(dtype, aenum.Enum):
-            if not (isinstance(value, str) and value in dtype.__members__):
-                self.fail(path, f'not a {dtype.__name__}', value)
-            return
+            return self.member(dtype, value, path)
         return self.loose(value, path)
 
     def element(self, t, value, path: str, key: bool = False):
@@ -631,7 +629,7 @@ class _Walker:
         for k, v in value.items():
             if not isinstance(k, str) or check_expression(k):
                 self.fail(path, f'the key {str(k)[:60]!r} is not a name or an expression')
-            self.loose(v, f'{path}.{k}' if check_name(k) == '' else f'{path}[{k[:40]!r}]')
+            self.loose(v, _child(path, k))
 
     def numbers(self, value, path: str):
         if isinstance(value, list):
@@ -640,10 +638,15 @@ class _Walker:
             self.fail(path, 'not a number', value)
 
 
+def _child(path: str, key) -> str:
+    """The JSON path of ``key`` under ``path``: ``$.a.b``, or ``$.a['not a name']``."""
+    return f'{path}.{key}' if isinstance(key, str) and check_name(key) == '' else f'{path}[{str(key)[:40]!r}]'
+
+
 def _type_of(value: dict) -> str:
     kind = value.get('type') if isinstance(value, dict) else None
     return kind if isinstance(kind, str) and check_name(kind) == '' else 'this object'
 
 
-def _CTYPE(text: str) -> bool:
+def _is_ctype(text: str) -> bool:
     return re.fullmatch(r'[A-Za-z_][A-Za-z0-9_:<>, *&]*', text) is not None and check_cpp(f'{text} _x;') == ''
