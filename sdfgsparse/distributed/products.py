@@ -249,10 +249,9 @@ def vector(x, D: DistributedMatrix, root: Optional[int] = None, side: str = 'col
             raise errors.ArgumentError(f'x: with root={root}, pass x on process {root} only (None here)')
     except Exception as exc:
         error = exc
-    if root is None:  # a replicated x: the same everywhere (its parts would otherwise mix)
-        agree(comm, error, same={'the columns of x': width, 'x (checksum)': digest})
-    else:
-        agree(comm, error)
+    # a replicated x must be the same everywhere (its parts would otherwise mix); with a root
+    # only the root holds x (digest 0 everywhere); one shape of agreement either way
+    agree(comm, error, same={'the columns of x': width if root is None else 0, 'x (checksum)': digest})
     if root is None:
         return DistributedVector(np.ascontiguousarray(local[layout.own]), layout)
     owns = layout.all_own(root)

@@ -387,7 +387,7 @@ def _lines(path: str) -> int:
     return count + (last != b'\n')
 
 
-def _check_matrix_market_sizes(name, path, desc, rows, cols, entries, layout, field, symmetry='general') -> None:
+def _check_matrix_market_sizes(name, path, desc, rows, cols, entries, layout, field, symmetry) -> None:
     """The sizes a Matrix Market header claims, against the entries the file holds (one a
     line) and the memory reading and converting them would take: :class:`ScriptingError`
     before anything is allocated."""
