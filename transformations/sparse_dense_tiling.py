@@ -9,8 +9,7 @@ from sdfgsparse.analysis.schedules import Decision, Machine, spmm_bound_bytes, s
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows
 from sdfgsparse.transformations._sizes import size_values, stored_slots
 from sdfgsparse.transformations.examples import recorded_machine
-from sdfgsparse.targets.cpu.entries import Entries
-from sdfgsparse.ops.base import member_conn
+from sdfgsparse.targets.cpu.builder import strategy
 from sdfgsparse.ops.spmm import SCATTER_TILE, SpMM
 
 __all__ = ['SparseDenseTiling']
@@ -74,8 +73,7 @@ class SparseDenseTiling(xf.SingleStateTransformation):
         nnz = stored_slots(st, values)
         if rows is None or cols is None or k is None or nnz is None:
             return None
-        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-        scatter = ent.strategy(0, node.schedule_hint) == 'sequential'
+        scatter = strategy(st, 0, node.schedule_hint) == 'sequential'
         b = node.connected(state, '_B')
         # without the transformation: a scatter walk takes fixed tiles (one column per walk
         # where the rows are not contiguous), a row-owned walk one walk

@@ -175,17 +175,18 @@ def test_chunks_must_be_a_power_of_two(chunk):
 
 
 def _regular_rows_program():
-    from sdfgsparse.targets.cpu.dense_loops import regular_rows
+    """The leaf alone: one C++ tasklet calling it (the call text the kernels use)."""
+    from sdfgsparse.targets.cpu.dense_loops import regular_rows_call
     from sdfgsparse.targets.cpu.environment import INCLUDE
-    from sdfgsparse.targets.cpu.kernel import KernelBuilder
-    kb = KernelBuilder('regular_rows_probe')
+    sdfg = dace.SDFG('regular_rows_probe')
     R = dace.symbol('R')
-    kb.param('_pos', dace.data.Array(dace.int32, [R + 1]))
-    kb.param('_out', dace.data.Array(dace.int64, [1]))
-    for l in regular_rows('_r', '_pos', 'R'):
-        kb.line(l)
-    kb.line('_out[0] = _r[0]')
-    sdfg = kb.build()
+    sdfg.add_array('_pos', [R + 1], dace.int32)
+    sdfg.add_array('_out', [1], dace.int64)
+    state = sdfg.add_state()
+    t = state.add_tasklet('probe', {'_tpos'}, {'_treg'}, regular_rows_call('_treg', '_tpos', 'R'),
+                          language=dace.Language.CPP)
+    state.add_edge(state.add_read('_pos'), None, t, '_tpos', dace.Memlet('_pos[0:R + 1]'))
+    state.add_edge(t, '_treg', state.add_write('_out'), None, dace.Memlet('_out[0]'))
     sdfg.append_global_code(f'#include "{os.path.join(INCLUDE, "sdfgsparse_rows.h")}"')  # (no library node: no environment)
     return sdfg.compile()
 

@@ -188,7 +188,7 @@ def test_row_maps_are_scheduled_dynamically_and_agree_with_scipy():
     """SpMV, SpMM and A + A.T take their rows in dynamic chunks (power-law rows would leave
     a static half's thread idle); with 3 threads on a power-law matrix of many chunks
     they agree with scipy."""
-    from sdfgsparse.targets.cpu.kernel import ROW_CHUNK
+    from sdfgsparse.targets.cpu.builder import ROW_CHUNK
     code = f'''
 import glob, json, os
 import numpy as np, scipy.sparse as sp

@@ -45,8 +45,9 @@ from dace.libraries.standard.nodes.transpose import ExpandTransposePure
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.targets.cpu.dense_loops import GEMM_ROWS, contiguous_rows, gemm_row_block
-from sdfgsparse.targets.cpu.entries import kernel_for_node
+from sdfgsparse.targets.cpu.builder import CpuKernel
+from sdfgsparse.targets.cpu.dense_loops import GEMM_ROWS, contiguous_rows
+from sdfgsparse.targets.cpu.row_leaves import gemm_row_block
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 
 __all__ = ['ExpandMatMulRows', 'ExpandDotReduce', 'IMPLEMENTATION', 'rows_applicable', 'dot_applicable',
@@ -112,13 +113,11 @@ class ExpandMatMulRows(ExpandTransformation):
     @staticmethod
     def expansion(node, state, sdfg):
         a, b, c = _operands(node, state)
-        kb = kernel_for_node(node, state, sdfg)
-        M, K, N = (pyexpr(s) for s in (a.shape[0], a.shape[1], b.shape[1]))
-        lds = (pyexpr(d.strides[0]) for d in (a, b, c))
-        kb.line(f'for ib in dace.map[0:({M} + {GEMM_ROWS - 1}) // {GEMM_ROWS}]:')
-        for l in gemm_row_block('_c', '_a', '_b', 'ib', M, K, N, *lds, c.dtype.ctype):
-            kb.line('    ' + l)
-        return kb.build()
+        k = CpuKernel(node, state, sdfg)
+        M, K, N = a.shape[0], a.shape[1], b.shape[1]
+        sc = k.scope(k.add_state('gemm'), [('ib', 0, (M + GEMM_ROWS - 1) // GEMM_ROWS)])
+        gemm_row_block(k, sc, '_c', '_a', '_b', M, K, N, *(d.strides[0] for d in (a, b, c)), c.dtype.ctype)
+        return k.build()
 
 
 MatMul.register_implementation(IMPLEMENTATION, ExpandMatMulRows)

@@ -20,9 +20,9 @@ import dace
 import sympy
 
 from sdfgsparse.formats import SparseType, is_sparse_desc
-from sdfgsparse.formats.levels import COUNTED, SEGMENT, member
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.graph import connector_desc
+from sdfgsparse.targets.cpu.builder import plain_row_walk, strategy
 from sdfgsparse.targets.cpu.kernel import KernelBuilder
 from sdfgsparse.targets.cpu.team import TeamWork
 
@@ -139,31 +139,15 @@ class Entries:
 
     def strategy(self, written_dim: Optional[int], hint: str = 'auto') -> str:
         """How the outer loop may run when the body writes along ``written_dim``
-        (None: writes to distinct value positions only)."""
-        if hint == 'sequential':
-            return 'sequential'
-        if written_dim is None:
-            return 'owned'
-        od = self.type.fmt.outer_dim
-        if od != written_dim:
-            return 'parallel-unsafe' if hint == 'parallel' else 'sequential'
-        expr = self.type.fmt.dims[written_dim]
-        full = self.type.fmt.levels[0].full
-        return 'acc' if (expr == 'c0' and full) else 'owned'
+        (:func:`sdfgsparse.targets.cpu.builder.strategy`)."""
+        return strategy(self.type, written_dim, hint)
 
     def row_walk(self):
         """``(outer, inner, crd, pos)`` when the walk is a loop over all rows around one
         compressed level whose entries ``[pos[row], pos[row + 1])`` are the row's (CSR, or
         CSC seen as ``A.T``): the two level pieces and the names of the index and position
         arrays; otherwise None. Kernels with a whole-row body (one tasklet per row) use it."""
-        nest = self.nest
-        if len(nest.levels) != 2:
-            return None
-        outer, inner = nest.levels
-        if outer.kind != COUNTED or inner.kind != SEGMENT or outer.guard is not None or inner.guard is not None:
-            return None
-        if outer.base is not None or outer.begin != 0 or inner.begin != member('pos1', outer.var) or \
-                nest.row != outer.var or nest.col != member('crd1', inner.var) or nest.value_pos != inner.var:
+        if not plain_row_walk(self.nest):
             return None
         p_outer, p_inner = self.pieces
         return p_outer, p_inner, self.member_vars['crd1'], self.member_vars['pos1']

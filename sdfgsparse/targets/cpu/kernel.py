@@ -26,7 +26,8 @@ from sdfgsparse.build import cache as buildcache
 from sdfgsparse.build import naming
 from sdfgsparse._warnings import benign_dace_warnings
 from sdfgsparse.targets.cpu import storage_check
-from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
+from sdfgsparse.targets.cpu.builder import schedule_rows
+from sdfgsparse.targets.cpu.team import TeamWork, add_teams
 
 __all__ = ['KernelBuilder', 'pyexpr', 'cpp_tasklet']
 
@@ -276,7 +277,7 @@ class KernelBuilder:
                 sdfg = dace.SDFG.from_json(json.loads(text))
             else:
                 sdfg = parsed
-        _balance(sdfg, self.balanced)
+        schedule_rows(sdfg, self.balanced)
         add_teams(sdfg, self.teams)
         for d in list(self.params.values()) + self.sparse_operands:  # the warm call path's argument checks
             storage_check.add_to(sdfg, d)
@@ -298,20 +299,6 @@ class KernelBuilder:
             raise RuntimeError(f'sdfgsparse: could not parse generated kernel:\n{src}') from ex
         sdfg.name = self.name
         return sdfg
-
-
-#: Rows per chunk of a dynamically scheduled row map (:meth:`KernelBuilder.balance`). Against
-#: OpenMP's static halves it wins on power-law rows and loses a few percent where rows cost
-#: alike; chunks of 2048 rows lost on small matrices (figures: docs/performance.md).
-ROW_CHUNK = 256
-
-
-def _balance(sdfg: dace.SDFG, variables) -> None:
-    if not variables:
-        return
-    for _, node in row_maps(sdfg, variables):
-        node.map.omp_schedule = dace.dtypes.OMPScheduleType.Dynamic
-        node.map.omp_chunk_size = ROW_CHUNK
 
 
 #: parsed kernels of this process, by :func:`_memo_key` (as SDFG JSON: every use gets its

@@ -35,7 +35,7 @@ checks is checked first, as before. Sizes and the ends of ``pos`` (first 0, last
 are still checked by the plan.
 """
 import ctypes
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import dace
 import numpy as np
@@ -161,16 +161,21 @@ class RowCheck:
     def supports(index_dtype) -> bool:
         return np.dtype(index_dtype) in INDEX_CTYPES
 
-    def inputs(self) -> List[str]:
-        """Generated-source lines before the tasklet: the sizes it compares with, as
-        scalars (a symbol named only in C++ code would not reach the kernel)."""
-        return [f'_knnz = dace.int64({self.nnz})', f'_kext = dace.int64({self.extent})']
-
-    #: The tasklet's connectors for :meth:`inputs`.
-    CONNECTORS = [('_tknnz', '_knnz'), ('_tkext', '_kext')]
+    def add_scalars(self, k, state) -> dict:
+        """Set the sizes the row tasklets compare with as int64 scalars of the kernel ``k``
+        in ``state`` (a symbol named only in C++ code would not reach the kernel); returns
+        the tasklets' scalar inputs (connector -> read)."""
+        from sdfgsparse.lowering.graph import read
+        conns = {}
+        for conn, expr in (('_tknnz', self.nnz), ('_tkext', self.extent)):
+            name = k.scalar(conn[2:], dace.int64)
+            k.set_scalar(state, name, expr)
+            conns[conn] = read(name, 0)
+        self.scalars = conns
+        return conns
 
     def applies(self) -> str:
-        """Generated-Python condition under which the kernel checks (:data:`IN_KERNEL_FROM`
+        """The condition (Python, of the kernel's symbols) under which the kernel checks (:data:`IN_KERNEL_FROM`
         bytes of indices or more); otherwise it runs its plain walk and the call checks
         first."""
         return f'{self.nnz} * {self.itemsize} >= {IN_KERNEL_FROM}'

@@ -1,10 +1,11 @@
 """The ``cpu`` implementation of :class:`~sdfgsparse.ops.dense_spmm.DenseSpMM`."""
 import dace
 import dace.library
+import sympy
+from dace import dtypes
 from dace.transformation.transformation import ExpandTransformation
-from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node, update, zero_fill
-from sdfgsparse.ops.base import member_conn
+from sdfgsparse.lowering.graph import read
+from sdfgsparse.targets.cpu.builder import CpuKernel, coordinates, strategy, update
 from sdfgsparse.ops.dense_spmm import B, C, DenseSpMM
 from sdfgsparse.targets.registry import register
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
@@ -22,30 +23,27 @@ class ExpandDenseSpMMCPU(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'DenseSpMM', state, sdfg):
+        k = CpuKernel(node, state, sdfg)
         st = node.operand_type(state, 'A')
-        kb = kernel_for_node(node, state, sdfg)
-        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
+        A = k.operand('A', st)
         c = node.connected(state, C)
-        zero_fill(kb, C, c.shape)
-        strat = ent.strategy(1, node.schedule_hint)
-        b = node.connected(state, B)
+        k.fill(k.add_state('zero'), C)
+        strat = strategy(st, 1, node.schedule_hint)
+        h = sympy.Symbol('__k')
         if len(c.shape) == 1:
-            # (a vector of one element reaches the kernel as a scalar, which takes no variable index)
-            bi = '0' if not dace.symbolic.issymbolic(b.total_size) and int(b.total_size) == 1 else ent.i
-            ent.emit(kb, [update(f'{C}[{ent.j}]', f'{B}[{bi}] * {ent.val}')], parallel=strat != 'sequential')
+            sc = k.entries(k.add_state('dense_spmm'), A, parallel=strat != 'sequential')
+            update(k, sc, (C, [A.col]), read(B, A.row) * A.value, A.guard)
         elif strat != 'sequential':
-            ent.emit(kb, [
-                f'for k in range(0, {pyexpr(c.shape[0])}):',
-                '    ' + update(f'{C}[k, {ent.j}]', f'{B}[k, {ent.i}] * {ent.val}')
-            ],
-                     parallel=True)
+            sc = k.entries(k.add_state('dense_spmm'), A, parallel=True, inner=[('__k', 0, c.shape[0])])
+            update(k, sc, (C, [h, A.col]), read(B, h, A.row) * A.value, A.guard)
         else:  # columns are scattered: the rows of B in parallel around a flat walk over the slots
-            n = ent.emit_coordinates(kb)
-            kb.line(f'for k in dace.map[0:{pyexpr(c.shape[0])}]:')
-            kb.line(f'    for q in range(0, {n}):')
-            kb.line('        if ri[q] >= 0:')
-            kb.line('            ' + update(f'{C}[k, ci[q]]', f'{B}[k, ri[q]] * {ent.vals}[q]'))
-        return kb.build()
+            ri, ci, n = coordinates(k, A)
+            body = k.add_state('dense_spmm_rows')
+            q = sympy.Symbol('__q')
+            sc = k.scope(body, [('__k', 0, c.shape[0]), ('__q', 0, n)],
+                         [dtypes.ScheduleType.Default, dtypes.ScheduleType.Sequential])
+            update(k, sc, (C, [h, read(ci, q)]), read(B, h, read(ri, q)) * read(A.vals, q), read(ri, q) >= 0)
+        return k.build()
 
 
 register(DenseSpMM, 'cpu', ExpandDenseSpMMCPU, default=True)

@@ -2,11 +2,14 @@
 import dace
 import dace.library
 from dace.transformation.transformation import ExpandTransformation
-from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.structured import pattern_of
+from sdfgsparse.lowering.graph import emit, fill, read
+from sdfgsparse.lowering.graph_dense import sampled_pass
+from sdfgsparse.lowering.graph_values import copy_index_members
 from sdfgsparse.targets.cpu import structured
-from sdfgsparse.targets.cpu.dense_loops import contiguous_rows, dot_rows, sddmm_row, transposed_rows
-from sdfgsparse.targets.cpu.entries import Entries, copy_index_members, kernel_for_node, zero_fill
+from sdfgsparse.targets.cpu.builder import CpuKernel, cpp, row_walk
+from sdfgsparse.targets.cpu.dense_loops import contiguous_rows
+from sdfgsparse.targets.cpu.row_leaves import dot_rows, register as register_local, sddmm_row, transposed_rows
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.ops.sddmm import SDDMM, X, Y
 from sdfgsparse.targets.registry import register
@@ -30,68 +33,63 @@ class ExpandSDDMMCPU(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SDDMM', state, sdfg):
+        k = CpuKernel(node, state, sdfg)
         st = node.operand_type(state, 'S')
-        kb = kernel_for_node(node, state, sdfg)
-        ent = Entries(st, {m: member_conn('S', m) for m in st.fmt.member_names})
-        out = node.member_arrays(state, 'out')
-        x = node.connected(state, X)
-        T = kb.dtype(out['vals'].dtype)
-        # S's index arrays become the result's: inside the walk for a plain row walk (no
-        # parallel regions of their own), else one parallel copy per member
-        row = ent.row_walk()
+        S = k.operand('S', st)
+        vals, opos, ocrd = (member_conn('out', m) for m in ('vals', 'pos1', 'crd1'))
+        dtype = k.sdfg.arrays[vals].dtype
+        x, y = node.connected(state, X), node.connected(state, Y)
+        kd = x.shape[1]
+        walk = row_walk(S)
         members = node.member_arrays(state, 'S')
-        pro, copy_crd = [], []
-        copy_in_walk = row is not None and set(members) == {'pos1', 'crd1', 'vals'} and row[2:] == (member_conn(
-            'S', 'crd1'), member_conn('S', 'pos1'))
-        if copy_in_walk:
-            outer, _, crd, pos = row
-            opos, ocrd = member_conn('out', 'pos1'), member_conn('out', 'crd1')
-            kb.line(f'{opos}[0] = {pos}[0]')
-            pro = [f'{opos}[{outer.var} + 1] = {pos}[{outer.var} + 1]']
-            copy_crd = [f'{ocrd}[{ent.v}] = {crd}[{ent.v}]']
-        else:
-            copy_index_members(kb, members, 'S', 'out')
-        if st.fmt.name not in ('CSR', 'CSC', 'COO', 'DCSR') and pattern_of(st.fmt) is None:
-            # padded slots (ELL, DIA, BSR) read as zeros (a structured layout has none: every slot is written)
-            zero_fill(kb, member_conn('out', 'vals'), out['vals'].shape)
-        y = node.connected(state, Y)
-        Kd = pyexpr(x.shape[1])
-        rows_of_y, y_stride, y_pointer = Y, pyexpr(y.strides[0]) if len(y.shape) == 2 else None, False
+        copy_in_walk = walk is not None and set(members) == {'pos1', 'crd1', 'vals'} and \
+            (walk.crd, walk.pos) == (member_conn('S', 'crd1'), member_conn('S', 'pos1'))
+        first = k.add_state('prepare')
+        rows_of_y, y_stride, y_pointer = Y, y.strides[0] if len(y.shape) == 2 else None, False
         if node.y_layout == 'KN' and contiguous_rows(x, y):
             # Y's columns are strided: store Y.T by rows once per call (O(N K) against O(nnz K)
             # products) so that every dot product reads two contiguous rows
-            for l in transposed_rows('_ytp', Y, Kd, pyexpr(y.shape[1]), y_stride, out['vals'].dtype.ctype):
-                kb.line(l)
-            rows_of_y, y_stride, y_pointer = '_ytp', Kd, True
+            rows_of_y = transposed_rows(k, first, Y, kd, y.shape[1], y_stride, dtype.ctype)
+            y_stride, y_pointer = kd, True
         rows_in_simd = y_pointer or (node.y_layout == 'NK' and contiguous_rows(x, y))
-        if rows_in_simd and structured.applies(st) and st.dtype == out['vals'].dtype:
+        simd_rows = rows_in_simd and copy_in_walk and not (structured.applies(st) and st.dtype == dtype)
+        if not simd_rows:
+            copy_index_members(k, first, st.fmt.member_names, 'S', 'out')
+        if st.fmt.name not in ('CSR', 'CSC', 'COO', 'DCSR') and pattern_of(st.fmt) is None:
+            # padded slots (ELL, DIA, BSR) read as zeros (a structured layout has none: every slot is written)
+            fill(k, first, vals)
+        if rows_in_simd and structured.applies(st) and st.dtype == dtype:
             # a fixed number of slots per group: one tasklet per row (targets/cpu/structured.py)
-            structured.emit_sddmm(kb, st, ent.member_vars, member_conn('out', 'vals'), X, rows_of_y, Kd,
-                                  pyexpr(x.strides[0]), y_stride, out['vals'].dtype.ctype, y_pointer)
-            return kb.build()
-        if rows_in_simd and copy_in_walk:
+            structured.emit_sddmm(k, st, S, vals, X, rows_of_y, cpp(kd), cpp(x.strides[0]), cpp(y_stride),
+                                  dtype.ctype, y_pointer)
+            return k.build()
+        if simd_rows:
             # a plain row walk: one tasklet per row, dot products of several entries at a
-            # time (targets/cpu/dense_loops.sddmm_row); it also copies the row's indices
-            _, inner, crd, _ = row
-            ent.emit_row_map(kb, scale=str(Kd))
-            for l in pro:
-                kb.line(l, 1)
-            for l in sddmm_row(member_conn('out', 'vals'), member_conn('out', 'crd1'), ent.i, X, rows_of_y, crd,
-                               ent.vals, inner.bounds[0], inner.bounds[1], Kd, pyexpr(x.strides[0]), y_stride,
-                               out['vals'].dtype.ctype, y_pointer):
-                kb.line(l, 1)
-            return kb.build()
+            # time (row_leaves.sddmm_row); it also copies the row's indices
+            emit(k, _top(first), [((opos, [0]), read(walk.pos, 0), None)], label='first_position')
+            sc = k.rows(k.add_state('sddmm'), walk, scale=kd)
+            emit(k, sc, [((opos, [walk.row + 1]), read(walk.pos, walk.row + 1), None)], label='position')
+            sddmm_row(k, sc, walk, S.vals, X, rows_of_y, vals, ocrd, kd, x.strides[0], y_stride, dtype.ctype,
+                      y_pointer)
+            return k.build()
+        body = k.add_state('sddmm')
         if rows_in_simd:
-            # one SIMD dot product of two contiguous rows per stored entry (targets/cpu/dense_loops)
-            body = [f'_dd = {T}(0)'] + dot_rows('_dd', X, ent.i, rows_of_y, ent.j, Kd, pyexpr(x.strides[0]),
-                                                 y_stride, out['vals'].dtype.ctype, y_pointer)
-            body.append(f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * _dd')
-        else:
-            yk = f'{Y}[{ent.j}, k]' if node.y_layout == 'NK' else f'{Y}[k, {ent.j}]'
-            body = [f'acc = {T}(0)', f'for k in range(0, {Kd}):', f'    acc += {X}[{ent.i}, k] * {yk}',
-                    f'{member_conn("out", "vals")}[{ent.v}] = {ent.val} * acc']
-        ent.emit(kb, body + copy_crd, parallel=True, pro=pro)
-        return kb.build()
+            # one SIMD dot product of two contiguous rows per stored entry
+            sc = k.entries(body, S, parallel=True)
+            dd = register_local(k, sc, 'dot', dtype)
+            dot_rows(k, sc, dd, X, S.row, rows_of_y, S.col, kd, x.strides[0],
+                     y_stride, dtype.ctype, y_pointer)
+            emit(k, sc, [((vals, [S.pos]), S.value * dd.symbol, None)], guard=S.guard, locals_in=[dd], label='scale')
+            return k.build()
+        # strided operands: the portable pass (a dot product in a register per entry)
+        sampled_pass(k, body, S, X, Y, kd, node.y_layout == 'NK', dtype, parallel=node.schedule_hint != 'sequential',
+                     more=lambda s: [((vals, [S.pos]), s, None)])
+        return k.build()
+
+
+def _top(state):
+    from sdfgsparse.lowering.graph import Scope
+    return Scope(state, [], [], [])
 
 
 register(SDDMM, 'cpu', ExpandSDDMMCPU, default=True)

@@ -4,11 +4,11 @@ import dace.library
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense
-from sdfgsparse.targets.cpu import kernel_checks, structured
-from sdfgsparse.targets.cpu.dense_loops import regular_rows, spmv_row, spmv_row_chunks
-from sdfgsparse.targets.cpu.entries import Entries, emit_accumulate, kernel_for_node
-from sdfgsparse.lowering.epilogue import node_epilogue
+from sdfgsparse.lowering.graph import Operand, read
 from sdfgsparse.ops.base import member_conn
+from sdfgsparse.targets.cpu import kernel_checks, structured
+from sdfgsparse.targets.cpu.builder import CpuKernel, accumulate, epilogue_pass, row_walk as plain_row_walk, store
+from sdfgsparse.targets.cpu.row_leaves import register as register_local, regular_rows, spmv_row, spmv_row_chunks
 from sdfgsparse.ops.spmv import SpMV, X, Y
 from sdfgsparse.targets.registry import register
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
@@ -34,87 +34,72 @@ class ExpandSpMVCPU(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SpMV', state, sdfg):
+        k = CpuKernel(node, state, sdfg)
         st = node.operand_type(state, 'A')
-        kb = kernel_for_node(node, state, sdfg)
-        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-        y = node.connected(state, Y)
-        finish = (lambda v, idx: node_epilogue(node, v, idx)) if node.epilogue else None
-        x_desc = node.connected(state, X)
+        A = k.operand('A', st)
+        y = k.sdfg.arrays[Y]
+        x_desc = k.sdfg.arrays[X]
         if structured.applies(st) and st.dtype == y.dtype == x_desc.dtype and \
                 all(str(d.strides[-1]) == '1' for d in (x_desc, y)):
             # a fixed number of slots per group: one tasklet per row or row block (targets/cpu/structured.py)
-            structured.emit_spmv(kb, st, ent.member_vars, Y, X, y.dtype.ctype)
-            if finish:
-                kb.line(f'for z0 in dace.map[0:{pyexpr(y.shape[0])}]:')
-                kb.line(f'    {Y}[z0] = {finish(f"{Y}[z0]", ["z0"])}')
-            return kb.build()
-        row = row_walk(node, ent, state)
-        argument = kernel_checks.claims(node, sdfg) if row is not None else None
+            structured.emit_spmv(k, st, A, Y, X, y.dtype.ctype)
+            epilogue_pass(k, node, Y, y.shape)
+            return k.build()
+        walk = row_walk(node, A, state)
+        argument = kernel_checks.claims(node, sdfg) if walk is not None else None
         if node.row_chunk > 1 and (node.row_chunk > 64 or node.row_chunk & (node.row_chunk - 1)):
             raise ValueError(f'{node.label}: row_chunk must be 0, 1 or a power of two up to 64 (the lanes of '
                              f'one vector), got {node.row_chunk}')
-        x_dtype = node.connected(state, X).dtype
-        chunks = node.row_chunk if row is not None and node.row_chunk > 1 and st.dtype == y.dtype == x_dtype else 0
+        chunks = node.row_chunk if walk is not None and node.row_chunk > 1 and st.dtype == y.dtype == x_desc.dtype \
+            else 0
 
-        def epilogue(indent):  # after a whole-row tasklet
-            if finish:
-                kb.line(f'{Y}[{ent.i}] = {finish(f"{Y}[{ent.i}]", [ent.i])}', indent)
+        def rows(state, width=None, check=None):
+            """The rows in parallel, each one tasklet (then the epilogue on its value)."""
+            sc = k.rows(state, walk)
+            out = register_local(k, sc, 'row', y.dtype) if node.epilogue else (Y, [walk.row])
+            if check is not None:
+                spmv_row(k, sc, walk, A.vals, X, out, y.dtype.ctype, check)
+            else:
+                spmv_row_chunks(k, sc, walk, A.vals, X, out, width)
+            if node.epilogue:
+                store(k, sc, out, Y, [walk.row], node)
 
-        def walk(indent):  # the walk without checks
+        def walk_rows(state):  # the walk without checks
             if not chunks:
-                emit_accumulate(kb, ent, Y, ent.i, f'{ent.val} * {X}[{ent.j}]', 0, node.schedule_hint, y.dtype,
-                                y.shape, finish, indent=indent)
-                return
-            outer, inner, crd, pos = row
-
-            def rows(width, at):
-                ent.emit_row_map(kb, indent=at)
-                for l in spmv_row_chunks(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1],
-                                         f'{pos}[{outer.bounds[1]}]', width):
-                    kb.line(l, at + 1)
-                epilogue(at + 1)
-
-            if not node.adaptive_walk:
-                rows(chunks, indent)
-                return
-            for l in regular_rows('_regular', pos, outer.bounds[1]):  # the walk per call (dense_loops.regular_rows)
-                kb.line(l, indent)
-            kb.line('if _regular[0] > 0:', indent)
-            rows(1, indent + 1)
-            kb.line('else:', indent)
-            rows(chunks, indent + 1)
+                accumulate(k, state, A, Y, A.row, A.value * read(X, A.col), 0, node.schedule_hint, y.dtype, y.shape,
+                           node)
+            elif not node.adaptive_walk:
+                rows(state, chunks)
+            else:  # the walk chosen per call from a sample of the rows
+                regular = regular_rows(k, state, walk)
+                k.branch(f'{regular} > 0', lambda s: rows(s, 1), lambda s: rows(s, chunks))
 
         if argument is None:
-            walk(0)
-            return kb.build()
+            walk_rows(k.add_state('spmv'))
+            return k.build()
         # A large A is checked by the rows as they read it (one tasklet per row); below
         # that size, the walk above and the call's check before it
-        _, inner, crd, _ = row
         stored = node.sparse_type(state, 'A')
         lvl = stored.fmt.levels[1]
         check = kernel_checks.RowCheck(pyexpr(stored.sizes['n1']),
                                        pyexpr(stored.fmt.extents(stored.rows, stored.cols)[1]),
                                        stored.index_dtype.type, lvl.ordered, lvl.unique)
-        kb.line(f'if {check.applies()}:')
-        ent.emit_row_map(kb, indent=1)
-        for l in spmv_row(Y, ent.i, X, crd, ent.vals, inner.bounds[0], inner.bounds[1], y.dtype.ctype, check):
-            kb.line(l, 2)
-        epilogue(2)
-        kb.line('else:')
-        walk(1)
-        kernel = kb.build()
+        check.add_scalars(k, k.add_state('check_sizes'))
+        k.branch(check.applies(), lambda s: rows(s, check=check), walk_rows)
+        kernel = k.build()
         kernel_checks.add_to(kernel, argument)
         return kernel
 
 
-def row_walk(node: SpMV, ent: Entries, state):
-    """:meth:`Entries.row_walk` of A when the expansion takes it (rows in parallel, a
-    scalar accumulator each; x and y of unit stride, as the row tasklets read them), else
-    None. ``A @ X[:, 0]`` passes a strided x: the row tasklets read it as contiguous and
-    gave a wrong result."""
+def row_walk(node: SpMV, A, state):
+    """The :class:`~sdfgsparse.targets.cpu.builder.RowWalk` of A when the expansion takes it
+    (rows in parallel, a scalar accumulator each; x and y of unit stride, as the row
+    tasklets read them), else None. ``A @ X[:, 0]`` passes a strided x: the row tasklets
+    read it as contiguous and gave a wrong result."""
+    from sdfgsparse.targets.cpu.builder import strategy
     if any(str(node.connected(state, c).strides[-1]) != '1' for c in (X, Y)):
         return None
-    return ent.row_walk() if ent.strategy(0, node.schedule_hint) == 'acc' else None
+    return plain_row_walk(A) if strategy(A.type, 0, node.schedule_hint) == 'acc' else None
 
 
 def checks_in_kernel(node: SpMV, state) -> bool:
@@ -126,7 +111,7 @@ def checks_in_kernel(node: SpMV, state) -> bool:
     if [type(l) for l in fmt.levels] != [Dense, Compressed] or not kernel_checks.RowCheck.supports(
             st.index_dtype.type) or list(fmt.size_keys) != ['n1']:
         return False
-    return row_walk(node, Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names}), state) is not None
+    return row_walk(node, Operand(st, {m: member_conn('A', m) for m in st.fmt.member_names}), state) is not None
 
 
 register(SpMV, 'cpu', ExpandSpMVCPU, default=True)

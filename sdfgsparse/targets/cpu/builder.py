@@ -1,0 +1,406 @@
+"""The cpu kernels' SDFG builder: :class:`~sdfgsparse.lowering.graph.Kernel` (the ``pure``
+expansions' builder) and what the tuned kernels add to it.
+
+A cpu kernel is an SDFG built with DaCe's API, as a ``pure`` one: maps over the levels of
+the sparse operands (:meth:`CpuKernel.entries`, :meth:`CpuKernel.rows`), sequential loops,
+branches chosen per call (:meth:`CpuKernel.branch`) and tasklets. Where the loop nest of a
+row is where the time goes (the SIMD row walks, register panels and gathers of
+``include/*.h``), the body of a row is one C++ tasklet that calls a leaf function of those
+headers (:func:`leaf`): a one-line call whose scalar inputs are exact memlets (``pos[i]``,
+``pos[i + 1]``) and whose array inputs are dynamic memlets of the whole array (the row's
+entries, a data-dependent part). Scheduling is recorded on the SDFG: rows whose costs
+differ are scheduled dynamically (:meth:`CpuKernel.balance`), and a row loop's thread
+count is chosen per call (:meth:`CpuKernel.team`, :mod:`sdfgsparse.targets.cpu.team`).
+Nothing is written as Python source and parsed.
+
+The generic walks (:func:`accumulate`, :func:`coordinates`) take every catalogue format:
+the loops come from the format's level description (:meth:`SparseFormat.loops`), as in
+the ``pure`` expansions, with the cpu kernels' choices of how the outer loop runs
+(:func:`strategy`): a register accumulator per row where the outer level is the rows, in
+place updates where it owns them, the dense columns in parallel around a flat walk where
+rows are scattered.
+"""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import dace
+import sympy
+from dace import dtypes
+from dace.codegen.targets.cpp import sym2cpp
+from dace.sdfg import nodes
+
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.formats import SparseType, is_sparse_desc
+from sdfgsparse.formats.levels import COUNTED, SEGMENT, member
+from sdfgsparse.lowering.epilogue import VALUE, compose, epilogue_expression
+from sdfgsparse.lowering.graph import SUM, Kernel, Local, Operand, Scope, emit, local, read, reduce_local
+from sdfgsparse.targets.cpu import storage_check
+from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
+
+__all__ = ['CpuKernel', 'cpp', 'leaf', 'strategy', 'row_walk', 'accumulate', 'coordinates', 'store', 'update',
+           'row_epilogue', 'epilogue_pass', 'ROW_CHUNK', 'RowWalk', 'schedule_rows', 'plain_row_walk']
+
+#: Rows per chunk of a dynamically scheduled row map (:meth:`CpuKernel.balance`). Against
+#: OpenMP's static halves it wins on power-law rows and loses a few percent where rows cost
+#: alike; chunks of 2048 rows lost on small matrices (figures: docs/performance.md).
+ROW_CHUNK = 256
+
+
+def schedule_rows(sdfg: dace.SDFG, variables) -> None:
+    """Schedule the outermost parallel maps of ``sdfg`` over ``variables`` dynamically,
+    :data:`ROW_CHUNK` iterations at a time."""
+    for _, entry in row_maps(sdfg, variables) if variables else ():
+        entry.map.omp_schedule = dtypes.OMPScheduleType.Dynamic
+        entry.map.omp_chunk_size = ROW_CHUNK
+
+
+def cpp(e) -> str:
+    """The C++ text of a size or index expression (``Min`` / ``Max`` / ``int_floor`` as
+    DaCe's runtime spells them)."""
+    return sym2cpp(dace.symbolic.pystr_to_symbolic(e) if isinstance(e, str) else sympy.sympify(e))
+
+
+class CpuKernel(Kernel):
+    """The SDFG of one cpu expansion.
+
+    >>> k = CpuKernel(node, state, sdfg)                                   # doctest: +SKIP
+    >>> A = k.operand('A', node.operand_type(state, 'A'))                  # doctest: +SKIP
+    >>> st = k.add_state('rows')                                           # doctest: +SKIP
+    >>> walk = row_walk(A)                                                 # doctest: +SKIP
+    >>> sc = k.rows(st, walk, scale='1')                                   # doctest: +SKIP
+    >>> leaf(k, sc, 'row', '_ty = f(_tlo, _thi, _tc, _tv, ss_in(_tx));',  # doctest: +SKIP
+    ...      scalars={'_tlo': walk.lo, '_thi': walk.hi}, arrays={'_tc': walk.crd, '_tv': A.vals, '_tx': '_x'},
+    ...      outs={'_ty': ('_y', [walk.row])})
+    """
+
+    def __init__(self, node, state, sdfg: dace.SDFG, name: Optional[str] = None):
+        super().__init__(node, state, sdfg, name)
+        self.node = node
+        # sparse data reach the node member by member: their storage checks go along
+        self.sparse_operands = [d for d in sdfg.arrays.values() if is_sparse_desc(d)]
+        self.balanced: set = set()
+        self.teams: Dict[str, TeamWork] = {}
+
+    def balance(self, var: str) -> None:
+        """Schedule the outermost parallel maps over ``var`` (rows whose costs differ: a
+        power-law row length) dynamically, :data:`ROW_CHUNK` iterations at a time."""
+        self.balanced.add(var)
+
+    def team(self, var: str, work: TeamWork) -> None:
+        """Choose the thread count of the outermost parallel maps over ``var`` per call
+        (:mod:`sdfgsparse.targets.cpu.team`)."""
+        self.teams[var] = work
+
+    def scalar(self, hint: str, dtype) -> str:
+        """A new transient scalar of the kernel."""
+        name, _ = self.sdfg.add_scalar(hint, dtype, transient=True, find_new_name=True)
+        return name
+
+    def set_scalar(self, state, name: str, code: str, reads: Dict[str, Tuple[str, str]] = (), cpp_code: bool = False):
+        """In ``state``, ``name = code`` by one tasklet whose inputs are ``reads``
+        (connector -> (array, subset))."""
+        reads = dict(reads)
+        t = state.add_tasklet(f'set_{name}', set(reads), {'__o'}, code if cpp_code else f'__o = {code}',
+                              language=dtypes.Language.CPP if cpp_code else dtypes.Language.Python)
+        for conn, (arr, subset) in reads.items():
+            m = dace.Memlet(data=arr, subset=subset if subset is not None else dace.subsets.Range.from_array(
+                self.sdfg.arrays[arr]))
+            state.add_edge(state.add_read(arr), None, t, conn, m)
+        state.add_edge(t, '__o', state.add_write(name), None, dace.Memlet(f'{name}[0]'))
+        return t
+
+    def branch(self, condition: str, then, orelse) -> None:
+        """``if condition: then(state) else: orelse(state)`` after the previous state:
+        each callable fills the first state of its branch (and may add more states with
+        :meth:`add_state`); later states run after both."""
+        before = self._last if self._last is not None else self.add_state('branch')
+        end = self.sdfg.add_state('branch_end')
+        for n, (cond, fill_branch) in enumerate(((condition, then), (f'not ({condition})', orelse))):
+            first = self.sdfg.add_state(f'branch{n}')
+            self.sdfg.add_edge(before, first, dace.InterstateEdge(condition=cond))
+            self._last = first
+            fill_branch(first)
+            self.sdfg.add_edge(self._last, end, dace.InterstateEdge())
+        self._last = end
+
+    def rows(self, state, walk: 'RowWalk', scale=1, team: bool = True) -> Scope:
+        """The parallel map over the rows of a :func:`row_walk` in ``state`` (a state of its
+        own: the team's states go around it). Rows are taken in dynamic chunks; with
+        ``team`` the thread count is chosen per call from the walk's entries times
+        ``scale`` (the multiply-adds per entry, an expression of the kernel's symbols)."""
+        var = walk.var
+        self.balance(var)
+        if team:
+            self.team(var, TeamWork(walk.pos, pyexpr(sympy.sympify(walk.rows)), pyexpr(sympy.sympify(scale))))
+        return self.scope(state, [(var, 0, walk.rows)], [dtypes.ScheduleType.Default])
+
+    def build(self) -> dace.SDFG:
+        sdfg = super().build()
+        schedule_rows(sdfg, self.balanced)
+        add_teams(sdfg, self.teams)
+        for d in list(sdfg.arrays.values()) + self.sparse_operands:  # the warm call path's argument checks
+            storage_check.add_to(sdfg, d)
+        return sdfg
+
+
+def _whole(k: Kernel, arr: str) -> dace.Memlet:
+    return dace.Memlet(data=arr, subset=dace.subsets.Range.from_array(k.sdfg.arrays[arr]), dynamic=True)
+
+
+def _subset(k: Kernel, arr: str, index) -> str:
+    if isinstance(k.sdfg.arrays[arr], dace.data.Scalar):
+        return f'{arr}[0]'
+    if isinstance(index, str):
+        return f'{arr}[{index}]'
+    return f'{arr}[{", ".join(pyexpr(sympy.sympify(i)) for i in index)}]'
+
+
+def leaf(k: Kernel, scope: Scope, label: str, code: str, scalars: Dict[str, object] = None,
+         arrays: Dict[str, str] = None, outs: Dict[str, Tuple[str, object]] = None,
+         locals_in: Dict[str, Local] = None, after: Sequence[nodes.Node] = ()) -> nodes.Tasklet:
+    """One C++ tasklet inside ``scope`` (or at a state's top level: a :class:`Scope`
+    without maps) calling a leaf of ``include/*.h``: ``code`` is one statement.
+
+    :param scalars: connector -> a read of one element (``read('_A_pos1', i)``, a sympy
+                    application) whose index the enclosing maps know (an exact memlet).
+    :param arrays: connector -> an array read whole (a dynamic memlet: the tasklet reads a
+                   data-dependent part, e.g. a row's entries), or ``(array, subset)``
+                   (a part the maps know, as for ``outs``).
+    :param outs: connector -> ``(array, index)``: ``index`` a list of index expressions
+                 (one element), a subset string (``'i, 0:K'``: part of a row), or None
+                 (the whole array, dynamic: the caller guarantees that concurrent tasklets
+                 write disjoint parts).
+    :param locals_in: connector -> a :class:`Local` of the scope read by the tasklet.
+    :param after: nodes of the innermost scope the tasklet must run after (empty edges).
+    """
+    state = scope.state
+    scalars, arrays, outs, locals_in = scalars or {}, arrays or {}, outs or {}, locals_in or {}
+    t = state.add_tasklet(label, set(scalars) | set(arrays) | set(locals_in), set(outs), code,
+                          language=dtypes.Language.CPP)
+    reads: Dict[str, nodes.AccessNode] = {}
+
+    def source(arr):
+        if arr not in reads:
+            reads[arr] = state.add_read(arr)
+        return reads[arr]
+
+    for conn, r in scalars.items():
+        arr = r.func.__name__
+        subset = _subset(k, arr, list(r.args))
+        state.add_memlet_path(source(arr), *scope.entries, t, dst_conn=conn, memlet=dace.Memlet(subset))
+    for conn, arr in arrays.items():
+        if isinstance(arr, tuple):  # (array, subset): a part the maps know
+            arr, part = arr
+            m = dace.Memlet(_subset(k, arr, part))
+        else:
+            m = _whole(k, arr)
+        state.add_memlet_path(source(arr), *scope.entries, t, dst_conn=conn, memlet=m)
+    for conn, l in locals_in.items():
+        state.add_memlet_path(l.node, *scope.entries[l.depth:], t, dst_conn=conn, memlet=dace.Memlet(f'{l.name}[0]'))
+    if not (scalars or arrays or locals_in) and scope.entries:
+        _chain(scope)
+        state.add_nedge(scope.entries[-1], t, dace.Memlet())
+    for n in after:
+        state.add_nedge(n, t, dace.Memlet())
+    writes: Dict[str, nodes.AccessNode] = {}
+    for conn, (arr, index) in outs.items():
+        if arr not in writes:
+            writes[arr] = state.add_write(arr)
+        if index is None:
+            m = _whole(k, arr)
+        else:
+            m = dace.Memlet(_subset(k, arr, index))
+        state.add_memlet_path(t, *reversed(scope.exits), writes[arr], src_conn=conn, memlet=m)
+    return t
+
+
+def _chain(scope: Scope):
+    state = scope.state
+    for outer, inner in zip(scope.entries, scope.entries[1:]):
+        if not state.edges_between(outer, inner):
+            state.add_nedge(outer, inner, dace.Memlet())
+
+
+def epilogue_code(node, value: str, out: str, index: Sequence[str]) -> Tuple[str, Dict[str, str]]:
+    """``(code, inputs)`` of a Python tasklet ``out = epilogue(value)`` at output ``index``
+    (kernel expressions of the output indices): ``inputs`` maps the tasklet's connectors
+    of the epilogue's extra inputs (whole arrays, indexed in the code) to their arrays."""
+    inputs = dict(node.epilogue_inputs)
+    renamed = compose(f'__o = {node.epilogue}', VALUE, {c: f'__arr{c}' for c in inputs}, VALUE)
+    expr = epilogue_expression(renamed, value, {f'__arr{c}': t for c, t in inputs.items()}, index)
+    return f'{out} = {expr}', {f'__arr{c}': c for c in inputs}
+
+
+def store(k: Kernel, scope: Scope, source: Local, target: str, index: Sequence, node=None) -> nodes.Tasklet:
+    """``target[index] = source`` inside ``scope`` (``source`` a local of the scope), through
+    ``node``'s fused epilogue when it has one."""
+    idx = [str(i) for i in index]
+    if node is not None and getattr(node, 'epilogue', ''):
+        code, inputs = epilogue_code(node, '__v', '__o', idx)
+    else:
+        code, inputs = '__o = __v', {}
+    state = scope.state
+    t = state.add_tasklet('store', {'__v'} | set(inputs), {'__o'}, code)
+    state.add_memlet_path(source.node, *scope.entries[source.depth:], t, dst_conn='__v',
+                          memlet=dace.Memlet(f'{source.name}[0]'))
+    for conn, arr in inputs.items():
+        state.add_memlet_path(state.add_read(arr), *scope.entries, t, dst_conn=conn, memlet=_whole(k, arr))
+    state.add_memlet_path(t, *reversed(scope.exits), state.add_write(target), src_conn='__o',
+                          memlet=dace.Memlet(_subset(k, target, index)))
+    return t
+
+
+def row_epilogue(k: Kernel, scope: Scope, tasklet: nodes.Tasklet, conn: str, target: str, row, extent, node) -> None:
+    """``tasklet`` (inside ``scope``) writes the row ``target[row, 0:extent]`` through
+    ``conn``; this applies ``node``'s epilogue to that row right after it, in the same
+    scope (a sequential map over the row's elements; the row is still in cache)."""
+    state = scope.state
+    part = f'{target}[{pyexpr(sympy.sympify(row))}, 0:{pyexpr(sympy.sympify(extent))}]'
+    tasklet.add_out_connector(conn)
+    mid = state.add_access(target)
+    state.add_edge(tasklet, conn, mid, None, dace.Memlet(part))
+    inner = k.scope(state, [('__e', 0, extent)], [dtypes.ScheduleType.Sequential], outer=scope)
+    element = f'{target}[{pyexpr(sympy.sympify(row))}, __e]'
+    code, inputs = epilogue_code(node, '__v', '__o', [pyexpr(sympy.sympify(row)), '__e'])
+    t = state.add_tasklet('epilogue', {'__v'} | set(inputs), {'__o'}, code)
+    state.add_memlet_path(mid, inner.entries[-1], t, dst_conn='__v', memlet=dace.Memlet(element))
+    for c, arr in inputs.items():
+        state.add_memlet_path(state.add_read(arr), *inner.entries, t, dst_conn=c, memlet=_whole(k, arr))
+    done = state.add_access(target)
+    state.add_memlet_path(t, inner.exits[-1], done, src_conn='__o', memlet=dace.Memlet(element))
+    state.add_memlet_path(done, *reversed(scope.exits), state.add_write(target), memlet=dace.Memlet(part))
+
+
+def epilogue_pass(k: Kernel, node, target: str, shape: Sequence) -> None:
+    """A new state with a parallel pass applying ``node``'s epilogue to every element of
+    ``target`` (nothing when the node has none)."""
+    if not getattr(node, 'epilogue', ''):
+        return
+    from sdfgsparse.lowering.graph import epilogue_pass as pure_pass
+    pure_pass(k, node, target, shape)
+
+
+# ---------------------------------------------------------------------------- level walks
+def strategy(st: SparseType, written_dim: Optional[int], hint: str = 'auto') -> str:
+    """How the outer loop over ``st``'s entries may run when the body writes along matrix
+    dimension ``written_dim`` (None: writes to distinct value positions only):
+
+    ``acc``
+        the outer level is that dimension and its coordinate *is* the index (CSR rows):
+        parallel, one register accumulator per outer iteration;
+    ``owned``
+        the outer level owns the written dimension (BSR block rows, DCSR): parallel,
+        updates in place;
+    ``sequential``
+        anything else (a scatter through a transposed view, COO), or ``hint`` says so;
+    ``parallel-unsafe``
+        a scatter that ``hint='parallel'`` asks to run in parallel anyway.
+    """
+    if hint == 'sequential':
+        return 'sequential'
+    if written_dim is None:
+        return 'owned'
+    if st.fmt.outer_dim != written_dim:
+        return 'parallel-unsafe' if hint == 'parallel' else 'sequential'
+    full = st.fmt.levels[0].full
+    return 'acc' if (st.fmt.dims[written_dim] == 'c0' and full) else 'owned'
+
+
+class RowWalk:
+    """A walk over all rows around one compressed level whose entries ``[pos[row],
+    pos[row + 1])`` are the row's (CSR, or CSC seen as ``A.T``): ``var`` the row map's
+    variable, ``rows`` the row count, ``pos`` / ``crd`` the connectors of the position and
+    index arrays; :attr:`lo` / :attr:`hi` the reads of the row's first and end position."""
+
+    def __init__(self, var: str, rows, pos: str, crd: str):
+        self.var, self.rows, self.pos, self.crd = var, rows, pos, crd
+        self.row = sympy.Symbol(var)
+
+    @property
+    def lo(self):
+        return read(self.pos, self.row)
+
+    @property
+    def hi(self):
+        return read(self.pos, self.row + 1)
+
+    @property
+    def end(self):
+        """The read of the last row's end position (the number of stored entries)."""
+        return read(self.pos, sympy.sympify(self.rows))
+
+
+def plain_row_walk(nest) -> bool:
+    """Whether a format's loop nest (:meth:`SparseFormat.loops`) is a loop over all rows
+    around one compressed level whose entries ``[pos1[row], pos1[row + 1])`` are the row's."""
+    if len(nest.levels) != 2:
+        return False
+    outer, inner = nest.levels
+    if outer.kind != COUNTED or inner.kind != SEGMENT or outer.guard is not None or inner.guard is not None:
+        return False
+    return not (outer.base is not None or outer.begin != 0 or inner.begin != member('pos1', outer.var) or
+                nest.row != outer.var or nest.col != member('crd1', inner.var) or nest.value_pos != inner.var)
+
+
+def row_walk(A: Operand) -> Optional[RowWalk]:
+    """The :class:`RowWalk` of ``A`` when its loop nest is a plain row walk, else None."""
+    st = A.type
+    nest = st.fmt.loops(st.rows, st.cols, st.sizes)
+    if not plain_row_walk(nest) or 'pos1' not in A.conns or 'crd1' not in A.conns:
+        return None
+    outer = nest.levels[0]
+    return RowWalk(str(outer.var), outer.end, A.conns['pos1'], A.conns['crd1'])
+
+
+def _loops(A: Operand) -> List[Tuple[str, object, object]]:
+    return [(str(l.var), l.begin, l.end) for l in A.levels if l.has_loop]
+
+
+def accumulate(k: CpuKernel, state, A: Operand, target: str, index, term, written_dim: int, hint: str, dtype,
+               shape: Sequence, node=None) -> None:
+    """``target[index] += term`` over all stored entries of ``A`` in ``state`` (``index``
+    runs along matrix dimension ``written_dim``; ``target`` 1-D; ``term`` a kernel
+    expression of the entry, :meth:`Operand.value` and reads): one register accumulator
+    per outer iteration when the outer level is that dimension, updates otherwise (see
+    :func:`strategy`); the node's epilogue on each final value (inline on the
+    accumulator, else a pass after)."""
+    strat = strategy(A.type, written_dim, hint)
+    loops = _loops(A)
+    if strat == 'acc' and loops:
+        outer = k.scope(state, loops[:1], [dtypes.ScheduleType.Default])
+        acc = reduce_local(k, outer, loops[1:], term, dtype, SUM, 0, guard=A.guard) if len(loops) > 1 else None
+        if acc is None:  # (one level: one entry per row)
+            acc = local(k, outer, 'acc', dtype, 0)
+            emit(k, outer, [(acc, term, SUM)], guard=A.guard, label='entry')
+        store(k, outer, acc, target, [index], node)
+        return
+    k.fill(state, target)
+    body = k.add_state('accumulate')
+    sc = k.scope(body, loops, [dtypes.ScheduleType.Default if strat != 'sequential' else dtypes.ScheduleType.Sequential
+                               ] + [dtypes.ScheduleType.Sequential] * (len(loops) - 1))
+    update(k, sc, (target, [index]), term, A.guard)
+    if node is not None and getattr(node, 'epilogue', ''):
+        epilogue_pass(k, node, target, shape)
+
+
+def update(k: Kernel, scope: Scope, target: Tuple[str, Sequence], term, guard=None) -> nodes.Tasklet:
+    """``target += term`` inside ``scope`` as a plain read-modify-write, no write-conflict
+    resolution: the caller guarantees that no two concurrent iterations update one element
+    (the outer level owns the written rows). An index read from memory (DCSR's row
+    ``crd0[c0]``) reads and writes the whole array in the tasklet, not through atomics."""
+    arr, idx = target
+    return emit(k, scope, [((arr, idx), read(arr, *idx) + sympy.sympify(term), None)], guard=guard, label='update')
+
+
+def coordinates(k: CpuKernel, A: Operand, row: str = 'ri', col: str = 'ci') -> Tuple[str, str, object]:
+    """Flat coordinate arrays (transients): row ``ri[q]`` and column ``ci[q]`` of every
+    value slot ``q`` (``ri[q] = -1`` where the slot holds no entry: padding, out-of-range
+    diagonals, unused capacity), filled in parallel over the outer level (slots are
+    distinct). Returns ``(ri, ci, slots)``."""
+    n = A.nvals
+    ri = k.transient(row, [n], dace.int64)
+    ci = k.transient(col, [n], dace.int64)
+    k.fill(k.add_state('coordinates_init'), ri, -1)
+    st = k.add_state('coordinates')
+    sc = k.entries(st, A, parallel=True)
+    emit(k, sc, [((ri, [A.pos]), A.row, None), ((ci, [A.pos]), A.col, None)], guard=A.guard, label='coordinates')
+    return ri, ci, n
