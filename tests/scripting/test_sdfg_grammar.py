@@ -303,8 +303,8 @@ def test_payloads_beside_code_block_keys_and_in_any_language_are_refused(documen
 
 @pytest.mark.parametrize('code, ok', [
     ('_ty = sdfgsparse::spmv_row_chunks<4>(_tc, _tv, ss_in(_tx), _tlo, _thi, _tend);', True),
-    ('static sdfgsparse::TeamSites _sites;\nsdfgsparse::team_begin(_sites, (long long)_tnnz, (long long)(1), _r);',
-     True),
+    ('sdfgsparse::team_begin<1234567890ULL>((long long)_tnnz, (long long)(1), (long long)(M), _r);', True),
+    ('if (_ti >= 0) sdfgsparse::axpy_tile<double>(_ty, _ti, K, ss_in(_tb), _tj, K, _ta, _tc0, _tc1);', True),
     ('#include "sdfgsparse_storage_check.h"\n#ifndef G\n#define G\nDACE_EXPORTED int __ss_f(const int32_t* p) {\n'
      '    return sdfgsparse::check<int32_t>(p);\n}\n#endif', True),
     ('out = sqrt(a) + fmax(b, 0.5) * 2e-3;', True),

@@ -265,9 +265,10 @@ def row_epilogue(k: Kernel, scope: Scope, tasklet: nodes.Tasklet, conn: str, tar
     state.add_memlet_path(mid, inner.entries[-1], t, dst_conn='__v', memlet=dace.Memlet(element))
     for c, arr in inputs.items():
         state.add_memlet_path(state.add_read(arr), *inner.entries, t, dst_conn=c, memlet=_whole(k, arr))
-    done = state.add_access(target)
-    state.add_memlet_path(t, inner.exits[-1], done, src_conn='__o', memlet=dace.Memlet(element))
-    state.add_memlet_path(done, *reversed(scope.exits), state.add_write(target), memlet=dace.Memlet(part))
+    # (straight out to the caller's node: an access node of the target between the maps'
+    # exits would be a copy of the row, which DaCe 1.0.2 writes to the array's start)
+    state.add_memlet_path(t, inner.exits[-1], *reversed(scope.exits), state.add_write(target), src_conn='__o',
+                          memlet=dace.Memlet(element))
 
 
 def epilogue_pass(k: Kernel, node, target: str, shape: Sequence) -> None:

@@ -16,6 +16,7 @@ work of a call is ``nnz * scale + rows`` (``nnz``: the row walk's last position,
 ``scale``: the dense columns each entry feeds).
 ``SDFGSPARSE_TEAM=team`` (always the whole team) or ``one`` fixes the choice for a process.
 """
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
@@ -87,10 +88,11 @@ def _wrap(sdfg: dace.SDFG, state, work: TeamWork) -> None:
     rows = sym2cpp(dace.symbolic.pystr_to_symbolic(work.rows))
     scale = sym2cpp(dace.symbolic.pystr_to_symbolic(work.scale))
     before = cfg.add_state_before(state, label=f'{state.label}_team_begin')
+    # the loop's statistics, named by the kernel and the loop's state (the same in every process)
+    site = int(hashlib.sha1(f'{sdfg.name}/{state.label}'.encode()).hexdigest()[:15], 16)
     begin = before.add_tasklet(
         'team_begin', {'_tnnz'}, {'_trec'},
-        f'static sdfgsparse::TeamSites _sites;\n'
-        f'sdfgsparse::team_begin(_sites, (long long)_tnnz, (long long)({scale}), (long long)({rows}), _trec);',
+        f'sdfgsparse::team_begin<{site}ULL>((long long)_tnnz, (long long)({scale}), (long long)({rows}), _trec);',
         language=dace.Language.CPP, side_effects=True)
     before.add_edge(before.add_read(work.pos), None, begin, '_tnnz', dace.Memlet(f'{work.pos}[{work.rows}]'))
     before.add_edge(begin, '_trec', before.add_write(record), None, dace.Memlet(f'{record}[0:{SLOTS}]'))

@@ -226,6 +226,17 @@ static inline void team_begin(TeamSites& sites, long long entries, long long sca
     std::memcpy(slots, &c, sizeof(c));
 }
 
+// the sites of one loop of one kernel library: `SITE` names the loop (a hash the kernel
+// builder computes from the kernel's and the state's names; static inline: one per library)
+template <unsigned long long SITE> static inline TeamSites& team_sites() {
+    static TeamSites sites;
+    return sites;
+}
+template <unsigned long long SITE>
+static inline void team_begin(long long entries, long long scale, long long rows, std::int64_t* slots) {
+    team_begin(team_sites<SITE>(), entries, scale, rows, slots);
+}
+
 static inline void team_end(const std::int64_t* slots) {
     TeamCall c;
     std::memcpy(&c, slots, sizeof(c));

@@ -1,0 +1,143 @@
+"""The cpu products are SDFGs from the builder (``targets/cpu/builder.py``): no source is
+written and parsed to build them, C++ appears only as one-statement calls of the headers'
+leaves, and they agree with scipy when called from 8 threads at once with Fortran-ordered
+and strided dense operands."""
+import ast
+import re
+
+import dace
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sdfgsparse as ss
+from sdfgsparse.ops.dense_spmm import DenseSpMM
+from sdfgsparse.ops.sddmm import SDDMM
+from sdfgsparse.ops.spmm import SpMM
+from sdfgsparse.ops.spmv import SpMV
+from sdfgsparse.targets.cpu import kernel
+from sparse_zoo import format_of, from_threads
+
+M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
+PRODUCTS = (SpMV, SpMM, SDDMM, DenseSpMM)
+FORMATS = ['CSR', 'CSC', 'COO', 'BSR', 'DCSR', 'ELL', 'DIA', 'NM2_4', 'GNM2_2_4', 'VNM4_2_8']
+
+#: a C++ leaf call: one statement, optionally behind one condition on a connector
+_LEAF = re.compile(r'^(if \(\w+( >= 0)?\) )?(\w+ = )?(sdfgsparse::|ss_)[\w:<>, ()*+/\-?.=]*;$')
+
+
+def _program(fmt, vt=dace.float64, it=dace.int32):
+    T = format_of(fmt)[vt, M, N, it]
+
+    @dace.program
+    def products(A: T, x: vt[N], xt: vt[M], B: vt[N, K], P: vt[K, M], X: vt[M, K], Y: vt[K, N], Z: vt[N, K]):
+        return A @ x, A @ B, xt @ A, P @ A, ss.sddmm(A, X, Y), A.T @ xt, A.T @ X, ss.sddmm(A, X, Z.T)
+
+    return products
+
+
+def _expanded_products(sdfg):
+    """The nested SDFGs of the products' default (cpu) expansions in ``sdfg``."""
+    found = []
+    for node, state in list(sdfg.all_nodes_recursive()):
+        if isinstance(node, PRODUCTS):
+            node.implementation = 'cpu'
+            found.append(node.label)
+            node.expand(state.sdfg, state)
+    return found
+
+
+def _leaf_only(kernel_sdfg):
+    """Tasklets that are more than a leaf call (C++) or assignments (Python)."""
+    bad = []
+    for node, _ in kernel_sdfg.all_nodes_recursive():
+        if not isinstance(node, dace.nodes.Tasklet):
+            continue
+        code = node.code.as_string.strip()
+        if node.language == dace.Language.CPP:
+            if '\n' in code or not _LEAF.match(code):
+                bad.append((node.label, code))
+        elif not _assignments(ast.parse(code).body):
+            bad.append((node.label, code))
+    return bad
+
+
+def _assignments(statements) -> bool:
+    """Whether Python tasklet code is assignments only (behind a guard at most): no loop,
+    no function, nothing that walks a row in Python."""
+    for s in statements:
+        if isinstance(s, ast.If):
+            if not _assignments(s.body) or not _assignments(s.orelse):
+                return False
+        elif not isinstance(s, (ast.Assign, ast.AugAssign)):
+            return False
+    return True
+
+
+@pytest.mark.parametrize('fmt', FORMATS)
+def test_products_are_built_without_source(fmt, monkeypatch):
+    """Expanding every product of every format parses nothing, and each tasklet is a C++
+    leaf call (one statement) or Python assignments (behind a guard at most)."""
+
+    def refuse(self, src):
+        raise AssertionError(f'a product kernel was parsed from source:\n{src}')
+
+    monkeypatch.setattr(kernel.KernelBuilder, '_parse', refuse)
+    sdfg = _program(fmt).to_sdfg()
+    names = _expanded_products(sdfg)
+    assert len(names) == 8, names
+    kernels = [n.sdfg for n, _ in sdfg.all_nodes_recursive()
+               if isinstance(n, dace.nodes.NestedSDFG) and (n.label in names or n.sdfg.name in names)]
+    assert len(kernels) >= len(names)
+    for k in kernels:
+        assert not _leaf_only(k), _leaf_only(k)
+    calls = [n.code.as_string for k in kernels for n, _ in k.all_nodes_recursive()
+             if isinstance(n, dace.nodes.Tasklet) and n.language == dace.Language.CPP]
+    if fmt in ('CSR', 'NM2_4'):
+        assert calls, 'no leaf on the fast path'
+
+
+def _layouts(rng, m, n, k):
+    """Dense operands as a caller may hold them: Fortran-ordered and strided views."""
+    x = rng.standard_normal(2 * n)[::2]  # strided vector
+    xt = rng.standard_normal(m)
+    B = np.asfortranarray(rng.standard_normal((n, k)))
+    P = rng.standard_normal((k, 2 * m))[:, ::2]
+    X = np.asfortranarray(rng.standard_normal((m, k)))
+    Y = rng.standard_normal((2 * k, n))[::2]
+    Z = rng.standard_normal((n, k))
+    return x, xt, B, P, X, Y, Z
+
+
+@pytest.mark.parametrize('fmt', ['CSR', 'COO', 'NM2_4'])
+def test_products_from_eight_threads_with_hostile_layouts(fmt):
+    """8 Python threads call the products at once, each with its own matrix and operands
+    in Fortran order and strided views; every result agrees with scipy."""
+    from sparse_zoo import as_format, padded_to_block
+    prog = _program(fmt)
+    F = format_of(fmt)
+    m, n, k = 24, 16, 5
+    cases = []
+    for t in range(8):
+        rng = np.random.default_rng(t)
+        A = sp.random(m, n, density=0.3, format='csr', random_state=t)
+        if fmt == 'NM2_4':
+            A = sp.csr_array(ss.convert(padded_to_block(A, F), F, prune=True).to_scipy())
+        cases.append((as_format(A, fmt, np.int32, rng) if fmt != 'NM2_4' else ss.convert(A, F), A.toarray(),
+                      _layouts(rng, m, n, k)))
+    prog(cases[0][0], *cases[0][2])  # (built once, before the threads)
+    errors = {}
+
+    def work(t):
+        arg, Ad, (x, xt, B, P, X, Y, Z) = cases[t]
+        want = [Ad @ x, Ad @ B, xt @ Ad, P @ Ad, Ad * (X @ Y), Ad.T @ xt, Ad.T @ X, Ad * (X @ Z.T)]
+        for rep in range(5):
+            got = prog(arg, x, xt, B, P, X, Y, Z)
+            for name, g, w in zip(['A@x', 'A@B', 'xt@A', 'P@A', 'sddmm', 'A.T@xt', 'A.T@X', 'sddmm(Z.T)'], got,
+                                  want):
+                g = g.toarray() if hasattr(g, 'toarray') else np.asarray(g)
+                if not np.allclose(g.reshape(w.shape), w, rtol=1e-10, atol=1e-10):
+                    errors[(t, name)] = float(np.abs(g.reshape(w.shape) - w).max())
+
+    from_threads(work)
+    assert not errors, errors
