@@ -11,9 +11,10 @@ class _PyPrinter(StrPrinter):
     storage arrays (:func:`sdfgsparse.formats.levels.member`) named in ``members`` print as
     subscripts of the array's variable (``crd1(p1)`` -> ``A_crd1[p1]``)."""
 
-    def __init__(self, members=None):
+    def __init__(self, members=None, subset: bool = False):
         super().__init__()
         self.members = members or {}
+        self.subset = subset
 
     def _print_Function(self, expr):
         name = expr.func.__name__
@@ -42,7 +43,9 @@ class _PyPrinter(StrPrinter):
 
     def _print_int_floor(self, expr):
         a, b = expr.args
-        if _of_symbols(expr):  # a size (``N // 2``): DaCe's frontend parses the call, not ``//``
+        if self.subset or _of_symbols(expr):
+            # a size (``N // 2``: DaCe's frontend parses the call, not ``//``), or an index of a
+            # memlet, which DaCe parses as a symbolic expression (no cast there)
             return f'int_floor({self._print(a)}, {self._print(b)})'
         if not expr.atoms(sympy.core.function.AppliedUndef):
             # loop variables and symbols only (a slice of a stepped slice): DaCe's frontend would
@@ -65,9 +68,11 @@ def _of_symbols(e) -> bool:
     return not e.atoms(sympy.core.function.AppliedUndef) and all(isinstance(s, dace.symbol) for s in e.free_symbols)
 
 
-def pyexpr(e, members=None) -> str:
+def pyexpr(e, members=None, subset: bool = False) -> str:
     """A symbolic expression (or int / string) as Python source; ``members`` maps storage
-    array names to the variables that hold them."""
+    array names to the variables that hold them. ``subset``: for a memlet's subset or a map
+    range built with DaCe's API (floor divisions of loop variables as ``int_floor``, which
+    DaCe's symbolic parser reads; tasklet code casts them instead)."""
     if isinstance(e, str):
         e = dace.symbolic.pystr_to_symbolic(e)
     if isinstance(e, int):
@@ -79,7 +84,7 @@ def pyexpr(e, members=None) -> str:
         num, den = sympy.fraction(sympy.together(e))
         if den.is_Integer and den > 1:
             e = dace.symbolic.int_floor(sympy.expand(num), den, evaluate=False)
-    return _PyPrinter(members).doprint(e)
+    return _PyPrinter(members, subset).doprint(e)
 
 
 def free_symbol_names(*exprs) -> set:

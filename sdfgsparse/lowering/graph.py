@@ -39,7 +39,7 @@ from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import LevelLoop
 
 __all__ = ['Kernel', 'connector_desc', 'Operand', 'Scope', 'Local', 'read', 'array_reads', 'emit', 'local', 'reduce_local', 'fill', 'leaf',
-           'epilogue_pass', 'SUM',
+           'epilogue_pass', 'epilogue_code', 'chain', 'SUM',
            'MAX', 'MIN']
 
 SUM = 'lambda a, b: a + b'
@@ -64,7 +64,8 @@ def _has_read(expr) -> bool:
 
 
 def _s(e) -> str:
-    return pyexpr(e)
+    """A map range's bound (or a loop's), as DaCe's symbolic parser reads it."""
+    return pyexpr(e, subset=True)
 
 
 def connector_desc(sdfg: dace.SDFG, edge, rank: Optional[int] = None) -> dace.data.Data:
@@ -308,7 +309,7 @@ class Local:
         return sympy.Symbol(self.name)
 
 
-def _chain(scope: Scope):
+def chain(scope: Scope):
     """Connect each map entry of ``scope`` to the next one by an empty memlet where no edge
     does yet: a body without inputs reaches only the innermost entry, and DaCe needs every
     nested map reachable from its parent's entry."""
@@ -325,7 +326,7 @@ def local(k: Kernel, scope: Scope, hint: str, dtype, value=0) -> Local:
     state = scope.state
     t = state.add_tasklet(f'init_{name}', set(), {'__o'}, f'__o = {pyexpr(sympy.sympify(value))}')
     if scope.entries:
-        _chain(scope)
+        chain(scope)
         state.add_nedge(scope.entries[-1], t, dace.Memlet())
     node = state.add_access(name)
     state.add_edge(t, '__o', node, None, dace.Memlet(f'{name}[0]'))
@@ -387,7 +388,7 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
         idx = [sympy.Integer(0)] if scalar(arr) else [sympy.sympify(i) for i in idx]
         if exact(idx):
             conn = f'__out{n}'
-            outs.append((conn, arr, ', '.join(pyexpr(i) for i in idx), False, wcr))
+            outs.append((conn, arr, ', '.join(pyexpr(i, subset=True) for i in idx), False, wcr))
             stores.append(f'{conn} = {val}')
         else:
             conn = f'__outarr{n}'
@@ -415,7 +416,7 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
 
     for r, conn in scalar_in.items():
         arr = r.func.__name__
-        subset = '0' if scalar(arr) else ', '.join(pyexpr(a) for a in r.args)
+        subset = '0' if scalar(arr) else ', '.join(pyexpr(a, subset=True) for a in r.args)
         state.add_memlet_path(source(arr), *scope.entries, t, dst_conn=conn, memlet=dace.Memlet(f'{arr}[{subset}]'))
     for arr, conn in whole_in.items():
         state.add_memlet_path(source(arr), *scope.entries, t, dst_conn=conn,
@@ -424,7 +425,7 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
     for l, conn in loc_in.values():
         state.add_memlet_path(l.node, *scope.entries[l.depth:], t, dst_conn=conn, memlet=dace.Memlet(f'{l.name}[0]'))
     if not scalar_in and not whole_in and not loc_in and scope.entries:
-        _chain(scope)
+        chain(scope)
         state.add_nedge(scope.entries[-1], t, dace.Memlet())
     writes: Dict[str, nodes.AccessNode] = {}
     for conn, target, subset, whole, wcr in outs:
@@ -481,26 +482,39 @@ def leaf(k: Kernel, state, label: str, call: str, reads: Sequence[str], writes: 
     return t
 
 
+def epilogue_code(k: Kernel, node, value: str, out: str, index: Sequence[str]) -> Tuple[str, Dict[str, dace.Memlet]]:
+    """``(code, inputs)`` of a Python tasklet ``out = epilogue(value)`` applying ``node``'s
+    fused epilogue (:mod:`sdfgsparse.lowering.epilogue`) at output ``index`` (kernel
+    expressions of the output indices): ``inputs`` maps the tasklet's connectors of the
+    epilogue's extra inputs to their memlets — an array read whole and indexed in the code
+    by its template, a one-element input (a scalar of the kernel) read as a value."""
+    from sdfgsparse.lowering.epilogue import VALUE, compose, epilogue_expression
+    inputs = dict(node.epilogue_inputs)
+    scalars = {c for c in inputs if isinstance(k.sdfg.arrays[c], dace.data.Scalar)}
+    renamed = compose(f'__o = {node.epilogue}', VALUE, {c: f'__sc{c}' if c in scalars else f'__arr{c}' for c in inputs},
+                      VALUE)
+    expr = epilogue_expression(renamed, value, {f'__arr{c}': t for c, t in inputs.items() if c not in scalars}, index)
+    memlets = {(f'__sc{c}' if c in scalars else f'__arr{c}'):
+               (dace.Memlet(f'{c}[0]') if c in scalars else
+                dace.Memlet(data=c, subset=dace.subsets.Range.from_array(k.sdfg.arrays[c]), dynamic=True))
+               for c in inputs}
+    return f'{out} = {expr}', memlets
+
+
 def epilogue_pass(k: Kernel, node, target: str, shape: Sequence):
     """A new state with a parallel pass applying ``node``'s fused epilogue (see
     :mod:`sdfgsparse.lowering.epilogue`) to every element of ``target`` (nothing when the
-    node has none). Each extra input ``_epi_<n>`` is read through a whole-array connector
-    ``__arr_epi_<n>`` indexed by its template."""
-    from sdfgsparse.lowering.epilogue import VALUE, compose, epilogue_expression
+    node has none); the extra inputs as :func:`epilogue_code` reads them."""
     if not getattr(node, 'epilogue', ''):
         return
     state = k.add_state('epilogue')
     idx = [f'__z{d}' for d in range(len(shape))]
     sc = k.scope(state, [(v, 0, s) for v, s in zip(idx, shape)], [dtypes.ScheduleType.Default] * len(shape))
-    inputs = dict(node.epilogue_inputs)
-    renamed = compose(f'__o = {node.epilogue}', VALUE, {c: f'__arr{c}' for c in inputs}, VALUE)
-    expr = epilogue_expression(renamed, '__v', {f'__arr{c}': t for c, t in inputs.items()}, idx)
-    t = state.add_tasklet('epilogue', {'__v'} | {f'__arr{c}' for c in inputs}, {'__o'}, f'__o = {expr}')
+    code, inputs = epilogue_code(k, node, '__v', '__o', idx)
+    t = state.add_tasklet('epilogue', {'__v'} | set(inputs), {'__o'}, code)
     one = isinstance(k.sdfg.arrays[target], dace.data.Scalar)  # a one-element result
     el = f'{target}[0]' if one else f'{target}[{", ".join(idx)}]'
     state.add_memlet_path(state.add_read(target), *sc.entries, t, dst_conn='__v', memlet=dace.Memlet(el))
-    for c in inputs:
-        state.add_memlet_path(state.add_read(c), *sc.entries, t, dst_conn=f'__arr{c}',
-                              memlet=dace.Memlet(data=c, subset=dace.subsets.Range.from_array(k.sdfg.arrays[c]),
-                                                 dynamic=True))
+    for conn, m in inputs.items():
+        state.add_memlet_path(state.add_read(m.data), *sc.entries, t, dst_conn=conn, memlet=m)
     state.add_memlet_path(t, *reversed(sc.exits), state.add_write(target), src_conn='__o', memlet=dace.Memlet(el))

@@ -31,13 +31,13 @@ from dace.sdfg import nodes
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import COUNTED, SEGMENT, member
-from sdfgsparse.lowering.epilogue import VALUE, compose, epilogue_expression
-from sdfgsparse.lowering.graph import SUM, Kernel, Local, Operand, Scope, emit, local, read, reduce_local
+from sdfgsparse.lowering.graph import (SUM, Kernel, Local, Operand, Scope, chain, emit, epilogue_code, epilogue_pass,
+                                       local, read, reduce_local)
 from sdfgsparse.targets.cpu import storage_check
 from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
 
 __all__ = ['CpuKernel', 'cpp', 'leaf', 'strategy', 'row_walk', 'accumulate', 'coordinates', 'store', 'update',
-           'row_epilogue', 'epilogue_pass', 'ROW_CHUNK', 'RowWalk', 'schedule_rows', 'plain_row_walk']
+           'row_epilogue', 'ROW_CHUNK', 'RowWalk', 'schedule_rows', 'plain_row_walk']
 
 #: Rows per chunk of a dynamically scheduled row map (:meth:`CpuKernel.balance`). Against
 #: OpenMP's static halves it wins on power-law rows and loses a few percent where rows cost
@@ -151,7 +151,7 @@ def _subset(k: Kernel, arr: str, index) -> str:
         return f'{arr}[0]'
     if isinstance(index, str):
         return f'{arr}[{index}]'
-    return f'{arr}[{", ".join(pyexpr(sympy.sympify(i)) for i in index)}]'
+    return f'{arr}[{", ".join(pyexpr(sympy.sympify(i), subset=True) for i in index)}]'
 
 
 def leaf(k: Kernel, scope: Scope, label: str, code: str, scalars: Dict[str, object] = None,
@@ -197,7 +197,7 @@ def leaf(k: Kernel, scope: Scope, label: str, code: str, scalars: Dict[str, obje
     for conn, l in locals_in.items():
         state.add_memlet_path(l.node, *scope.entries[l.depth:], t, dst_conn=conn, memlet=dace.Memlet(f'{l.name}[0]'))
     if not (scalars or arrays or locals_in) and scope.entries:
-        _chain(scope)
+        chain(scope)
         state.add_nedge(scope.entries[-1], t, dace.Memlet())
     for n in after:
         state.add_nedge(n, t, dace.Memlet())
@@ -213,37 +213,20 @@ def leaf(k: Kernel, scope: Scope, label: str, code: str, scalars: Dict[str, obje
     return t
 
 
-def _chain(scope: Scope):
-    state = scope.state
-    for outer, inner in zip(scope.entries, scope.entries[1:]):
-        if not state.edges_between(outer, inner):
-            state.add_nedge(outer, inner, dace.Memlet())
-
-
-def epilogue_code(node, value: str, out: str, index: Sequence[str]) -> Tuple[str, Dict[str, str]]:
-    """``(code, inputs)`` of a Python tasklet ``out = epilogue(value)`` at output ``index``
-    (kernel expressions of the output indices): ``inputs`` maps the tasklet's connectors
-    of the epilogue's extra inputs (whole arrays, indexed in the code) to their arrays."""
-    inputs = dict(node.epilogue_inputs)
-    renamed = compose(f'__o = {node.epilogue}', VALUE, {c: f'__arr{c}' for c in inputs}, VALUE)
-    expr = epilogue_expression(renamed, value, {f'__arr{c}': t for c, t in inputs.items()}, index)
-    return f'{out} = {expr}', {f'__arr{c}': c for c in inputs}
-
-
 def store(k: Kernel, scope: Scope, source: Local, target: str, index: Sequence, node=None) -> nodes.Tasklet:
     """``target[index] = source`` inside ``scope`` (``source`` a local of the scope), through
     ``node``'s fused epilogue when it has one."""
-    idx = [str(i) for i in index]
+    idx = [pyexpr(sympy.sympify(i)) for i in index]
     if node is not None and getattr(node, 'epilogue', ''):
-        code, inputs = epilogue_code(node, '__v', '__o', idx)
+        code, inputs = epilogue_code(k, node, '__v', '__o', idx)
     else:
         code, inputs = '__o = __v', {}
     state = scope.state
     t = state.add_tasklet('store', {'__v'} | set(inputs), {'__o'}, code)
     state.add_memlet_path(source.node, *scope.entries[source.depth:], t, dst_conn='__v',
                           memlet=dace.Memlet(f'{source.name}[0]'))
-    for conn, arr in inputs.items():
-        state.add_memlet_path(state.add_read(arr), *scope.entries, t, dst_conn=conn, memlet=_whole(k, arr))
+    for conn, m in inputs.items():
+        state.add_memlet_path(state.add_read(m.data), *scope.entries, t, dst_conn=conn, memlet=m)
     state.add_memlet_path(t, *reversed(scope.exits), state.add_write(target), src_conn='__o',
                           memlet=dace.Memlet(_subset(k, target, index)))
     return t
@@ -260,24 +243,15 @@ def row_epilogue(k: Kernel, scope: Scope, tasklet: nodes.Tasklet, conn: str, tar
     state.add_edge(tasklet, conn, mid, None, dace.Memlet(part))
     inner = k.scope(state, [('__e', 0, extent)], [dtypes.ScheduleType.Sequential], outer=scope)
     element = f'{target}[{pyexpr(sympy.sympify(row))}, __e]'
-    code, inputs = epilogue_code(node, '__v', '__o', [pyexpr(sympy.sympify(row)), '__e'])
+    code, inputs = epilogue_code(k, node, '__v', '__o', [pyexpr(sympy.sympify(row)), '__e'])
     t = state.add_tasklet('epilogue', {'__v'} | set(inputs), {'__o'}, code)
     state.add_memlet_path(mid, inner.entries[-1], t, dst_conn='__v', memlet=dace.Memlet(element))
-    for c, arr in inputs.items():
-        state.add_memlet_path(state.add_read(arr), *inner.entries, t, dst_conn=c, memlet=_whole(k, arr))
+    for conn, m in inputs.items():
+        state.add_memlet_path(state.add_read(m.data), *inner.entries, t, dst_conn=conn, memlet=m)
     # (straight out to the caller's node: an access node of the target between the maps'
     # exits would be a copy of the row, which DaCe 1.0.2 writes to the array's start)
     state.add_memlet_path(t, inner.exits[-1], *reversed(scope.exits), state.add_write(target), src_conn='__o',
                           memlet=dace.Memlet(element))
-
-
-def epilogue_pass(k: Kernel, node, target: str, shape: Sequence) -> None:
-    """A new state with a parallel pass applying ``node``'s epilogue to every element of
-    ``target`` (nothing when the node has none)."""
-    if not getattr(node, 'epilogue', ''):
-        return
-    from sdfgsparse.lowering.graph import epilogue_pass as pure_pass
-    pure_pass(k, node, target, shape)
 
 
 # ---------------------------------------------------------------------------- level walks
@@ -379,7 +353,7 @@ def accumulate(k: CpuKernel, state, A: Operand, target: str, index, term, writte
     sc = k.scope(body, loops, [dtypes.ScheduleType.Default if strat != 'sequential' else dtypes.ScheduleType.Sequential
                                ] + [dtypes.ScheduleType.Sequential] * (len(loops) - 1))
     update(k, sc, (target, [index]), term, A.guard)
-    if node is not None and getattr(node, 'epilogue', ''):
+    if node is not None:
         epilogue_pass(k, node, target, shape)
 
 

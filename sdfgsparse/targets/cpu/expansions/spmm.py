@@ -4,10 +4,9 @@ import dace.library
 import sympy
 from dace import dtypes
 from dace.transformation.transformation import ExpandTransformation
-from sdfgsparse.lowering.graph import read
+from sdfgsparse.lowering.graph import epilogue_pass, read
 from sdfgsparse.targets.cpu import structured
-from sdfgsparse.targets.cpu.builder import (CpuKernel, coordinates, epilogue_pass, row_epilogue, row_walk, strategy,
-                                            update)
+from sdfgsparse.targets.cpu.builder import CpuKernel, coordinates, row_epilogue, row_walk, strategy, update
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows
 from sdfgsparse.targets.cpu.row_leaves import axpy_row, axpy_tile, spmm_row
 from sdfgsparse.ops.spmm import B, SCATTER_TILE, SpMM, Y

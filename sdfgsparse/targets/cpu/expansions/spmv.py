@@ -4,10 +4,10 @@ import dace.library
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense
-from sdfgsparse.lowering.graph import Operand, read
+from sdfgsparse.lowering.graph import Operand, epilogue_pass, read
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.targets.cpu import kernel_checks, structured
-from sdfgsparse.targets.cpu.builder import CpuKernel, accumulate, epilogue_pass, row_walk as plain_row_walk, store
+from sdfgsparse.targets.cpu.builder import CpuKernel, accumulate, row_walk as plain_row_walk, store, strategy
 from sdfgsparse.targets.cpu.row_leaves import register as register_local, regular_rows, spmv_row, spmv_row_chunks
 from sdfgsparse.ops.spmv import SpMV, X, Y
 from sdfgsparse.targets.registry import register
@@ -96,7 +96,6 @@ def row_walk(node: SpMV, A, state):
     (rows in parallel, a scalar accumulator each; x and y of unit stride, as the row
     tasklets read them), else None. ``A @ X[:, 0]`` passes a strided x: the row tasklets
     read it as contiguous and gave a wrong result."""
-    from sdfgsparse.targets.cpu.builder import strategy
     if any(str(node.connected(state, c).strides[-1]) != '1' for c in (X, Y)):
         return None
     return plain_row_walk(A) if strategy(A.type, 0, node.schedule_hint) == 'acc' else None
