@@ -334,7 +334,7 @@ def local(k: Kernel, scope: Scope, hint: str, dtype, value=0) -> Local:
 
 
 def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Optional[str]]], guard=None,
-         locals_in: Sequence[Local] = (), label: str = 'body') -> nodes.Tasklet:
+         locals_in: Sequence[Local] = (), label: str = 'body', guarded_reads: bool = False) -> nodes.Tasklet:
     """One tasklet inside ``scope`` doing every ``(target, value, wcr)`` of ``assigns``
     where ``guard`` holds (each ``target wcr= value``, or ``target = value`` for a wcr of
     None). A target is ``(array, index expressions)`` or a :class:`Local` (written through
@@ -346,7 +346,9 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
     Reads follow :meth:`Kernel.compute`: a read at an index known from the scope's maps is
     a scalar connector with an exact memlet, any other read indexes the whole array in
     the tasklet (a dynamic memlet); one-element operands reaching the kernel as scalars
-    are read and written at 0."""
+    are read and written at 0. ``guarded_reads``: the values' reads happen where the guard
+    holds only (all through whole-array connectors), for indices that are valid only there
+    (a padding slot's column, a diagonal's column past the edge)."""
     state = scope.state
     known = set(scope.params) | set(k.sdfg.symbols)
     scalar_in: Dict[sympy.Expr, str] = {}
@@ -359,11 +361,11 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
     def exact(idx) -> bool:
         return all(not array_reads(i) and {str(s) for s in sympy.sympify(i).free_symbols} <= known for i in idx)
 
-    def lower(e):
+    def lower(e, hoist=True):
         e = sympy.sympify(e)
         for r in array_reads(e):
-            if r in scalar_in or not (scalar(r.func.__name__) or exact(r.args)):
-                continue
+            if r in scalar_in or not (scalar(r.func.__name__) or (hoist and exact(r.args))):
+                continue  # (a one-element operand is a value: always read before)
             scalar_in[r] = f'__in{len(scalar_in)}'
         e = e.xreplace({r: sympy.Symbol(c) for r, c in scalar_in.items()})
         for r in array_reads(e):
@@ -372,8 +374,12 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
 
     code, outs, temps = [], [], {}
     stores = []
+    # guarded_reads: only the guard's reads before the tasklet's condition; the values'
+    # reads inside it (an index that is a coordinate of a padding slot may be out of range)
+    hoist = not (guarded_reads and guard is not None)
+    g = lower(guard) if not hoist else None
     for n, (target, value, wcr) in enumerate(assigns):
-        val = pyexpr(lower(value), whole_in)
+        val = pyexpr(lower(value, hoist), whole_in)
         if len(assigns) > 1:  # every value is computed before any is stored (a slot may be updated in place)
             if val not in temps:
                 temps[val] = f'__t{len(temps)}'
@@ -402,7 +408,8 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
                 where.append(text)
             stores.append(f'{conn}[{", ".join(where)}] = {val}')
     code += stores
-    g = lower(guard) if guard is not None else None
+    if hoist and guard is not None:
+        g = lower(guard)
     dynamic = g is not None and g is not sympy.true
     text = (f'if {pyexpr(g, whole_in)}:\n' + '\n'.join('    ' + c for c in code)) if dynamic else '\n'.join(code)
     t = state.add_tasklet(label, set(scalar_in.values()) | set(whole_in.values()) | {c for _, c in loc_in.values()},
@@ -447,15 +454,17 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
 
 
 def reduce_local(k: Kernel, scope: Scope, ranges: Sequence[Tuple[str, object, object]], value, dtype,
-                 wcr: str = SUM, identity=0, guard=None, hint: str = 'acc', label: str = 'reduce') -> Local:
+                 wcr: str = SUM, identity=0, guard=None, hint: str = 'acc', label: str = 'reduce',
+                 guarded_reads: bool = False) -> Local:
     """A local of ``scope`` holding ``identity`` combined (``wcr``) with ``value`` over
     sequential maps on ``ranges`` opened inside ``scope``, where ``guard`` holds: e.g. the
     dot product ``sum_h X[i, h] * Y[h, j]`` of one stored entry. The accumulation ends at
-    the local, so it needs no atomics whatever the enclosing maps' schedules."""
+    the local, so it needs no atomics whatever the enclosing maps' schedules.
+    ``guarded_reads`` as for :func:`emit`."""
     acc = local(k, scope, hint, dtype, identity)
     inner = k.scope(scope.state, ranges, [dtypes.ScheduleType.Sequential] * len(ranges), outer=scope)
     scope.state.add_nedge(acc.node, inner.entries[len(scope.entries)], dace.Memlet())
-    emit(k, inner, [(acc, value, wcr)], guard=guard, label=label)
+    emit(k, inner, [(acc, value, wcr)], guard=guard, label=label, guarded_reads=guarded_reads)
     return acc
 
 

@@ -342,10 +342,12 @@ def accumulate(k: CpuKernel, state, A: Operand, target: str, index, term, writte
     loops = _loops(A)
     if strat == 'acc' and loops:
         outer = k.scope(state, loops[:1], [dtypes.ScheduleType.Default])
-        acc = reduce_local(k, outer, loops[1:], term, dtype, SUM, 0, guard=A.guard) if len(loops) > 1 else None
+        # (under a guard, reads where it holds: a padding slot's column may lie outside x)
+        acc = reduce_local(k, outer, loops[1:], term, dtype, SUM, 0, guard=A.guard,
+                           guarded_reads=True) if len(loops) > 1 else None
         if acc is None:  # (one level: one entry per row)
             acc = local(k, outer, 'acc', dtype, 0)
-            emit(k, outer, [(acc, term, SUM)], guard=A.guard, label='entry')
+            emit(k, outer, [(acc, term, SUM)], guard=A.guard, label='entry', guarded_reads=True)
         store(k, outer, acc, target, [index], node)
         return
     k.fill(state, target)
@@ -361,9 +363,12 @@ def update(k: Kernel, scope: Scope, target: Tuple[str, Sequence], term, guard=No
     """``target += term`` inside ``scope`` as a plain read-modify-write, no write-conflict
     resolution: the caller guarantees that no two concurrent iterations update one element
     (the outer level owns the written rows). An index read from memory (DCSR's row
-    ``crd0[c0]``) reads and writes the whole array in the tasklet, not through atomics."""
+    ``crd0[c0]``) reads and writes the whole array in the tasklet, not through atomics;
+    under a guard every read happens where it holds (a padding slot's coordinates may lie
+    outside the arrays)."""
     arr, idx = target
-    return emit(k, scope, [((arr, idx), read(arr, *idx) + sympy.sympify(term), None)], guard=guard, label='update')
+    return emit(k, scope, [((arr, idx), read(arr, *idx) + sympy.sympify(term), None)], guard=guard, label='update',
+                guarded_reads=True)
 
 
 def coordinates(k: CpuKernel, A: Operand, row: str = 'ri', col: str = 'ci') -> Tuple[str, str, object]:

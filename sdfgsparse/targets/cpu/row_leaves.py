@@ -111,13 +111,9 @@ def axpy_row(k: CpuKernel, scope: Scope, y: str, i, b: str, j, a, kcols, b_strid
     ``i`` an index the scope's maps know (a memlet), ``j``, ``a`` and ``guard`` any kernel
     expressions (reads included; computed for every entry, used where the guard holds)."""
     locs = values(k, scope, {'_tj': (j, dace.int64), '_ta': (a, k.sdfg.arrays[y].dtype)})
-    if guard is not None:  # 0, set to 1 where the guard holds
-        from sdfgsparse.lowering.graph import emit
-        locs['_tg'] = local(k, scope, 'g', dace.int64, 0)
-        emit(k, scope, [(locs['_tg'], 1, None)], guard=guard, label='guard')
+    cond = _guard(k, scope, guard, locs)
     row = f'{pyexpr(sympy.sympify(i))}, 0:{pyexpr(sympy.sympify(kcols))}'
-    call = axpy_row_call('_ty', '_tb', '_tj', cpp(b_stride), '_ta', cpp(kcols), ctype)
-    return leaf(k, scope, 'axpy_row', f'if (_tg) {call}' if guard is not None else call,
+    return leaf(k, scope, 'axpy_row', cond + axpy_row_call('_ty', '_tb', '_tj', cpp(b_stride), '_ta', cpp(kcols), ctype),
                 arrays={'_tb': b, '_tyi': (y, row)}, locals_in=locs, outs={'_ty': (y, row)})
 
 
@@ -136,15 +132,28 @@ def axpy_tile(k: CpuKernel, scope: Scope, y: str, ri: str, ci: str, vals: str, q
                 locals_in=locs, outs={'_ty': (y, None)})
 
 
+def _guard(k: CpuKernel, scope: Scope, guard, locs: Dict[str, Local]) -> str:
+    """With a guard: the local ``_tg`` (0, set to 1 where the guard holds) added to
+    ``locs``, and the C++ condition that puts a leaf call behind it; else ``''``."""
+    if guard is None:
+        return ''
+    from sdfgsparse.lowering.graph import emit
+    locs['_tg'] = local(k, scope, 'g', dace.int64, 0)
+    emit(k, scope, [(locs['_tg'], 1, None)], guard=guard, label='guard')
+    return 'if (_tg) '
+
+
 def dot_rows(k: CpuKernel, scope: Scope, out: Local, x: str, i, y: str, j, kcols, x_stride, y_stride, ctype: str,
-             y_pointer: bool = False) -> dace.nodes.Tasklet:
-    """``out = dot(x[i, 0:K], y[j, 0:K])`` (rows contiguous; ``i`` and ``j`` any kernel
-    expressions; ``dot_rows``). ``y_pointer``: ``y`` is an int64 scalar holding the address
-    of the rows (:func:`transposed_rows`)."""
+             y_pointer: bool = False, guard=None) -> dace.nodes.Tasklet:
+    """``out = dot(x[i, 0:K], y[j, 0:K])`` where ``guard`` holds (rows contiguous; ``i``,
+    ``j`` and ``guard`` any kernel expressions; ``dot_rows``; elsewhere ``out`` is left
+    unset). ``y_pointer``: ``y`` is an int64 scalar holding the address of the rows
+    (:func:`transposed_rows`)."""
     locs = values(k, scope, {'_ti': (i, dace.int64), '_tj': (j, dace.int64)})
+    cond = _guard(k, scope, guard, locs)
     code = dot_rows_call('_to', '_tx', '_ti', cpp(x_stride), rows_of('_ty', ctype, y_pointer), '_tj', cpp(y_stride),
                          cpp(kcols), ctype)
-    t = leaf(k, scope, 'dot_rows', code, arrays={'_tx': x, '_ty': y}, locals_in=locs)
+    t = leaf(k, scope, 'dot_rows', cond + code, arrays={'_tx': x, '_ty': y}, locals_in=locs)
     t.add_out_connector('_to')
     node = scope.state.add_access(out.name)
     scope.state.add_memlet_path(t, *reversed(scope.exits[out.depth:]), node, src_conn='_to',

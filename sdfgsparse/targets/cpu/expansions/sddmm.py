@@ -77,8 +77,8 @@ class ExpandSDDMMCPU(ExpandTransformation):
             # one SIMD dot product of two contiguous rows per stored entry
             sc = k.entries(body, S, parallel=True)
             dd = register_local(k, sc, 'dot', dtype)
-            dot_rows(k, sc, dd, X, S.row, rows_of_y, S.col, kd, x.strides[0],
-                     y_stride, dtype.ctype, y_pointer)
+            dot_rows(k, sc, dd, X, S.row, rows_of_y, S.col, kd, x.strides[0], y_stride, dtype.ctype, y_pointer,
+                     guard=S.guard)
             emit(k, sc, [((vals, [S.pos]), S.value * dd.symbol, None)], guard=S.guard, locals_in=[dd], label='scale')
             return k.build()
         # strided operands: the portable pass (a dot product in a register per entry)
