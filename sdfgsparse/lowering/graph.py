@@ -144,6 +144,11 @@ class Scope:
         self.exits: List[nodes.MapExit] = exits
         self.params: List[str] = params
 
+    @staticmethod
+    def at(state: SDFGState) -> 'Scope':
+        """The empty scope of a state (its top level, no map open)."""
+        return Scope(state, [], [], [])
+
 
 class Kernel:
     """The SDFG of a library node's portable expansion.
@@ -417,9 +422,7 @@ def emit(k: Kernel, scope: Scope, assigns: Sequence[Tuple[Target, object, Option
     reads: Dict[str, nodes.AccessNode] = {}
 
     def source(arr):
-        if arr not in reads:
-            reads[arr] = state.add_read(arr)
-        return reads[arr]
+        return k._access(state, arr, reads)
 
     for r, conn in scalar_in.items():
         arr = r.func.__name__

@@ -40,7 +40,6 @@ from typing import Dict, Optional, Sequence, Tuple
 import dace
 import sympy
 from dace import dtypes
-from dace.sdfg.state import SDFGState
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import COUNTED, SEGMENT
@@ -144,18 +143,13 @@ def tasklet(k: Kernel, scope: Scope, label: str, code: str, inputs: Dict[str, st
     return t
 
 
-def _at(state: SDFGState) -> Scope:
-    """The empty scope of a state (top level)."""
-    return Scope(state, [], [], [])
-
-
 def scan(k: Kernel, label: str, counts: str, positions: str, n):
     """``positions[0] = 0; positions[i + 1] = positions[i] + counts[i]`` for ``i < n``:
     a sequential loop."""
-    k.compute(_at(k.add_state(f'{label}_start')), (positions, [0]), 0, label=f'{label}_start')
+    k.compute(Scope.at(k.add_state(f'{label}_start')), (positions, [0]), 0, label=f'{label}_start')
     i = sympy.Symbol(_name(k, f'{label}_i'))
     body = k.loop(f'{label}_scan', str(i), 0, n)
-    k.compute(_at(body), (positions, [i + 1]), read(positions, i) + read(counts, i), label=f'{label}_scan')
+    k.compute(Scope.at(body), (positions, [i + 1]), read(positions, i) + read(counts, i), label=f'{label}_scan')
 
 
 def new_lists(k: Kernel, label: str, n, vdtype) -> EntryLists:
@@ -205,7 +199,7 @@ def counting_sort(k: Kernel, label: str, n, key: str, extent, moves: Sequence[Tu
     k.compute(sc, (cnt, [read(key, q) + 1]), 1, wcr=SUM, label=f'{label}_count')
     c = sympy.Symbol(_name(k, f'{label}_c'))
     body = k.loop(f'{label}_prefix', str(c), 0, sympy.sympify(extent) + 1)
-    k.compute(_at(body), (cnt, [c + 1]), read(cnt, c + 1) + read(cnt, c), label=f'{label}_prefix')
+    k.compute(Scope.at(body), (cnt, [c + 1]), read(cnt, c + 1) + read(cnt, c), label=f'{label}_prefix')
     if starts is not None:
         state = k.add_state(f'{label}_starts')
         s = sympy.Symbol(_name(k, f'{label}_s'))
@@ -219,7 +213,7 @@ def counting_sort(k: Kernel, label: str, n, key: str, extent, moves: Sequence[Tu
     inputs.update({f'_s{j}': f'{src}[{p}]' for j, (src, _) in enumerate(moves)})
     outputs = {f'_o{j}': dst for j, (_, dst) in enumerate(moves)}
     outputs['_cout'] = cnt
-    tasklet(k, _at(body), f'{label}_scatter', '\n'.join(code), inputs, outputs)
+    tasklet(k, Scope.at(body), f'{label}_scatter', '\n'.join(code), inputs, outputs)
 
 
 def compress_lists(k: Kernel, label: str, lists: EntryLists, n, rows, cols, out: Rows):

@@ -106,7 +106,7 @@ def entry_maps(k: Kernel, state, A: Operand, dense: Optional[Tuple[str, object]]
             within = (dense[0], 0, dense[1])
         ranges = levels
         scheds = [par if parallel else seq] + [seq] * (len(ranges) - 1)
-    sc = k.scope(state, ranges, scheds) if ranges else Scope(state, [], [], [])
+    sc = k.scope(state, ranges, scheds) if ranges else Scope.at(state)
     coords = {}
     for var, expr, extent in binds:
         bound = bind(k, sc, var, expr, extent)

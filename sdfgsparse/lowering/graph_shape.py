@@ -12,8 +12,8 @@ import sympy
 from dace import dtypes
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.graph import Kernel, read
-from sdfgsparse.lowering.graph_compress import Rows, _at, _name, scan, tasklet
+from sdfgsparse.lowering.graph import Kernel, Scope, read
+from sdfgsparse.lowering.graph_compress import Rows, _name, scan, tasklet
 
 __all__ = ['concat_rows']
 
@@ -49,7 +49,7 @@ def concat_rows(k: Kernel, label: str, parts: Sequence[Tuple[Rows, object, objec
     cnt = k.transient(f'{label}_cnt', [rows], dace.int64)
     k.fill(k.add_state(f'{label}_zero'), cnt)
     offs = k.transient(f'{label}_coff', [len(parts)], dace.int64)
-    sc = _at(k.add_state(f'{label}_offsets'))
+    sc = Scope.at(k.add_state(f'{label}_offsets'))
     for p, (_, _, c0) in enumerate(parts):
         k.compute(sc, (offs, [p]), sympy.sympify(c0), label=f'{label}_coff{p}')
     for p, (src, r0, _) in enumerate(parts):

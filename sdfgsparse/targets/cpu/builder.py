@@ -74,7 +74,6 @@ class CpuKernel(Kernel):
 
     def __init__(self, node, state, sdfg: dace.SDFG, name: Optional[str] = None):
         super().__init__(node, state, sdfg, name)
-        self.node = node
         # sparse data reach the node member by member: their storage checks go along
         self.sparse_operands = [d for d in sdfg.arrays.values() if is_sparse_desc(d)]
         self.balanced: set = set()
@@ -95,16 +94,15 @@ class CpuKernel(Kernel):
         name, _ = self.sdfg.add_scalar(hint, dtype, transient=True, find_new_name=True)
         return name
 
-    def set_scalar(self, state, name: str, code: str, reads: Dict[str, Tuple[str, str]] = (), cpp_code: bool = False):
+    def set_scalar(self, state, name: str, code: str, reads: Dict[str, str] = None, cpp_code: bool = False):
         """In ``state``, ``name = code`` by one tasklet whose inputs are ``reads``
-        (connector -> (array, subset))."""
-        reads = dict(reads)
+        (connector -> an array read whole); ``cpp_code``: ``code`` is a C++ statement
+        assigning ``__o``."""
+        reads = reads or {}
         t = state.add_tasklet(f'set_{name}', set(reads), {'__o'}, code if cpp_code else f'__o = {code}',
                               language=dtypes.Language.CPP if cpp_code else dtypes.Language.Python)
-        for conn, (arr, subset) in reads.items():
-            m = dace.Memlet(data=arr, subset=subset if subset is not None else dace.subsets.Range.from_array(
-                self.sdfg.arrays[arr]))
-            state.add_edge(state.add_read(arr), None, t, conn, m)
+        for conn, arr in reads.items():
+            state.add_edge(state.add_read(arr), None, t, conn, dace.Memlet.from_array(arr, self.sdfg.arrays[arr]))
         state.add_edge(t, '__o', state.add_write(name), None, dace.Memlet(f'{name}[0]'))
         return t
 
@@ -122,22 +120,21 @@ class CpuKernel(Kernel):
             self.sdfg.add_edge(self._last, end, dace.InterstateEdge())
         self._last = end
 
-    def rows(self, state, walk: 'RowWalk', scale=1, team: bool = True) -> Scope:
+    def rows(self, state, walk: 'RowWalk', scale=1) -> Scope:
         """The parallel map over the rows of a :func:`row_walk` in ``state`` (a state of its
-        own: the team's states go around it). Rows are taken in dynamic chunks; with
-        ``team`` the thread count is chosen per call from the walk's entries times
-        ``scale`` (the multiply-adds per entry, an expression of the kernel's symbols)."""
+        own: the team's states go around it). Rows are taken in dynamic chunks, and the
+        thread count is chosen per call from the walk's entries times ``scale`` (the
+        multiply-adds per entry, an expression of the kernel's symbols)."""
         var = walk.var
         self.balance(var)
-        if team:
-            self.team(var, TeamWork(walk.pos, pyexpr(sympy.sympify(walk.rows)), pyexpr(sympy.sympify(scale))))
+        self.team(var, TeamWork(walk.pos, pyexpr(sympy.sympify(walk.rows)), pyexpr(sympy.sympify(scale))))
         return self.scope(state, [(var, 0, walk.rows)], [dtypes.ScheduleType.Default])
 
     def build(self) -> dace.SDFG:
         sdfg = super().build()
         schedule_rows(sdfg, self.balanced)
         add_teams(sdfg, self.teams)
-        for d in list(sdfg.arrays.values()) + self.sparse_operands:  # the warm call path's argument checks
+        for d in self.sparse_operands:  # the warm call path's argument checks
             storage_check.add_to(sdfg, d)
         return sdfg
 
@@ -155,8 +152,8 @@ def _subset(k: Kernel, arr: str, index) -> str:
 
 
 def leaf(k: Kernel, scope: Scope, label: str, code: str, scalars: Dict[str, object] = None,
-         arrays: Dict[str, str] = None, outs: Dict[str, Tuple[str, object]] = None,
-         locals_in: Dict[str, Local] = None, after: Sequence[nodes.Node] = ()) -> nodes.Tasklet:
+         arrays: Dict[str, str] = None, outs: Dict[str, object] = None,
+         locals_in: Dict[str, Local] = None) -> nodes.Tasklet:
     """One C++ tasklet inside ``scope`` (or at a state's top level: a :class:`Scope`
     without maps) calling a leaf of ``include/*.h``: ``code`` is one statement.
 
@@ -168,9 +165,9 @@ def leaf(k: Kernel, scope: Scope, label: str, code: str, scalars: Dict[str, obje
     :param outs: connector -> ``(array, index)``: ``index`` a list of index expressions
                  (one element), a subset string (``'i, 0:K'``: part of a row), or None
                  (the whole array, dynamic: the caller guarantees that concurrent tasklets
-                 write disjoint parts).
+                 write disjoint parts); or a :class:`Local` of the scope (its node then
+                 moves to the one written here).
     :param locals_in: connector -> a :class:`Local` of the scope read by the tasklet.
-    :param after: nodes of the innermost scope the tasklet must run after (empty edges).
     """
     state = scope.state
     scalars, arrays, outs, locals_in = scalars or {}, arrays or {}, outs or {}, locals_in or {}
@@ -179,9 +176,7 @@ def leaf(k: Kernel, scope: Scope, label: str, code: str, scalars: Dict[str, obje
     reads: Dict[str, nodes.AccessNode] = {}
 
     def source(arr):
-        if arr not in reads:
-            reads[arr] = state.add_read(arr)
-        return reads[arr]
+        return k._access(state, arr, reads)
 
     for conn, r in scalars.items():
         arr = r.func.__name__
@@ -199,10 +194,15 @@ def leaf(k: Kernel, scope: Scope, label: str, code: str, scalars: Dict[str, obje
     if not (scalars or arrays or locals_in) and scope.entries:
         chain(scope)
         state.add_nedge(scope.entries[-1], t, dace.Memlet())
-    for n in after:
-        state.add_nedge(n, t, dace.Memlet())
     writes: Dict[str, nodes.AccessNode] = {}
-    for conn, (arr, index) in outs.items():
+    for conn, target in outs.items():
+        if isinstance(target, Local):
+            node = state.add_access(target.name)
+            state.add_memlet_path(t, *reversed(scope.exits[target.depth:]), node, src_conn=conn,
+                                  memlet=dace.Memlet(f'{target.name}[0]'))
+            target.node = node
+            continue
+        arr, index = target
         if arr not in writes:
             writes[arr] = state.add_write(arr)
         if index is None:

@@ -42,6 +42,7 @@ import numpy as np
 from dace.sdfg import nodes
 
 from sdfgsparse.formats import is_sparse_desc
+from sdfgsparse.lowering.graph import read
 from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
 
 __all__ = ['claims', 'global_code', 'add_to', 'symbols', 'RowCheck', 'IN_KERNEL_FROM', 'register_reader']
@@ -165,13 +166,11 @@ class RowCheck:
         """Set the sizes the row tasklets compare with as int64 scalars of the kernel ``k``
         in ``state`` (a symbol named only in C++ code would not reach the kernel); returns
         the tasklets' scalar inputs (connector -> read)."""
-        from sdfgsparse.lowering.graph import read
         conns = {}
         for conn, expr in (('_tknnz', self.nnz), ('_tkext', self.extent)):
             name = k.scalar(conn[2:], dace.int64)
             k.set_scalar(state, name, expr)
             conns[conn] = read(name, 0)
-        self.scalars = conns
         return conns
 
     def applies(self) -> str:

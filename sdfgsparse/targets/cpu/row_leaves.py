@@ -23,12 +23,12 @@ import dace
 import sympy
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.graph import Local, Scope, local
+from sdfgsparse.lowering.graph import Local, Scope, emit, local, read
 from sdfgsparse.targets.cpu.builder import CpuKernel, RowWalk, cpp, leaf
 from sdfgsparse.targets.cpu.dense_loops import (GEMM_ROWS, SDDMM_GROUP, axpy_row_call,
                                                 regular_rows_call, dot_rows_call, rows_of, spmm_row_call)
 
-__all__ = ['index', 'register', 'spmv_row', 'spmv_row_chunks', 'regular_rows', 'spmm_row', 'axpy_row', 'axpy_tile',
+__all__ = ['index', 'result', 'values', 'spmv_row', 'spmv_row_chunks', 'regular_rows', 'spmm_row', 'axpy_row', 'axpy_tile',
            'sddmm_row', 'dot_rows', 'transposed_rows', 'gemm_row_block']
 
 
@@ -37,7 +37,7 @@ def index(k: CpuKernel, scope: Scope, expr, hint: str = 'idx') -> Local:
     return local(k, scope, hint, dace.int64, sympy.sympify(expr))
 
 
-def register(k: CpuKernel, scope: Scope, hint: str, dtype) -> Local:
+def result(k: CpuKernel, scope: Scope, hint: str, dtype) -> Local:
     """A transient scalar of ``scope`` that a tasklet writes (no initial value)."""
     name = k.scalar(f'__{hint}', dtype)
     return Local(name, len(scope.entries), None)  # (its node: the writer's)
@@ -46,41 +46,30 @@ def register(k: CpuKernel, scope: Scope, hint: str, dtype) -> Local:
 def values(k: CpuKernel, scope: Scope, exprs: Dict[str, tuple]) -> Dict[str, Local]:
     """Locals of ``scope`` set to kernel expressions (reads of storage included), for a
     leaf's value inputs: connector -> ``(expression, dtype)``."""
-    from sdfgsparse.lowering.graph import emit
-    out = {conn: register(k, scope, conn.strip('_'), dtype) for conn, (_, dtype) in exprs.items()}
+    out = {conn: result(k, scope, conn.strip('_'), dtype) for conn, (_, dtype) in exprs.items()}
     emit(k, scope, [(out[conn], e, None) for conn, (e, _) in exprs.items()], label='values')
     return out
 
 
-def spmv_row(k: CpuKernel, scope: Scope, walk: RowWalk, vals: str, x: str, out, ctype: str, check) -> None:
+def spmv_row(k: CpuKernel, scope: Scope, walk: RowWalk, vals: str, x: str, out, ctype: str, order: int,
+             sizes: Dict[str, object]) -> None:
     """``out = sum_p vals[p] * x[crd[p]]`` over the row's stored entries, checking that part
-    of the storage as it reads it (``spmv_row_checked``; ``check``: a
-    :class:`sdfgsparse.targets.cpu.kernel_checks.RowCheck` whose sizes are the kernel's
-    scalars ``check.scalars``). ``out``: ``(array, index)`` or a :class:`Local`."""
-    scalars = {'_tlo': walk.lo, '_thi': walk.hi, **check.scalars}
-    _leaf_out(k, scope, 'spmv_row', f'_ty = sdfgsparse::spmv_row_checked<{ctype}, {check.order}>(_tc, _tv, ss_in(_tx), '
-              '_tlo, _thi, _tknnz, _tkext);', scalars, {'_tc': walk.crd, '_tv': vals, '_tx': x}, out)
+    of the storage as it reads it (``spmv_row_checked``; ``order`` and ``sizes``: a
+    :class:`sdfgsparse.targets.cpu.kernel_checks.RowCheck`'s order and the scalar inputs
+    of :meth:`~sdfgsparse.targets.cpu.kernel_checks.RowCheck.add_scalars`). ``out``:
+    ``(array, index)`` or a :class:`Local`."""
+    leaf(k, scope, 'spmv_row', f'_ty = sdfgsparse::spmv_row_checked<{ctype}, {order}>(_tc, _tv, ss_in(_tx), _tlo, '
+         '_thi, _tknnz, _tkext);', scalars={'_tlo': walk.lo, '_thi': walk.hi, **sizes},
+         arrays={'_tc': walk.crd, '_tv': vals, '_tx': x}, outs={'_ty': out})
 
 
 def spmv_row_chunks(k: CpuKernel, scope: Scope, walk: RowWalk, vals: str, x: str, out, width: int) -> None:
     """``out = sum_p vals[p] * x[crd[p]]`` over the row's stored entries (A, x and y of one
     dtype), ``width`` entries at a time (``spmv_row_chunks``; ``width`` 1: one entry per
     step); no chunk reads past the last row's end."""
-    _leaf_out(k, scope, 'spmv_row', f'_ty = sdfgsparse::spmv_row_chunks<{max(width, 1)}>(_tc, _tv, ss_in(_tx), _tlo, '
-              '_thi, _tend);', {'_tlo': walk.lo, '_thi': walk.hi, '_tend': walk.end},
-              {'_tc': walk.crd, '_tv': vals, '_tx': x}, out)
-
-
-def _leaf_out(k, scope, label, code, scalars, arrays, out):
-    if isinstance(out, Local):
-        t = leaf(k, scope, label, code, scalars=scalars, arrays=arrays)
-        node = scope.state.add_access(out.name)
-        t.add_out_connector('_ty')
-        scope.state.add_memlet_path(t, *reversed(scope.exits[out.depth:]), node, src_conn='_ty',
-                                    memlet=dace.Memlet(f'{out.name}[0]'))
-        out.node = node
-        return t
-    return leaf(k, scope, label, code, scalars=scalars, arrays=arrays, outs={'_ty': out})
+    leaf(k, scope, 'spmv_row', f'_ty = sdfgsparse::spmv_row_chunks<{max(width, 1)}>(_tc, _tv, ss_in(_tx), _tlo, '
+         '_thi, _tend);', scalars={'_tlo': walk.lo, '_thi': walk.hi, '_tend': walk.end},
+         arrays={'_tc': walk.crd, '_tv': vals, '_tx': x}, outs={'_ty': out})
 
 
 def regular_rows(k: CpuKernel, state, walk: RowWalk) -> str:
@@ -88,7 +77,7 @@ def regular_rows(k: CpuKernel, state, walk: RowWalk) -> str:
     (``regular_rows``: a sample of :data:`REGULAR_SAMPLE` rows, at most
     :data:`REGULAR_MAX_MEAN` entries per row on average); O(1) per call. Returns its name."""
     name = k.scalar('_regular', dace.int64)
-    k.set_scalar(state, name, regular_rows_call('__o', '_tpos', cpp(walk.rows)), {'_tpos': (walk.pos, None)},
+    k.set_scalar(state, name, regular_rows_call('__o', '_tpos', cpp(walk.rows)), {'_tpos': walk.pos},
                  cpp_code=True)
     return name
 
@@ -122,7 +111,6 @@ def axpy_tile(k: CpuKernel, scope: Scope, y: str, ri: str, ci: str, vals: str, q
     """``y[ri[q], c0:c1] += vals[q] * b[ci[q], c0:c1]`` where the row ``ri[q]`` is
     data-dependent (a scatter; ``axpy_tile``): ``y`` is passed whole, so concurrent tasklets
     must touch disjoint columns (tiles). ``c0``, ``c1``: expressions of the scope."""
-    from sdfgsparse.lowering.graph import read
     qs = sympy.Symbol(q)
     locs = {'_tc0': index(k, scope, c0, 'c0'), '_tc1': index(k, scope, c1, 'c1')}
     return leaf(k, scope, 'axpy_tile',
@@ -137,7 +125,6 @@ def _guard(k: CpuKernel, scope: Scope, guard, locs: Dict[str, Local]) -> str:
     ``locs``, and the C++ condition that puts a leaf call behind it; else ``''``."""
     if guard is None:
         return ''
-    from sdfgsparse.lowering.graph import emit
     locs['_tg'] = local(k, scope, 'g', dace.int64, 0)
     emit(k, scope, [(locs['_tg'], 1, None)], guard=guard, label='guard')
     return 'if (_tg) '
@@ -153,13 +140,7 @@ def dot_rows(k: CpuKernel, scope: Scope, out: Local, x: str, i, y: str, j, kcols
     cond = _guard(k, scope, guard, locs)
     code = dot_rows_call('_to', '_tx', '_ti', cpp(x_stride), rows_of('_ty', ctype, y_pointer), '_tj', cpp(y_stride),
                          cpp(kcols), ctype)
-    t = leaf(k, scope, 'dot_rows', cond + code, arrays={'_tx': x, '_ty': y}, locals_in=locs)
-    t.add_out_connector('_to')
-    node = scope.state.add_access(out.name)
-    scope.state.add_memlet_path(t, *reversed(scope.exits[out.depth:]), node, src_conn='_to',
-                                memlet=dace.Memlet(f'{out.name}[0]'))
-    out.node = node
-    return t
+    return leaf(k, scope, 'dot_rows', cond + code, arrays={'_tx': x, '_ty': y}, locals_in=locs, outs={'_to': out})
 
 
 def transposed_rows(k: CpuKernel, state, src: str, rows, cols, src_stride, ctype: str) -> str:
@@ -169,7 +150,7 @@ def transposed_rows(k: CpuKernel, state, src: str, rows, cols, src_stride, ctype
     Returns its name."""
     name = k.scalar('_ytp', dace.int64)
     k.set_scalar(state, name, f'__o = sdfgsparse::transposed_rows<{ctype}>(ss_in(_ts), {cpp(rows)}, {cpp(cols)}, '
-                 f'{cpp(src_stride)});', {'_ts': (src, None)}, cpp_code=True)
+                 f'{cpp(src_stride)});', {'_ts': src}, cpp_code=True)
     return name
 
 
@@ -183,7 +164,6 @@ def sddmm_row(k: CpuKernel, scope: Scope, walk: RowWalk, vals: str, x: str, y: s
     scalars: Dict[str, object] = {'_tlo': walk.lo, '_thi': walk.hi}
     arrays = {'_tx': x, '_tc': walk.crd, '_tv': vals}
     if y_pointer:
-        from sdfgsparse.lowering.graph import read
         scalars['_ty'] = read(y, 0)
     else:
         arrays['_ty'] = y

@@ -3,13 +3,13 @@ import dace
 import dace.library
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.formats.structured import pattern_of
-from sdfgsparse.lowering.graph import emit, fill, read
+from sdfgsparse.lowering.graph import Scope, emit, fill, read
 from sdfgsparse.lowering.graph_dense import sampled_pass
 from sdfgsparse.lowering.graph_values import copy_index_members
 from sdfgsparse.targets.cpu import structured
 from sdfgsparse.targets.cpu.builder import CpuKernel, cpp, row_walk
 from sdfgsparse.targets.cpu.dense_loops import contiguous_rows
-from sdfgsparse.targets.cpu.row_leaves import dot_rows, register as register_local, sddmm_row, transposed_rows
+from sdfgsparse.targets.cpu.row_leaves import dot_rows, result, sddmm_row, transposed_rows
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.ops.sddmm import SDDMM, X, Y
 from sdfgsparse.targets.registry import register
@@ -26,7 +26,7 @@ class ExpandSDDMMCPU(ExpandTransformation):
     several dot products at a time).
     Both operands are read by contiguous rows in a SIMD tasklet: with ``y_layout='NK'``
     directly, with ``'KN'`` from ``Y.T`` stored by rows once per call (in a buffer that
-    the calling thread keeps: :func:`~sdfgsparse.targets.cpu.dense_loops.transposed_rows`).
+    the calling thread keeps: :func:`~sdfgsparse.targets.cpu.row_leaves.transposed_rows`).
     Every stored slot is written, so only formats with padding slots zero the result's
     values first."""
     environments = [SdfgsparseCPU]
@@ -66,7 +66,7 @@ class ExpandSDDMMCPU(ExpandTransformation):
         if simd_rows:
             # a plain row walk: one tasklet per row, dot products of several entries at a
             # time (row_leaves.sddmm_row); it also copies the row's indices
-            emit(k, _top(first), [((opos, [0]), read(walk.pos, 0), None)], label='first_position')
+            emit(k, Scope.at(first), [((opos, [0]), read(walk.pos, 0), None)], label='first_position')
             sc = k.rows(k.add_state('sddmm'), walk, scale=kd)
             emit(k, sc, [((opos, [walk.row + 1]), read(walk.pos, walk.row + 1), None)], label='position')
             sddmm_row(k, sc, walk, S.vals, X, rows_of_y, vals, ocrd, kd, x.strides[0], y_stride, dtype.ctype,
@@ -76,7 +76,7 @@ class ExpandSDDMMCPU(ExpandTransformation):
         if rows_in_simd:
             # one SIMD dot product of two contiguous rows per stored entry
             sc = k.entries(body, S, parallel=True)
-            dd = register_local(k, sc, 'dot', dtype)
+            dd = result(k, sc, 'dot', dtype)
             dot_rows(k, sc, dd, X, S.row, rows_of_y, S.col, kd, x.strides[0], y_stride, dtype.ctype, y_pointer,
                      guard=S.guard)
             emit(k, sc, [((vals, [S.pos]), S.value * dd.symbol, None)], guard=S.guard, locals_in=[dd], label='scale')
@@ -85,11 +85,6 @@ class ExpandSDDMMCPU(ExpandTransformation):
         sampled_pass(k, body, S, X, Y, kd, node.y_layout == 'NK', dtype, parallel=node.schedule_hint != 'sequential',
                      more=lambda s: [((vals, [S.pos]), s, None)])
         return k.build()
-
-
-def _top(state):
-    from sdfgsparse.lowering.graph import Scope
-    return Scope(state, [], [], [])
 
 
 register(SDDMM, 'cpu', ExpandSDDMMCPU, default=True)

@@ -8,7 +8,7 @@ from sdfgsparse.lowering.graph import Operand, epilogue_pass, read
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.targets.cpu import kernel_checks, structured
 from sdfgsparse.targets.cpu.builder import CpuKernel, accumulate, row_walk as plain_row_walk, store, strategy
-from sdfgsparse.targets.cpu.row_leaves import register as register_local, regular_rows, spmv_row, spmv_row_chunks
+from sdfgsparse.targets.cpu.row_leaves import regular_rows, result, spmv_row, spmv_row_chunks
 from sdfgsparse.ops.spmv import SpMV, X, Y
 from sdfgsparse.targets.registry import register
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
@@ -21,14 +21,14 @@ class ExpandSpMVCPU(ExpandTransformation):
     """Co-iterates the levels of A: a scalar accumulator per row when the outer level owns
     the rows, otherwise in-place updates (sequential when rows are scattered). A plain row
     walk (CSR, or CSC seen as ``A.T``) with A, x and y of one dtype goes ``row_chunk``
-    entries at a time (:func:`~sdfgsparse.targets.cpu.dense_loops.spmv_row_chunks`), or,
+    entries at a time (:func:`~sdfgsparse.targets.cpu.row_leaves.spmv_row_chunks`), or,
     with ``adaptive_walk``, one entry at a time on calls whose rows look regular
-    (:func:`~sdfgsparse.targets.cpu.dense_loops.regular_rows`).
+    (:func:`~sdfgsparse.targets.cpu.row_leaves.regular_rows`).
 
     When A is an argument that only such kernels read and its walk is a plain row walk
     (CSR, or CSC seen as ``A.T``; :func:`sdfgsparse.targets.cpu.kernel_checks.claims`), a
     large A is walked by one tasklet per row that also checks A's storage as it reads it
-    (:func:`~sdfgsparse.targets.cpu.dense_loops.spmv_row`), and the call skips its check
+    (:func:`~sdfgsparse.targets.cpu.row_leaves.spmv_row`), and the call skips its check
     before the kernel."""
     environments = [SdfgsparseCPU]
 
@@ -53,12 +53,12 @@ class ExpandSpMVCPU(ExpandTransformation):
         chunks = node.row_chunk if walk is not None and node.row_chunk > 1 and st.dtype == y.dtype == x_desc.dtype \
             else 0
 
-        def rows(state, width=None, check=None):
+        def rows(state, width=None, checked=None):
             """The rows in parallel, each one tasklet (then the epilogue on its value)."""
             sc = k.rows(state, walk)
-            out = register_local(k, sc, 'row', y.dtype) if node.epilogue else (Y, [walk.row])
-            if check is not None:
-                spmv_row(k, sc, walk, A.vals, X, out, y.dtype.ctype, check)
+            out = result(k, sc, 'row', y.dtype) if node.epilogue else (Y, [walk.row])
+            if checked is not None:  # (the check's order, its size inputs)
+                spmv_row(k, sc, walk, A.vals, X, out, y.dtype.ctype, *checked)
             else:
                 spmv_row_chunks(k, sc, walk, A.vals, X, out, width)
             if node.epilogue:
@@ -84,8 +84,8 @@ class ExpandSpMVCPU(ExpandTransformation):
         check = kernel_checks.RowCheck(pyexpr(stored.sizes['n1']),
                                        pyexpr(stored.fmt.extents(stored.rows, stored.cols)[1]),
                                        stored.index_dtype.type, lvl.ordered, lvl.unique)
-        check.add_scalars(k, k.add_state('check_sizes'))
-        k.branch(check.applies(), lambda s: rows(s, check=check), walk_rows)
+        checked = (check.order, check.add_scalars(k, k.add_state('check_sizes')))
+        k.branch(check.applies(), lambda s: rows(s, checked=checked), walk_rows)
         kernel = k.build()
         kernel_checks.add_to(kernel, argument)
         return kernel
