@@ -26,7 +26,8 @@ Pieces, each a few states appended to the kernel:
 * :func:`count_fill` — the two-pass row-parallel shape: a parallel map counting each
   result row (a Python tasklet per row), a sequential prefix sum into ``pos``, a parallel
   map filling each row at ``pos[row]``. :func:`dedupe_rows` (sum equal columns of sorted
-  rows) and :func:`merge_rows` (union or intersection of two canonical row sets) use it.
+  rows) and :func:`merge_rows` (union or intersection of two canonical row sets) use it
+  through :func:`row_step`, where a kernel class may put its own steps (the cpu leaves).
 * :func:`canonical_rows` — :func:`row_major` where it applies, else the operand
   expanded, sorted and compressed into transient CSR arrays.
 * :func:`product_lists` — the products of SpGEMM (every stored ``A[i, k]`` times row
@@ -46,7 +47,7 @@ from sdfgsparse.formats.levels import COUNTED, SEGMENT
 from sdfgsparse.lowering.graph import SUM, Kernel, Operand, Scope, read
 
 __all__ = ['Rows', 'EntryLists', 'row_major', 'tasklet', 'scan', 'new_lists', 'sentinel_fill', 'expand_entries',
-           'counting_sort', 'compress_lists', 'count_fill', 'dedupe_rows', 'merge_rows', 'canonical_rows',
+           'counting_sort', 'compress_lists', 'count_fill', 'row_step', 'dedupe_rows', 'merge_rows', 'canonical_rows',
            'product_lists', 'ROW']
 
 #: The row parameter of the row maps of :func:`count_fill`; its tasklets' code reads it.
@@ -296,11 +297,31 @@ while u_q < u_e:
 '''
 
 
+def row_step(k: Kernel, label: str, kind: str, rows, out: Rows, inputs: Dict[str, str], fill_inputs: Dict[str, str],
+             sign: int = 1):
+    """The count and fill of ``kind`` (``'dedupe'``, ``'union'``, ``'intersect'``) by
+    :func:`count_fill` with this module's Python tasklets, or by the kernel itself where its
+    class builds them (``row_step``: the cpu kernels call C++ leaves). ``inputs`` /
+    ``fill_inputs``: ``_ap``, ``_ac`` (and ``_bp``, ``_bc``) / ``_av`` (and ``_bv``)."""
+    own = getattr(type(k), 'row_step', None)
+    if own is not None:
+        return own(k, label, kind, rows, out, inputs, fill_inputs, sign)
+    if kind == 'dedupe':
+        count, fill = _DEDUPE_COUNT, _DEDUPE_FILL
+    elif kind == 'union':
+        count = _UNION_COUNT
+        fill = _UNION_FILL.format(neg='' if sign > 0 else '-', op='+' if sign > 0 else '-')
+    elif kind == 'intersect':
+        count, fill = _INTERSECT_COUNT, _INTERSECT_FILL
+    else:
+        raise ValueError(f'row_step: unknown kind {kind!r}; use "dedupe", "union" or "intersect"')
+    return count_fill(k, label, rows, out, count, fill, inputs, fill_inputs)
+
+
 def dedupe_rows(k: Kernel, label: str, src: Rows, out: Rows):
     """``out`` = ``src`` (rows with sorted, possibly repeated columns) with each run of
-    equal columns summed into one entry (in order), by :func:`count_fill`."""
-    count_fill(k, f'{label}_dedupe', src.rows, out, _DEDUPE_COUNT, _DEDUPE_FILL, {'_ap': src.pos, '_ac': src.crd},
-               {'_av': src.vals})
+    equal columns summed into one entry (in order), by :func:`row_step`."""
+    row_step(k, f'{label}_dedupe', 'dedupe', src.rows, out, {'_ap': src.pos, '_ac': src.crd}, {'_av': src.vals})
 
 
 #: the row's segments of both operands in the merges below: ``[u_a, u_ae)`` and ``[u_b, u_be)``
@@ -384,18 +405,13 @@ _INTERSECT_FILL = _TWO_ROWS + _WRITE_AT + '''while u_a < u_ae and u_b < u_be:
 
 def merge_rows(k: Kernel, label: str, a: Rows, b: Rows, out: Rows, mode: str = 'union', sign: int = 1):
     """``out`` from two canonical row sets of the same shape (sorted, unique columns per
-    row), row by row (a two-pointer merge per row, :func:`count_fill`):
+    row), row by row (a two-pointer merge per row, :func:`row_step`):
     ``mode='union'``: ``a + sign * b`` on the union of the patterns (cancellation kept);
     ``mode='intersect'``: ``a * b`` on the intersection."""
-    if mode == 'union':
-        count = _UNION_COUNT
-        fill = _UNION_FILL.format(neg='' if sign > 0 else '-', op='+' if sign > 0 else '-')
-    elif mode == 'intersect':
-        count, fill = _INTERSECT_COUNT, _INTERSECT_FILL
-    else:
+    if mode not in ('union', 'intersect'):
         raise ValueError(f'merge_rows: unknown mode {mode!r}; use "union" or "intersect"')
-    count_fill(k, f'{label}_{mode}', a.rows, out, count, fill, {'_ap': a.pos, '_ac': a.crd, '_bp': b.pos, '_bc': b.crd},
-               {'_av': a.vals, '_bv': b.vals})
+    row_step(k, f'{label}_{mode}', mode, a.rows, out, {'_ap': a.pos, '_ac': a.crd, '_bp': b.pos, '_bc': b.crd},
+             {'_av': a.vals, '_bv': b.vals}, sign)
 
 
 def canonical_rows(k: Kernel, label: str, A: Operand) -> Rows:

@@ -19,7 +19,7 @@ from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_compress import EntryLists, Rows, compress_lists, product_lists, row_major
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
-__all__ = ['SpGEMM']
+__all__ = ['SpGEMM', 'product_kernel']
 
 
 @dace.library.expansion
@@ -34,22 +34,28 @@ class ExpandSpGEMMPure(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SpGEMM', state, sdfg):
-        sta = node.operand_type(state, 'A')
-        stb = node.operand_type(state, 'B')
         k = Kernel(node, state, sdfg)
-        A = k.operand('A', sta)
-        B = row_major(k.operand('B', stb))
-        if B is None:
-            raise errors.UnsupportedOperationError(f'{node.label}: B must iterate as CSR (got {stb.fmt.name}); '
-                                                   'the frontend converts it')
-        out = {m: member_conn('out', m) for m in ('pos1', 'crd1', 'vals')}
-        cap = k.sdfg.arrays[out['crd1']].shape[0]
-        lists = product_lists(k, 'gemm', A, B, cap, k.sdfg.arrays[out['vals']].dtype, stb.cols)
-        rows, cols = sta.rows, stb.cols
-        if node.sparse_type(state, 'out').fmt.name == 'CSC':  # the CSR storage of C.T
-            lists, rows, cols = EntryLists(lists.col, lists.row, lists.val), cols, rows
-        compress_lists(k, 'gemm', lists, cap, rows, cols, Rows(out['pos1'], out['crd1'], out['vals'], rows))
+        product_kernel(k, node, state)
         return k.build()
+
+
+def product_kernel(k: Kernel, node: 'SpGEMM', state) -> None:
+    """The expand–sort–compress product of :class:`ExpandSpGEMMPure` built into ``k``
+    (the ``cpu`` expansion uses it where A does not walk as CSR)."""
+    sta = node.operand_type(state, 'A')
+    stb = node.operand_type(state, 'B')
+    A = k.operand('A', sta)
+    B = row_major(k.operand('B', stb))
+    if B is None:
+        raise errors.UnsupportedOperationError(f'{node.label}: B must iterate as CSR (got {stb.fmt.name}); '
+                                               'the frontend converts it')
+    out = {m: member_conn('out', m) for m in ('pos1', 'crd1', 'vals')}
+    cap = k.sdfg.arrays[out['crd1']].shape[0]
+    lists = product_lists(k, 'gemm', A, B, cap, k.sdfg.arrays[out['vals']].dtype, stb.cols)
+    rows, cols = sta.rows, stb.cols
+    if node.sparse_type(state, 'out').fmt.name == 'CSC':  # the CSR storage of C.T
+        lists, rows, cols = EntryLists(lists.col, lists.row, lists.val), cols, rows
+    compress_lists(k, 'gemm', lists, cap, rows, cols, Rows(out['pos1'], out['crd1'], out['vals'], rows))
 
 
 @dace.library.node

@@ -1,7 +1,8 @@
-"""The cpu products are SDFGs from the builder (``targets/cpu/builder.py``): no source is
+"""The cpu kernels are SDFGs from the builder (``targets/cpu/builder.py``): no source is
 written and parsed to build them, C++ appears only as one-statement calls of the headers'
 leaves, and they agree with scipy when called from 8 threads at once with Fortran-ordered
-and strided dense operands."""
+and strided dense operands. One test per group of nodes: the products, the sparse-sparse
+operations."""
 import ast
 import re
 
@@ -11,15 +12,19 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
+from sdfgsparse.ops.add import SparseAdd
 from sdfgsparse.ops.dense_spmm import DenseSpMM
+from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.sddmm import SDDMM
 from sdfgsparse.ops.spmm import SpMM
+from sdfgsparse.ops.spgemm import SpGEMM
 from sdfgsparse.ops.spmv import SpMV
 from sdfgsparse.targets.cpu import kernel
 from sparse_zoo import format_of, from_threads
 
 M, N, K = dace.symbol('M'), dace.symbol('N'), dace.symbol('K')
 PRODUCTS = (SpMV, SpMM, SDDMM, DenseSpMM)
+SPARSE_SPARSE = (SparseAdd, SparseMul, SpGEMM)
 FORMATS = ['CSR', 'CSC', 'COO', 'BSR', 'DCSR', 'ELL', 'DIA', 'NM2_4', 'GNM2_2_4', 'VNM4_2_8']
 
 #: a C++ leaf call: one statement, optionally behind one condition on a connector
@@ -36,11 +41,22 @@ def _program(fmt, vt=dace.float64, it=dace.int32):
     return products
 
 
-def _expanded_products(sdfg):
-    """The nested SDFGs of the products' default (cpu) expansions in ``sdfg``."""
+def _sparse_sparse(fmt, vt=dace.float64, it=dace.int32):
+    T = format_of(fmt)[vt, M, N, it]
+    S = format_of(fmt)[vt, N, N, it]
+
+    @dace.program
+    def sparse_sparse(A: T, B: T, C: S):
+        return A + B, A - B, A * B, A @ C, C + C.T
+
+    return sparse_sparse
+
+
+def _expanded_products(sdfg, kinds=PRODUCTS):
+    """The labels of the nodes of ``kinds`` in ``sdfg``, each expanded with its cpu implementation."""
     found = []
     for node, state in list(sdfg.all_nodes_recursive()):
-        if isinstance(node, PRODUCTS):
+        if isinstance(node, kinds):
             node.implementation = 'cpu'
             found.append(node.label)
             node.expand(state.sdfg, state)
@@ -74,27 +90,43 @@ def _assignments(statements) -> bool:
     return True
 
 
-@pytest.mark.parametrize('fmt', FORMATS)
-def test_products_are_built_without_source(fmt, monkeypatch):
-    """Expanding every product of every format parses nothing, and each tasklet is a C++
-    leaf call (one statement) or Python assignments (behind a guard at most)."""
+def _built_without_source(sdfg, kinds, count, monkeypatch):
+    """Expand the ``count`` nodes of ``kinds`` in ``sdfg`` with the parser refused; every
+    tasklet of their kernels is a leaf call or assignments. Returns the leaf calls."""
 
     def refuse(self, src):
-        raise AssertionError(f'a product kernel was parsed from source:\n{src}')
+        raise AssertionError(f'a kernel was parsed from source:\n{src}')
 
     monkeypatch.setattr(kernel.KernelBuilder, '_parse', refuse)
-    sdfg = _program(fmt).to_sdfg()
-    names = _expanded_products(sdfg)
-    assert len(names) == 8, names
+    names = _expanded_products(sdfg, kinds)
+    assert len(names) == count, names
     kernels = [n.sdfg for n, _ in sdfg.all_nodes_recursive()
                if isinstance(n, dace.nodes.NestedSDFG) and (n.label in names or n.sdfg.name in names)]
     assert len(kernels) >= len(names)
     for k in kernels:
         assert not _leaf_only(k), _leaf_only(k)
-    calls = [n.code.as_string for k in kernels for n, _ in k.all_nodes_recursive()
-             if isinstance(n, dace.nodes.Tasklet) and n.language == dace.Language.CPP]
+    return [n.code.as_string for k in kernels for n, _ in k.all_nodes_recursive()
+            if isinstance(n, dace.nodes.Tasklet) and n.language == dace.Language.CPP]
+
+
+@pytest.mark.parametrize('fmt', FORMATS)
+def test_products_are_built_without_source(fmt, monkeypatch):
+    """Expanding every product of every format parses nothing, and each tasklet is a C++
+    leaf call (one statement) or Python assignments (behind a guard at most)."""
+    calls = _built_without_source(_program(fmt).to_sdfg(), PRODUCTS, 8, monkeypatch)
     if fmt in ('CSR', 'NM2_4'):
         assert calls, 'no leaf on the fast path'
+
+
+@pytest.mark.parametrize('fmt', ['CSR', 'CSC', 'BSR', 'DCSR', 'ELL', 'DIA', 'NM2_4'])
+def test_sparse_sparse_are_built_without_source(fmt, monkeypatch):
+    """A ± B, A * B, A @ C and C + C.T of every format with unique coordinates (a COO
+    may repeat one: the product of two is refused): no source parsed, leaves only; CSR
+    operands merge and multiply through the row leaves."""
+    calls = _built_without_source(_sparse_sparse(fmt).to_sdfg(), SPARSE_SPARSE, 5, monkeypatch)
+    if fmt == 'CSR':
+        for name in ('union_fill', 'intersect_fill', 'gustavson_fill', 'rows_of_columns'):
+            assert any(name in c for c in calls), name
 
 
 def _layouts(rng, m, n, k):
@@ -138,6 +170,35 @@ def test_products_from_eight_threads_with_hostile_layouts(fmt):
                 g = g.toarray() if hasattr(g, 'toarray') else np.asarray(g)
                 if not np.allclose(g.reshape(w.shape), w, rtol=1e-10, atol=1e-10):
                     errors[(t, name)] = float(np.abs(g.reshape(w.shape) - w).max())
+
+    from_threads(work)
+    assert not errors, errors
+
+
+@pytest.mark.parametrize('fmt', ['CSR', 'CSC', 'ELL'])
+def test_sparse_sparse_from_eight_threads(fmt):
+    """8 Python threads run A ± B, A * B, A @ C and C + C.T at once, each on its own
+    matrices (a different pattern per thread); every result agrees with scipy."""
+    from sparse_zoo import as_format
+    prog = _sparse_sparse(fmt)
+    m, n = 20, 14
+    cases = []
+    for t in range(8):
+        rng = np.random.default_rng(100 + t)
+        mats = [sp.random(r, c, density=0.25, format='csr', random_state=10 * t + j)
+                for j, (r, c) in enumerate(((m, n), (m, n), (n, n)))]
+        cases.append(([as_format(a, fmt, np.int32, rng) for a in mats], [a.toarray() for a in mats]))
+    prog(*cases[0][0])
+    errors = {}
+
+    def work(t):
+        args, (A, B, C) = cases[t]
+        want = [A + B, A - B, A * B, A @ C, C + C.T]
+        for rep in range(5):
+            for name, g, w in zip(['A+B', 'A-B', 'A*B', 'A@C', 'C+C.T'], prog(*args), want):
+                g = g.toarray() if hasattr(g, 'toarray') else np.asarray(g)
+                if not np.allclose(g, w, rtol=1e-12, atol=1e-12):
+                    errors[(t, name)] = float(np.abs(g - w).max())
 
     from_threads(work)
     assert not errors, errors

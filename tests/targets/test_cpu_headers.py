@@ -56,11 +56,15 @@ _CALLS = {
          sdfgsparse::spmv_row_checked<T, 0>(c, v, b, 0, 9, 12, 100);''',
     'sdfgsparse_gustavson.h': '''
   y[4] = sdfgsparse::gustavson_count<T, I>(ws, 100, lp, c, lp, c, 3);
-  sdfgsparse::gustavson_fill<T, I>(ws, 100, oc, ov, lp, c, v, lp, c, v, lp, 3);''',
+  sdfgsparse::gustavson_fill<T, I>(ws, 100, oc, ov, lp, c, v, lp, c, v, lp, 3, 50);''',
     'sdfgsparse_row_union.h': '''
   sdfgsparse::rows_of_columns(op, oc, ov, lp, c, v, 10, 10);
   y[5] = sdfgsparse::union_count(lp, c, lp, c, 2);
-  sdfgsparse::union_fill<T>(oc, ov, lp, c, v, lp, c, v, lp, 2, -1);''',
+  sdfgsparse::union_fill<T>(oc, ov, lp, c, v, lp, c, v, lp, 2, 50, -1);
+  y[6] = sdfgsparse::intersect_count(lp, c, lp, c, 2);
+  sdfgsparse::intersect_fill<T>(oc, ov, lp, c, v, lp, c, v, lp, 2, 50);
+  y[7] = sdfgsparse::dedupe_count(lp, c, 2);
+  sdfgsparse::dedupe_fill<T>(oc, ov, lp, c, v, lp, 2, 50);''',
 }
 for _header, _calls in _CALLS.items():
     INSTANCES[_header] = ''.join(

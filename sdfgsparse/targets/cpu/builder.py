@@ -33,11 +33,12 @@ from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import COUNTED, SEGMENT, member
 from sdfgsparse.lowering.graph import (SUM, Kernel, Local, Operand, Scope, chain, emit, epilogue_code, epilogue_pass,
                                        local, read, reduce_local)
+from sdfgsparse.lowering.graph_compress import ROW, Rows, scan
 from sdfgsparse.targets.cpu import storage_check
 from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
 
 __all__ = ['CpuKernel', 'cpp', 'leaf', 'strategy', 'row_walk', 'accumulate', 'coordinates', 'store', 'update',
-           'row_epilogue', 'ROW_CHUNK', 'RowWalk', 'schedule_rows', 'plain_row_walk']
+           'row_epilogue', 'ROW_CHUNK', 'RowWalk', 'schedule_rows', 'plain_row_walk', 'count_fill', 'ROW_STEPS']
 
 #: Rows per chunk of a dynamically scheduled row map (:meth:`CpuKernel.balance`). Against
 #: OpenMP's static halves it wins on power-law rows and loses a few percent where rows cost
@@ -130,6 +131,16 @@ class CpuKernel(Kernel):
         self.team(var, TeamWork(walk.pos, pyexpr(sympy.sympify(walk.rows)), pyexpr(sympy.sympify(scale))))
         return self.scope(state, [(var, 0, walk.rows)], [dtypes.ScheduleType.Default])
 
+    def row_step(self, label: str, kind: str, rows, out: Rows, inputs: Dict[str, str], fill_inputs: Dict[str, str],
+                 sign: int = 1) -> None:
+        """The count and fill steps of :func:`~sdfgsparse.lowering.graph_compress.row_step`
+        as calls of the leaves of ``include/sdfgsparse_row_union.h`` (:data:`ROW_STEPS`)."""
+        if kind not in ROW_STEPS:
+            raise ValueError(f'row_step: unknown kind {kind!r}; use one of {sorted(ROW_STEPS)}')
+        count, fill = ROW_STEPS[kind]
+        vt = self.sdfg.arrays[out.vals].dtype
+        count_fill(self, label, rows, out, count, fill.format(v=vt.ctype, sign=int(sign)), inputs, fill_inputs)
+
     def build(self) -> dace.SDFG:
         sdfg = super().build()
         schedule_rows(sdfg, self.balanced)
@@ -137,6 +148,17 @@ class CpuKernel(Kernel):
         for d in self.sparse_operands:  # the warm call path's argument checks
             storage_check.add_to(sdfg, d)
         return sdfg
+
+
+#: The leaf calls of the row steps (:meth:`CpuKernel.row_step`): count, fill.
+ROW_STEPS = {
+    'dedupe': ('sdfgsparse::dedupe_count(_ap, _ac, _ti)',
+               'sdfgsparse::dedupe_fill<{v}>(_oc, _ov, _ap, _ac, _av, _op, _ti, _tcap)'),
+    'union': ('sdfgsparse::union_count(_ap, _ac, _bp, _bc, _ti)',
+              'sdfgsparse::union_fill<{v}>(_oc, _ov, _ap, _ac, _av, _bp, _bc, _bv, _op, _ti, _tcap, {sign})'),
+    'intersect': ('sdfgsparse::intersect_count(_ap, _ac, _bp, _bc, _ti)',
+                  'sdfgsparse::intersect_fill<{v}>(_oc, _ov, _ap, _ac, _av, _bp, _bc, _bv, _op, _ti, _tcap)'),
+}
 
 
 def _whole(k: Kernel, arr: str) -> dace.Memlet:
@@ -384,3 +406,54 @@ def coordinates(k: CpuKernel, A: Operand, row: str = 'ri', col: str = 'ci') -> T
     sc = k.entries(st, A, parallel=True)
     emit(k, sc, [((ri, [A.pos]), A.row, None), ((ci, [A.pos]), A.col, None)], guard=A.guard, label='coordinates')
     return ri, ci, n
+
+
+# ---------------------------------------------------------------------- rows of data-dependent length
+def count_fill(k: CpuKernel, label: str, rows, out: Rows, count: str, fill: str, inputs: Dict[str, str],
+               fill_inputs: Dict[str, str], workspace: Optional[str] = None, guided: bool = False,
+               scalars: Dict[str, str] = None) -> None:
+    """Count, positions and fill of ``out`` (``rows`` rows) in ``k``: the two-pass shape of
+    the row-parallel kernels whose result rows have data-dependent lengths (SpGEMM, the
+    merges of :meth:`CpuKernel.row_step`). A parallel map counts each result row (a leaf
+    call), a sequential prefix sum turns the counts into ``out.pos``, and a second parallel
+    map fills each row at ``pos[row]`` (a leaf writing through ``_oc`` / ``_ov``, the
+    result's ``crd`` / ``vals`` passed whole: rows write disjoint parts).
+
+    Both leaves get the row as the local ``_ti``. The fill leaf also gets the result's
+    capacity as ``_tcap``, a scalar that a Python tasklet sets: DaCe 1.0.2 passes a kernel
+    only the symbols its memlets and Python tasklets use, and the enclosing program
+    allocates an intermediate result from the capacity's symbols. Per-thread workspaces of
+    a call (``workspace``: a table of them) are an array both leaves write through a
+    pointer; writing it orders a later step that frees them.
+
+    :param count: the count leaf's call (an expression of the connectors, ``_ti`` the row).
+    :param fill: the fill leaf's call (a statement without ``;``; ``_oc`` / ``_ov`` the
+                 result's ``crd`` / ``vals``, ``_op`` its ``pos``, ``_tcap`` its capacity).
+    :param inputs, fill_inputs: connector -> array read whole, for both leaves / the fill only.
+    :param workspace: an array both leaves write whole through the connector ``_tws``.
+    :param scalars: connector -> a transient scalar of ``k`` (:meth:`CpuKernel.scalar`) that
+                    both leaves read.
+    :param guided: OpenMP's guided schedule for the row maps (else dynamic chunks of
+                   :data:`ROW_CHUNK` rows).
+    """
+    cnt = k.transient(f'{label}_rowcnt', [rows], dace.int64)
+    cap = k.scalar(f'{label}_cap', dace.int64)
+    k.set_scalar(k.add_state(f'{label}_capacity'), cap, pyexpr(sympy.sympify(k.sdfg.arrays[out.crd].shape[0])))
+    values = {conn: read(name, 0) for conn, name in (scalars or {}).items()}
+    ws = {'_tws': (workspace, None)} if workspace else {}
+    for step in ('count', 'fill'):
+        state = k.add_state(f'{label}_{step}')
+        sc = k.scope(state, [(ROW, 0, rows)], [dtypes.ScheduleType.Default])
+        if guided:
+            sc.entries[0].map.omp_schedule = dtypes.OMPScheduleType.Guided
+        else:
+            k.balance(ROW)
+        row = local(k, sc, 'row', dace.int64, sympy.Symbol(ROW))
+        if step == 'count':
+            leaf(k, sc, f'{label}_count', f'_tcnt = {count};', scalars=values, arrays=dict(inputs),
+                 locals_in={'_ti': row}, outs={'_tcnt': (cnt, [sympy.Symbol(ROW)]), **ws})
+            scan(k, f'{label}_pos', cnt, out.pos, rows)
+        else:
+            leaf(k, sc, f'{label}_fill', f'{fill};', scalars=dict(values, _tcap=read(cap, 0)),
+                 arrays=dict(inputs, **fill_inputs, _op=out.pos), locals_in={'_ti': row},
+                 outs={'_oc': (out.crd, None), '_ov': (out.vals, None), **ws})

@@ -25,10 +25,8 @@ row-major, the rows of ``C`` are independent, so this lowering computes them in 
 Both row loops prefetch the rows of B that the next entries of A's row will read (the
 product is bound by those scattered reads once B leaves the cache).
 
-Each per-row step is a one-line tasklet inside the generated map that calls
-``gustavson_count`` / ``gustavson_fill`` of ``include/sdfgsparse_gustavson.h`` (the loop
-over a row's products has data-dependent bounds and a scattered accumulator, which DaCe
-1.0.2's frontend turns into atomics). *Workspaces* (the marker, the bitmaps, the accumulator and
+Each per-row step is a one-line tasklet inside a row map that calls ``gustavson_count`` /
+``gustavson_fill`` of ``include/sdfgsparse_gustavson.h`` (:func:`~sdfgsparse.targets.cpu.builder.count_fill`). *Workspaces* (the marker, the bitmaps, the accumulator and
 the column list: about 16 bytes per column of B) belong to one call: a thread makes its
 own on its first row and the kernel's last step frees them all, through a table of one
 pointer per OpenMP thread number (a kernel transient), so nothing stays allocated between
@@ -38,12 +36,14 @@ freed (the allocator would keep them). Explicit zeros from cancellation are kept
 the generic lowering.
 """
 import dace
+import sympy
 
+from sdfgsparse.lowering.graph import Scope
+from sdfgsparse.lowering.graph_compress import Rows
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.targets.cpu.kernel import KernelBuilder, cpp_tasklet
-from sdfgsparse.targets.cpu.rowwise import emit_count_fill
+from sdfgsparse.targets.cpu.builder import CpuKernel, count_fill, leaf
 
-__all__ = ['emit_gustavson', 'build_gustavson', 'guided_rows', 'SLOTS', 'PREFETCH']
+__all__ = ['gustavson', 'SLOTS', 'PREFETCH']
 
 #: Entries of the workspace table: OpenMP thread numbers below it use a workspace for the
 #: whole call; a thread beyond it (only with more threads than this) makes one per row
@@ -57,48 +57,18 @@ PREFETCH = 2
 GLOBAL_CODE = '#include "sdfgsparse_gustavson.h"\n'
 
 
-def emit_gustavson(kb: KernelBuilder, rows, cols, cap, a: dict, b: dict, out: dict, vt: dace.typeclass,
-                   it: dace.typeclass):
-    """Emit the three steps into ``kb`` (:func:`~sdfgsparse.targets.cpu.rowwise.emit_count_fill`),
-    with the call's workspace table before them and its release after them. Build the
-    kernel with :func:`build_gustavson`.
-
-    :param rows, cols: the result's shape (``cols`` is B's column count).
-    :param cap: the result's capacity.
-    :param a, b, out: connector names of ``pos1``, ``crd1``, ``vals`` of A, B and the result.
-    :param vt, it: the result's value and index types.
-    """
-    kb.globals['np'] = __import__('numpy')
-    kb.symbols_of(cols)
-    L = kb.line
-    L(f'ncols = dace.int64({pyexpr(cols)})')
-    L(f'gwws = np.empty(({SLOTS},), dtype=dace.uint64)')
-    for l in cpp_tasklet([], [('_tws', 'gwws')], 'ss_gw_clear(_tws);'):
-        L(l)
-    ins = [('_tnc', 'ncols'), ('_ap', a['pos1']), ('_ac', a['crd1']), ('_bp', b['pos1']), ('_bc', b['crd1'])]
-    fill_inputs = ins + [('_av', a['vals']), ('_bv', b['vals']), ('_op', out['pos1'])]
-    count = f'_tcnt = sdfgsparse::gustavson_count<{vt.ctype}, {it.ctype}>(_tws, _tnc, _ap, _ac, _bp, _bc, _ti);'
-    fill = (f'sdfgsparse::gustavson_fill<{vt.ctype}, {it.ctype}>(_tws, _tnc, _oc, _ov, _ap, _ac, _av, _bp, _bc, _bv, '
-            '_op, _ti);')
-    emit_count_fill(kb, 'gw', rows, cap, ins, fill_inputs, out, count, fill, workspaces=[('_tws', 'gwws')])
-    for l in cpp_tasklet([('_tws', 'gwws')], [], 'ss_gw_release(_tws);', side_effects=True):
-        L(l)
-
-
-def build_gustavson(kb: KernelBuilder) -> dace.SDFG:
-    """The kernel SDFG of ``kb`` (filled by :func:`emit_gustavson`): its row maps with the
-    guided schedule, the workspace helpers in its global code."""
-    sdfg = kb.build()
-    guided_rows(sdfg)
-    sdfg.append_global_code(GLOBAL_CODE)
-    return sdfg
-
-
-def guided_rows(sdfg: dace.SDFG):
-    """Give the row maps of a built Gustavson kernel (the maps around its C++ tasklets)
-    OpenMP's guided schedule."""
-    for node, state in sdfg.all_nodes_recursive():
-        if isinstance(node, dace.nodes.MapEntry) and any(
-                isinstance(n, dace.nodes.Tasklet) and n.language == dace.Language.CPP
-                for n in state.scope_subgraph(node).nodes()):
-            node.map.omp_schedule = dace.dtypes.OMPScheduleType.Guided
+def gustavson(k: CpuKernel, cols, a: Rows, b: Rows, out: Rows, vt: dace.typeclass, it: dace.typeclass) -> None:
+    """The three steps of ``out = a @ b`` in ``k`` (``cols``: B's column count; ``vt``,
+    ``it``: the result's value and index types), with the call's workspace table cleared
+    before them and released after them."""
+    table = k.transient('gw_workspaces', [SLOTS], dace.uint64)
+    leaf(k, Scope.at(k.add_state('gw_clear')), 'gw_clear', 'ss_gw_clear(_tws);', outs={'_tws': (table, None)})
+    nc = k.scalar('gw_ncols', dace.int64)
+    k.set_scalar(k.add_state('gw_ncols'), nc, pyexpr(sympy.sympify(cols)))
+    count_fill(k, 'gw', out.rows, out, f'sdfgsparse::gustavson_count<{vt.ctype}, {it.ctype}>(_tws, _tnc, _ap, _ac, _bp, _bc, _ti)',
+               f'sdfgsparse::gustavson_fill<{vt.ctype}, {it.ctype}>(_tws, _tnc, _oc, _ov, _ap, _ac, _av, _bp, _bc, _bv, '
+               '_op, _ti, _tcap)', {'_ap': a.pos, '_ac': a.crd, '_bp': b.pos, '_bc': b.crd}, {'_av': a.vals, '_bv': b.vals},
+               workspace=table, guided=True, scalars={'_tnc': nc})
+    t = leaf(k, Scope.at(k.add_state('gw_release')), 'gw_release', 'ss_gw_release(_tws);', outs={'_tws': (table, None)})
+    t.side_effects = True
+    k.sdfg.append_global_code(GLOBAL_CODE)

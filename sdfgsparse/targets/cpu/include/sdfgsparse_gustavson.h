@@ -121,7 +121,8 @@ template <typename V, typename I, typename AP, typename AC, typename AV, typenam
 static inline void gustavson_fill(uint64_t* slots, long long nc, I* oc, V* ov,
                                   const AP* ap, const AC* ac, const AV* av,
                                   const BP* bp, const BC* bc, const BV* bv,
-                                  const OP* op, long long i) {
+                                  const OP* op, long long i, long long cap) {
+    (void)cap;  // (the result's capacity: targets/cpu/rowwise.py)
     typedef unsigned long long U;
     const ss_gw_layout l = ss_gw_layout_of(nc, sizeof(V), sizeof(I));
     char* w = ss_gw_acquire(slots, l);

@@ -1,7 +1,10 @@
-// sdfgsparse: the row steps of A + B / A - B of two compressed operands into a CSR result
+// sdfgsparse: the row steps of A + B / A - B and A * B of two sparse operands into a CSR result
 // (targets/cpu/row_union.py builds the kernel around them): a column-major operand stored by
-// rows first (rows_of_columns), then per row, in parallel, the size of the union of the two
-// sorted rows (union_count) and the union itself (union_fill). Rows of valid operands are
+// rows first (rows_of_columns), then per row, in parallel, the size of the union (intersection)
+// of the two sorted rows (union_count, intersect_count) and the row itself (union_fill,
+// intersect_fill); dedupe_count / dedupe_fill sum the repeated columns of one operand's sorted
+// rows. The fills take the result's capacity (cap), which a valid count never
+// exceeds (targets/cpu/rowwise.py says why the kernel passes it). Rows of valid operands are
 // sorted and free of duplicates (the call checks it), so the merged rows are too; explicit
 // zeros from cancellation are kept.
 #ifndef SDFGSPARSE_ROW_UNION_H
@@ -108,7 +111,8 @@ static inline long long union_count(const AP* ap, const AC* ac, const BP* bp, co
 template <typename V, typename OC, typename AP, typename AC, typename AV, typename BP, typename BC, typename BV,
           typename OP>
 static inline void union_fill(OC* oc, V* ov, const AP* ap, const AC* ac, const AV* av, const BP* bp, const BC* bc,
-                              const BV* bv, const OP* op, long long i, int sign) {
+                              const BV* bv, const OP* op, long long i, long long cap, int sign) {
+    (void)cap;
     const V s = (V)sign;
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], d = op[i];
     if ((long long)op[i + 1] - d == ae - a && ae - a == be - b) {
@@ -148,6 +152,82 @@ static inline void union_fill(OC* oc, V* ov, const AP* ap, const AC* ac, const A
     for (; b < be; ++b, ++d) {
         oc[d] = bc[b];
         ov[d] = s * (V)bv[b];
+    }
+}
+
+// The number of distinct columns of row i of A (sorted columns, possibly repeated: an expanded
+// and sorted operand).
+template <typename AP, typename AC>
+static inline long long dedupe_count(const AP* ap, const AC* ac, long long i) {
+    const long long a = ap[i], ae = ap[i + 1];
+    long long n = ae > a;
+    for (long long q = a + 1; q < ae; ++q) n += ac[q] != ac[q - 1];
+    return n;
+}
+
+// Row i of A at op[i], each run of equal columns summed into one entry (in order).
+template <typename V, typename OC, typename AP, typename AC, typename AV, typename OP>
+static inline void dedupe_fill(OC* oc, V* ov, const AP* ap, const AC* ac, const AV* av, const OP* op, long long i,
+                               long long cap) {
+    (void)cap;
+    const long long a = ap[i], ae = ap[i + 1];
+    long long d = (long long)op[i] - 1;
+    for (long long q = a; q < ae; ++q) {
+        if (q == a || ac[q] != ac[q - 1]) {
+            ++d;
+            oc[d] = ac[q];
+            ov[d] = (V)av[q];
+        } else {
+            ov[d] += (V)av[q];
+        }
+    }
+}
+
+// The size of the intersection of row i of A and of B: the row's length where both hold the
+// same columns (one memcmp), else a two-pointer merge without branches.
+template <typename AP, typename AC, typename BP, typename BC>
+static inline long long intersect_count(const AP* ap, const AC* ac, const BP* bp, const BC* bc, long long i) {
+    long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], n = 0;
+    if (sizeof(AC) == sizeof(BC) && ae - a == be - b && std::memcmp(ac + a, bc + b, sizeof(AC) * (ae - a)) == 0)
+        return ae - a;
+    while (a < ae && b < be) {
+        const long long ca = ac[a], cb = bc[b];
+        n += ca == cb;
+        a += ca <= cb;
+        b += cb <= ca;
+    }
+    return n;
+}
+
+// Row i of A * B at op[i], the products in V (A's value first). Where the intersection is as
+// long as both rows, they hold the same columns: one vector loop.
+template <typename V, typename OC, typename AP, typename AC, typename AV, typename BP, typename BC, typename BV,
+          typename OP>
+static inline void intersect_fill(OC* oc, V* ov, const AP* ap, const AC* ac, const AV* av, const BP* bp,
+                                  const BC* bc, const BV* bv, const OP* op, long long i, long long cap) {
+    (void)cap;
+    long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], d = op[i];
+    if ((long long)op[i + 1] - d == ae - a && ae - a == be - b) {
+        OC* __restrict__ o = oc + d;
+        V* __restrict__ w = ov + d;
+        const AC* __restrict__ x = ac + a;
+        const AV* __restrict__ u = av + a;
+        const BV* __restrict__ v = bv + b;
+        for (long long k = 0; k < ae - a; ++k) {
+            o[k] = x[k];
+            w[k] = (V)u[k] * (V)v[k];
+        }
+        return;
+    }
+    while (a < ae && b < be) {
+        const long long ca = ac[a], cb = bc[b];
+        if (ca == cb) {
+            oc[d] = ca;
+            ov[d] = (V)av[a] * (V)bv[b];
+            ++d;
+        }
+        a += ca <= cb;
+        b += cb <= ca;
     }
 }
 
