@@ -45,7 +45,9 @@ def concat_rows(k: Kernel, label: str, parts: Sequence[Tuple[Rows, object, objec
     1. *count*: a parallel map per part writes (or adds) its row lengths at its rows;
     2. *positions*: ``out.pos`` as their prefix sum (a sequential loop);
     3. *fill*: a parallel map per part copies each of its rows at the row's cursor
-       (``out.pos`` of the row, advanced past what an earlier part wrote there)."""
+       (``out.pos`` of the row, advanced past what an earlier part wrote there); a
+       kernel class may build this step itself (``concat_fill(k, label, parts, cur,
+       offsets, out)``: the cpu kernels copy rows with a leaf)."""
     cnt = k.transient(f'{label}_cnt', [rows], dace.int64)
     k.fill(k.add_state(f'{label}_zero'), cnt)
     offs = k.transient(f'{label}_coff', [len(parts)], dace.int64)
@@ -64,6 +66,9 @@ def concat_rows(k: Kernel, label: str, parts: Sequence[Tuple[Rows, object, objec
     r = sympy.Symbol(_name(k, f'{label}_r'))
     sc = k.scope(state, [(str(r), 0, rows)], [_PAR])
     k.compute(sc, (cur, [r]), read(out.pos, r), label=f'{label}_cursor')
+    own = getattr(type(k), 'concat_fill', None)
+    if own is not None:  # the kernel's own row copies (the cpu kernels' leaves)
+        return own(k, label, parts, cur, offs, out)
     cap = pyexpr(k.sdfg.arrays[out.crd].shape[0])
     for p, (src, r0, _) in enumerate(parts):
         state = k.add_state(f'{label}_fill{p}')

@@ -25,7 +25,7 @@ from sdfgsparse.lowering.graph_values import exact_float
 from sdfgsparse.ops.base import SparseLibraryNode
 from sdfgsparse.ops.softmax import lowest_value
 
-__all__ = ['SparseAttention', 'Q', 'K', 'V', 'OUT', 'KEY_LAYOUTS']
+__all__ = ['portable_kernel', 'SparseAttention', 'Q', 'K', 'V', 'OUT', 'KEY_LAYOUTS']
 
 #: Connector names: queries (M x d), keys (N x d, or d x N for ``key_layout='KT'``),
 #: values (N x dv) and the dense result (M x dv).
@@ -59,28 +59,34 @@ class ExpandSparseAttentionPure(ExpandTransformation):
     @staticmethod
     def expansion(node: 'SparseAttention', state, sdfg):
         k = Kernel(node, state, sdfg)
-        S = k.operand('S', node.operand_type(state, 'S'))
-        T = k.sdfg.arrays[OUT].dtype
-        d = node.connected(state, Q).shape[1]  # (one-element operands reach the kernel as scalars)
-        dv = node.connected(state, OUT).shape[1]
-        slots = k.transient('__scores', [S.nvals], T)
-        mx = k.transient('__rowmax', [S.type.rows], T)
-        sm = k.transient('__rowsum', [S.type.rows], T)
-        init = k.add_state('init')
-        fill(k, init, OUT)
-        fill(k, init, mx, exact_float(lowest_value(T)))
-        fill(k, init, sm)
-        par = node.schedule_hint != 'sequential'
-        here, row = read(slots, S.pos), S.row
-        sampled_pass(k, k.add_state('scores'), S, Q, K, d, node.key_layout == 'K', T, parallel=par,
-                     more=lambda s: [((slots, [S.pos]), s, None), ((mx, [row]), s, MAX)])
-        e = sympy.exp(here - read(mx, row))
-        emit(k, entry_maps(k, k.add_state('exp'), S, parallel=par)[0],
-             [((slots, [S.pos]), e, None), ((sm, [row]), e, SUM)], guard=S.guard, label='exp')
-        emit(k, entry_maps(k, k.add_state('normalise'), S, parallel=par)[0],
-             [((slots, [S.pos]), here / read(sm, row), None)], guard=S.guard, label='normalise')
-        spmm_pass(k, k.add_state('spmm'), S, OUT, V, dv, value=here, parallel=par)
+        portable_kernel(k, node, state)
         return k.build()
+
+
+def portable_kernel(k: Kernel, node: 'SparseAttention', state) -> None:
+    """The steps of the portable expansion built into ``k`` (the ``cpu`` expansion builds
+    them into its own kernel where it has no tuned walk)."""
+    S = k.operand('S', node.operand_type(state, 'S'))
+    T = k.sdfg.arrays[OUT].dtype
+    d = node.connected(state, Q).shape[1]  # (one-element operands reach the kernel as scalars)
+    dv = node.connected(state, OUT).shape[1]
+    slots = k.transient('__scores', [S.nvals], T)
+    mx = k.transient('__rowmax', [S.type.rows], T)
+    sm = k.transient('__rowsum', [S.type.rows], T)
+    init = k.add_state('init')
+    fill(k, init, OUT)
+    fill(k, init, mx, exact_float(lowest_value(T)))
+    fill(k, init, sm)
+    par = node.schedule_hint != 'sequential'
+    here, row = read(slots, S.pos), S.row
+    sampled_pass(k, k.add_state('scores'), S, Q, K, d, node.key_layout == 'K', T, parallel=par,
+                 more=lambda s: [((slots, [S.pos]), s, None), ((mx, [row]), s, MAX)])
+    e = sympy.exp(here - read(mx, row))
+    emit(k, entry_maps(k, k.add_state('exp'), S, parallel=par)[0],
+         [((slots, [S.pos]), e, None), ((sm, [row]), e, SUM)], guard=S.guard, label='exp')
+    emit(k, entry_maps(k, k.add_state('normalise'), S, parallel=par)[0],
+         [((slots, [S.pos]), here / read(sm, row), None)], guard=S.guard, label='normalise')
+    spmm_pass(k, k.add_state('spmm'), S, OUT, V, dv, value=here, parallel=par)
 
 
 @dace.library.node

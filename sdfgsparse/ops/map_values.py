@@ -20,7 +20,7 @@ from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import map_value_slots
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
-__all__ = ['MapValues', 'FUNCTIONS', 'value_expression']
+__all__ = ['portable_kernel', 'MapValues', 'FUNCTIONS', 'value_expression']
 
 #: name -> (Python expression of ``v``, keeps zeros: f(0) == 0)
 FUNCTIONS = {
@@ -81,20 +81,26 @@ class ExpandMapValuesPure(ExpandTransformation):
     @staticmethod
     def expansion(node: 'MapValues', state, sdfg):
         k = Kernel(node, state, sdfg)
-        expr = value_expression(node.function, node.member_arrays(state, 'A')['vals'].dtype,
-                                node.member_arrays(state, 'out')['vals'].dtype)
-        inputs = {}
-        if node.function == 'scale':
-            if node.alpha_is_data:
-                inputs['__alpha'] = (ALPHA, '0')
-                expr = expr.replace('alpha', '__alpha')
-            else:
-                expr = expr.replace('alpha', _constant_alpha(k, node.alpha))
-        st = k.add_state('map_values')
-        copy_members(k, st, node.member_arrays(state, 'out'), 'A', 'out')
-        map_value_slots(k, st, member_conn('A', 'vals'), member_conn('out', 'vals'), expr, inputs=inputs,
-                        label=node.function)
+        portable_kernel(k, node, state)
         return k.build()
+
+
+def portable_kernel(k: Kernel, node: 'MapValues', state) -> None:
+    """The steps of the portable expansion built into ``k`` (the ``cpu`` expansion builds
+    them into its own kernel where it has no tuned walk)."""
+    expr = value_expression(node.function, node.member_arrays(state, 'A')['vals'].dtype,
+                            node.member_arrays(state, 'out')['vals'].dtype)
+    inputs = {}
+    if node.function == 'scale':
+        if node.alpha_is_data:
+            inputs['__alpha'] = (ALPHA, '0')
+            expr = expr.replace('alpha', '__alpha')
+        else:
+            expr = expr.replace('alpha', _constant_alpha(k, node.alpha))
+    st = k.add_state('map_values')
+    copy_members(k, st, node.member_arrays(state, 'out'), 'A', 'out')
+    map_value_slots(k, st, member_conn('A', 'vals'), member_conn('out', 'vals'), expr, inputs=inputs,
+                    label=node.function)
 
 
 @dace.library.node

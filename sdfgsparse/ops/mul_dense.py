@@ -10,7 +10,7 @@ from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
-__all__ = ['SparseMulDense']
+__all__ = ['portable_kernel', 'SparseMulDense']
 
 D = '_D'
 
@@ -25,14 +25,20 @@ class ExpandSparseMulDensePure(ExpandTransformation):
     @staticmethod
     def expansion(node: 'SparseMulDense', state, sdfg):
         k = Kernel(node, state, sdfg)
-        A = k.operand('A', node.operand_type(state, 'A'))
-        out_vals = member_conn('out', 'vals')
-        init = k.add_state('init')
-        copy_members(k, init, node.member_arrays(state, 'out'), 'A', 'out')
-        k.fill(init, out_vals)
-        entry_pass(k, 'mul_dense', A, (out_vals, [A.pos]), A.value * read(D, A.row, A.col),
-                   parallel=node.schedule_hint != 'sequential')
+        portable_kernel(k, node, state)
         return k.build()
+
+
+def portable_kernel(k: Kernel, node: 'SparseMulDense', state) -> None:
+    """The steps of the portable expansion built into ``k`` (the ``cpu`` expansion builds
+    them into its own kernel where it has no tuned walk)."""
+    A = k.operand('A', node.operand_type(state, 'A'))
+    out_vals = member_conn('out', 'vals')
+    init = k.add_state('init')
+    copy_members(k, init, node.member_arrays(state, 'out'), 'A', 'out')
+    k.fill(init, out_vals)
+    entry_pass(k, 'mul_dense', A, (out_vals, [A.pos]), A.value * read(D, A.row, A.col),
+               parallel=node.schedule_hint != 'sequential')
 
 
 @dace.library.node

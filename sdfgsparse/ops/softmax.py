@@ -25,7 +25,7 @@ from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import entry_pass, exact_float
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
-__all__ = ['SparseSoftmax', 'normalise_axis', 'owns_single_rows', 'lowest_value']
+__all__ = ['portable_kernel', 'SparseSoftmax', 'normalise_axis', 'owns_single_rows', 'lowest_value']
 
 
 
@@ -74,28 +74,34 @@ class ExpandSparseSoftmaxPure(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SparseSoftmax', state, sdfg):
-        st = node.operand_type(state, 'A')
-        if node.axis == 0:
-            st = st.T
         k = Kernel(node, state, sdfg)
-        A = k.operand('A', st)
-        out = member_conn('out', 'vals')
-        T = k.sdfg.arrays[out].dtype
-        mx = k.transient('__mx', [st.rows], T)
-        sm = k.transient('__sm', [st.rows], T)
-        init = k.add_state('init')
-        copy_members(k, init, node.member_arrays(state, 'out'), 'A', 'out')
-        if A.guard is not None:
-            k.fill(init, out)
-        k.fill(init, mx, exact_float(lowest_value(T)))
-        k.fill(init, sm)
-        par = node.schedule_hint != 'sequential'
-        row = A.row
-        entry_pass(k, 'row_max', A, (mx, [row]), A.value, wcr=MAX, parallel=par)
-        entry_pass(k, 'exp', A, (out, [A.pos]), sympy.exp(A.value - read(mx, row)), parallel=par)
-        entry_pass(k, 'row_sum', A, (sm, [row]), read(out, A.pos), wcr=SUM, parallel=par)
-        entry_pass(k, 'normalise', A, (out, [A.pos]), read(out, A.pos) / read(sm, row), parallel=par)
+        portable_kernel(k, node, state)
         return k.build()
+
+
+def portable_kernel(k: Kernel, node: 'SparseSoftmax', state) -> None:
+    """The steps of the portable expansion built into ``k`` (the ``cpu`` expansion builds
+    them into its own kernel where it has no tuned walk)."""
+    st = node.operand_type(state, 'A')
+    if node.axis == 0:
+        st = st.T
+    A = k.operand('A', st)
+    out = member_conn('out', 'vals')
+    T = k.sdfg.arrays[out].dtype
+    mx = k.transient('__mx', [st.rows], T)
+    sm = k.transient('__sm', [st.rows], T)
+    init = k.add_state('init')
+    copy_members(k, init, node.member_arrays(state, 'out'), 'A', 'out')
+    if A.guard is not None:
+        k.fill(init, out)
+    k.fill(init, mx, exact_float(lowest_value(T)))
+    k.fill(init, sm)
+    par = node.schedule_hint != 'sequential'
+    row = A.row
+    entry_pass(k, 'row_max', A, (mx, [row]), A.value, wcr=MAX, parallel=par)
+    entry_pass(k, 'exp', A, (out, [A.pos]), sympy.exp(A.value - read(mx, row)), parallel=par)
+    entry_pass(k, 'row_sum', A, (sm, [row]), read(out, A.pos), wcr=SUM, parallel=par)
+    entry_pass(k, 'normalise', A, (out, [A.pos]), read(out, A.pos) / read(sm, row), parallel=par)
 
 
 @dace.library.node

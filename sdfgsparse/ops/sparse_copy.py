@@ -17,7 +17,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
-__all__ = ['SparseCopy']
+__all__ = ['portable_kernel', 'SparseCopy']
 
 
 @dace.library.expansion
@@ -26,18 +26,24 @@ class ExpandSparseCopyPure(ExpandTransformation):
     (whole arrays: capacity-sized members of an intermediate result keep their
     capacity; the result's position array still records the real count). DaCe generates
     each copy as a ``memcpy`` (a device copy on the GPU), which no hand-written kernel
-    beats, so this is also the node's only implementation."""
+    beats: the ``cpu`` and ``cuda`` expansions build the same copies."""
     environments = []
 
     @staticmethod
     def expansion(node: 'SparseCopy', state, sdfg):
         k = Kernel(node, state, sdfg)
-        st = k.add_state('copy')
-        for m in node.member_arrays(state, 'out'):
-            src, dst = member_conn('A', m), member_conn('out', m)
-            state_src, state_dst = st.add_read(src), st.add_write(dst)
-            st.add_nedge(state_src, state_dst, dace.Memlet.from_array(src, k.sdfg.arrays[src]))
+        portable_kernel(k, node, state)
         return k.build()
+
+
+def portable_kernel(k: Kernel, node: 'SparseCopy', state) -> None:
+    """The steps of the portable expansion built into ``k`` (the ``cpu`` expansion builds
+    them into its own kernel where it has no tuned walk)."""
+    st = k.add_state('copy')
+    for m in node.member_arrays(state, 'out'):
+        src, dst = member_conn('A', m), member_conn('out', m)
+        state_src, state_dst = st.add_read(src), st.add_write(dst)
+        st.add_nedge(state_src, state_dst, dace.Memlet.from_array(src, k.sdfg.arrays[src]))
 
 
 @dace.library.node

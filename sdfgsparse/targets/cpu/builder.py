@@ -141,6 +141,27 @@ class CpuKernel(Kernel):
         vt = self.sdfg.arrays[out.vals].dtype
         count_fill(self, label, rows, out, count, fill.format(v=vt.ctype, sign=int(sign)), inputs, fill_inputs)
 
+    def concat_fill(self, label: str, parts, cur: str, offsets: str, out: Rows) -> None:
+        """The fill step of :func:`~sdfgsparse.lowering.graph_shape.concat_rows`: per part, a
+        parallel map over its rows, each copied at its cursor ``cur[row offset + r]`` by the
+        ``copy_row`` leaf (one ``memcpy`` of the indices and one of the values where the
+        column offset is 0 and the types agree), the cursor advanced."""
+        cap = self.scalar(f'{label}_cap', dace.int64)
+        self.set_scalar(self.add_state(f'{label}_capacity'), cap, pyexpr(sympy.sympify(self.sdfg.arrays[out.crd].shape[0])))
+        vt = self.sdfg.arrays[out.vals].dtype
+        for p, (src, r0, _) in enumerate(parts):
+            state = self.add_state(f'{label}_fill{p}')
+            var = f'{label}_r{p}'
+            sc = self.scope(state, [(var, 0, src.rows)], [dtypes.ScheduleType.Default])
+            self.balance(var)
+            r = sympy.Symbol(var)
+            at = sympy.sympify(r0) + r
+            leaf(self, sc, f'{label}_fill{p}', f'_tcur = sdfgsparse::copy_row<{vt.ctype}>(_oc, _ov, _ap, _ac, _av, _ti, '
+                 '_tcin, _tco, _tcap);', scalars={'_tcin': read(cur, at), '_tco': read(offsets, p), '_tcap': read(cap, 0)},
+                 arrays={'_ap': src.pos, '_ac': src.crd, '_av': src.vals},
+                 locals_in={'_ti': local(self, sc, 'row', dace.int64, r)},
+                 outs={'_oc': (out.crd, None), '_ov': (out.vals, None), '_tcur': (cur, [at])})
+
     def build(self) -> dace.SDFG:
         sdfg = super().build()
         schedule_rows(sdfg, self.balanced)

@@ -1,14 +1,15 @@
 """The ``cpu`` implementation of :class:`~sdfgsparse.ops.convert.Convert`."""
 import dace
 import dace.library
+import sympy
+from dace import dtypes
 from dace.transformation.transformation import ExpandTransformation
-from sdfgsparse.targets.cpu.compress import compress_kernel, emit_append
-from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.formats.views import Reshape, Slice
-from sdfgsparse.targets.cpu.entries import Entries, kernel_for_node
-from sdfgsparse.ops.base import member_conn
-from sdfgsparse.ops.convert import Convert
+from sdfgsparse.lowering.graph import SUM, Operand, Scope, emit, read, reduce_local
+from sdfgsparse.lowering.graph_compress import Rows, compress_lists, expand_entries
+from sdfgsparse.ops.convert import OUT_CRD, OUT_POS, OUT_VALS, Convert
+from sdfgsparse.targets.cpu.builder import CpuKernel, store, strategy, update
 from sdfgsparse.targets.registry import register
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 
@@ -17,27 +18,27 @@ __all__ = ['ExpandConvertCPU']
 
 @dace.library.expansion
 class ExpandConvertCPU(ExpandTransformation):
-    """Expand the entries of A (any format), sort, compress (see :mod:`..targets/cpu/compress`);
-    the result's type (CSR or CSC) decides the compressed dimension."""
+    """A walk that meets the entries row by row in column order (a CSR, a slice or a
+    transposed CSC of one, a reshaped CSR) copies them straight into the result, no sort
+    (:func:`row_copy`); any other format is expanded, sorted and compressed (the portable
+    pieces: a parallel expansion, two counting sorts, the rows' duplicates summed by a
+    leaf). The result's type (CSR or CSC) decides the compressed dimension."""
     environments = [SdfgsparseCPU]
 
     @staticmethod
     def expansion(node: 'Convert', state, sdfg):
         st = node.operand_type(state, 'A')
-        csc = node.sparse_type(state, 'out').fmt.name == 'CSC'
-        walk = st.T if csc else st  # the result's storage walks rows of this
-        rows = Entries(walk, {m: member_conn('A', m) for m in walk.fmt.member_names})
-        if sorted_row_walk(walk, rows):
-            return row_copy_kernel(node, state, sdfg, rows, walk)
-        if ordered_walk(walk):
-            return row_copy_kernel(node, state, sdfg, rows, walk, by_row=False)
-        ent = Entries(st, {m: member_conn('A', m) for m in st.fmt.member_names})
-
-        def expand(kb, vt):
-            ent.emit(kb, emit_append(ent.i, ent.j, ent.val), parallel=False)
-
-        # a CSC result (the type of ``out``) is compressed by columns in compress_kernel
-        return compress_kernel(node, state, sdfg, expand, st.rows, st.cols)
+        walk = st.T if node.sparse_type(state, 'out').fmt.name == 'CSC' else st  # the result's storage walks its rows
+        k = CpuKernel(node, state, sdfg)
+        A = k.operand('A', walk)
+        if sorted_row_walk(walk):
+            row_copy(k, A, node.sparse_type(state, 'out').sizes['n1'])
+        elif ordered_walk(walk):
+            row_copy(k, A, node.sparse_type(state, 'out').sizes['n1'], by_row=False)
+        else:
+            lists = expand_entries(k, 'cv', A, k.sdfg.arrays[OUT_VALS].dtype)
+            compress_lists(k, 'cv', lists, A.nvals, walk.rows, walk.cols, Rows(OUT_POS, OUT_CRD, OUT_VALS, walk.rows))
+        return k.build()
 
 
 def _sorted_rows(stored) -> bool:
@@ -47,8 +48,8 @@ def _sorted_rows(stored) -> bool:
     return [type(l) for l in levels] == [Dense, Compressed] and levels[1].ordered and levels[1].unique
 
 
-def sorted_row_walk(st, ent: Entries) -> bool:
-    """Whether ``ent`` walks ``st`` row by row (its outer loop is the row, one per
+def sorted_row_walk(st) -> bool:
+    """Whether the level walk of ``st`` goes row by row (its outer loop is the row, one per
     iteration) over one ordered, unique compressed level, its columns in increasing order:
     a CSR, or a view of one (a slice, a transposed CSC) whose columns are not reversed."""
     fmt = st.fmt
@@ -56,7 +57,7 @@ def sorted_row_walk(st, ent: Entries) -> bool:
         return False
     if getattr(fmt, 'steps', None) and fmt.reverses(1):
         return False
-    return ent.strategy(0) == 'acc'
+    return strategy(st, 0) == 'acc'
 
 
 def ordered_walk(st) -> bool:
@@ -78,35 +79,48 @@ def ordered_walk(st) -> bool:
     return all(isinstance(s, Reshape) or (isinstance(s, Slice) and s.step > 0) for s in steps)
 
 
-def row_copy_kernel(node, state, sdfg, ent: Entries, st, by_row: bool = True):
-    """The result's rows copied straight from the walk, no sort: entries counted per result
+def row_copy(k: CpuKernel, A: Operand, capacity, by_row: bool = True) -> None:
+    """The result's rows copied straight from A's walk, no sort: entries counted per result
     row, a prefix sum into ``pos`` (each row's cursor set to its start), each entry written
     at its row's cursor.
 
-    ``by_row``: ``ent`` is a sorted row walk (:func:`sorted_row_walk`: one result row per
-    outer iteration), whose rows run in parallel, the row index read once per row; a row
-    slice of a CSR costs its entries. Else an :func:`ordered_walk` (a reshaped CSR): one
+    ``by_row``: the walk is a sorted row walk (:func:`sorted_row_walk`: one result row per
+    outer iteration), whose rows run in parallel, each counted in a register; a row slice
+    of a CSR costs its entries. Else an :func:`ordered_walk` (a reshaped CSR): one
     sequential pass each, entries appended in walk order (a result row may gather entries
-    of several stored rows)."""
-    kb = kernel_for_node(node, state, sdfg)
-    kb.globals['np'] = __import__('numpy')
-    R = pyexpr(st.rows)
-    pos, crd, vals = (member_conn('out', m) for m in ('pos1', 'crd1', 'vals'))
-    row = [f'ri = dace.int64({ent.i})']
-    pro, head = (row, []) if by_row else ([], row)
-    kb.line(f'rcnt = np.zeros(({R},), dtype=dace.int64)')
-    ent.emit(kb, head + ['rcnt[ri] = rcnt[ri] + 1'], parallel=by_row, pro=pro)
-    # pos[0] = 0, written as min(0, capacity): the capacity past pos[rows] is left as it is
-    # (the runtime trims results to the count), and this keeps the capacity a symbol the
-    # kernel reads: DaCe passes the enclosing program only the symbols its nested kernels
-    # use, not those that only size their arguments
-    kb.line(f'{pos}[0] = min(0, {pyexpr(node.sparse_type(state, "out").sizes["n1"])})')
-    kb.line(f'for r in range(0, {R}):')
-    kb.line(f'    {pos}[r + 1] = {pos}[r] + rcnt[r]')
-    kb.line(f'    rcnt[r] = {pos}[r]')
-    ent.emit(kb, head + ['d = rcnt[ri]', f'{crd}[d] = {ent.j}', f'{vals}[d] = {ent.val}', 'rcnt[ri] = d + 1'],
-             parallel=by_row, pro=pro)
-    return kb.build()
+    of several stored rows).
+
+    ``pos[0]`` is written as ``min(0, capacity)``: the capacity past ``pos[rows]`` is left
+    as it is (the runtime trims results to the count), and this keeps the capacity a symbol
+    the kernel reads (DaCe passes the enclosing program only the symbols its kernels use)."""
+    rows = A.type.rows
+    loops = [(str(l.var), l.begin, l.end) for l in A.levels if l.has_loop]
+    cnt = k.transient('rcnt', [rows], dace.int64)
+    cur = k.transient('rcur', [rows], dace.int64)
+    state = k.add_state('count')
+    if by_row:
+        outer = k.scope(state, loops[:1], [dtypes.ScheduleType.Default])
+        k.balance(loops[0][0])
+        n = reduce_local(k, outer, loops[1:], 1, dace.int64, SUM, 0, guard=A.guard, guarded_reads=True)
+        store(k, outer, n, cnt, [A.row])
+    else:
+        k.fill(state, cnt)
+        sc = k.scope(k.add_state('count_entries'), loops, [dtypes.ScheduleType.Sequential] * len(loops))
+        update(k, sc, (cnt, [A.row]), 1, A.guard)
+    k.compute(Scope.at(k.add_state('first')), (OUT_POS, [0]), sympy.Min(0, sympy.sympify(capacity)), label='first')
+    r = sympy.Symbol('__r')
+    body = k.loop('positions', str(r), 0, rows)
+    k.compute(Scope.at(body), (OUT_POS, [r + 1]), read(OUT_POS, r) + read(cnt, r), label='positions',
+              more=[((cur, [r]), read(OUT_POS, r))])
+    fill = k.add_state('fill')
+    if by_row:
+        sc = k.scope(fill, loops, [dtypes.ScheduleType.Default] + [dtypes.ScheduleType.Sequential] * (len(loops) - 1))
+        k.balance(loops[0][0])
+    else:
+        sc = k.scope(fill, loops, [dtypes.ScheduleType.Sequential] * len(loops))
+    at = read(cur, A.row)
+    emit(k, sc, [((OUT_CRD, [at]), A.col, None), ((OUT_VALS, [at]), A.value, None), ((cur, [A.row]), at + 1, None)],
+         guard=A.guard, label='place', guarded_reads=True)
 
 
 register(Convert, 'cpu', ExpandConvertCPU, default=True)

@@ -1,15 +1,16 @@
-// sdfgsparse: the row steps of A + B / A - B and A * B of two sparse operands into a CSR result
-// (targets/cpu/row_union.py builds the kernel around them): a column-major operand stored by
-// rows first (rows_of_columns), then per row, in parallel, the size of the union (intersection)
-// of the two sorted rows (union_count, intersect_count) and the row itself (union_fill,
-// intersect_fill); dedupe_count / dedupe_fill sum the repeated columns of one operand's sorted
-// rows. The fills take the result's capacity (cap), which a valid count never
-// exceeds (targets/cpu/rowwise.py says why the kernel passes it). Rows of valid operands are
-// sorted and free of duplicates (the call checks it), so the merged rows are too; explicit
-// zeros from cancellation are kept.
+// sdfgsparse: the row steps of the sparse results built row by row (targets/cpu/builder.py and
+// row_union.py build the kernels around them). A + B / A - B and A * B: a column-major operand
+// stored by rows first (rows_of_columns), then per row, in parallel, the size of the union
+// (intersection) of the two sorted rows (union_count, intersect_count) and the row itself
+// (union_fill, intersect_fill). dedupe_count / dedupe_fill sum the repeated columns of one
+// operand's sorted rows; copy_row copies a row of a concatenation's part. The fills take the
+// result's capacity (cap), which a valid count never exceeds (builder.count_fill says why the
+// kernel passes it). Rows of valid operands are sorted and free of duplicates (the call checks
+// it), so the merged rows are too; explicit zeros from cancellation are kept.
 #ifndef SDFGSPARSE_ROW_UNION_H
 #define SDFGSPARSE_ROW_UNION_H
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 namespace sdfgsparse {
@@ -181,6 +182,25 @@ static inline void dedupe_fill(OC* oc, V* ov, const AP* ap, const AC* ac, const 
             ov[d] += (V)av[q];
         }
     }
+}
+
+// Row i of a part of a concatenation at the result's cursor d, its columns moved by c0 (one
+// memcpy of the indices and one of the values where c0 is 0 and the types agree); returns the
+// cursor past it.
+template <typename V, typename OC, typename AP, typename AC, typename AV>
+static inline long long copy_row(OC* oc, V* ov, const AP* ap, const AC* ac, const AV* av, long long i, long long d,
+                                 long long c0, long long cap) {
+    (void)cap;
+    const long long a = ap[i], n = (long long)ap[i + 1] - a;
+    if (c0 == 0 && std::is_same<OC, AC>::value)
+        std::memcpy((void*)(oc + d), (const void*)(ac + a), sizeof(AC) * n);
+    else
+        for (long long q = 0; q < n; ++q) oc[d + q] = (OC)(ac[a + q] + c0);
+    if (std::is_same<V, AV>::value)
+        std::memcpy((void*)(ov + d), (const void*)(av + a), sizeof(V) * n);
+    else
+        for (long long q = 0; q < n; ++q) ov[d + q] = (V)av[a + q];
+    return d + n;
 }
 
 // The size of the intersection of row i of A and of B: the row's length where both hold the
