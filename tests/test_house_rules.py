@@ -192,8 +192,7 @@ def test_the_checks_catch_a_broken_tree(tmp_path):
 
 def test_cpu_implementations_are_registered_by_the_target():
     """The node files define ``pure`` only; ``targets/cpu`` adds ``cpu`` (and makes it the
-    default) on every sparse node but the copy and the concatenation, which have no kernel
-    of their own (member copies; rows copied at offsets: their level walks are the CPU code)."""
+    default) and ``targets/cuda`` adds ``cuda`` on every sparse node."""
     import sdfgsparse  # noqa: F401 (imports every node file and registers the targets)
     from sdfgsparse.ops.base import SparseLibraryNode
     from sdfgsparse.targets.registry import registered
@@ -206,14 +205,72 @@ def test_cpu_implementations_are_registered_by_the_target():
     nodes = {c for c in subclasses(SparseLibraryNode) if c.__module__.startswith('sdfgsparse.ops.')
              and 'implementations' in c.__dict__}
     with_cpu = set(registered('cpu'))
-    assert {c.__name__ for c in nodes - with_cpu} == {'SparseCopy', 'SparseConcat'}
+    assert nodes and nodes == with_cpu
     for c in with_cpu:
         assert c.default_implementation == 'cpu' and type(c.implementations['cpu']).__name__ != 'NoneType'
         assert c.implementations['cpu'].__module__.startswith('sdfgsparse.targets.cpu.expansions.')
         assert c.implementations['pure'].__module__ == c.__module__
     counts = collections.Counter(c.__module__ for c in with_cpu)
     assert all(n == 1 for n in counts.values())
-    assert set(registered('cuda')) == nodes  # every node, the copy too (its level walk)
+    assert set(registered('cuda')) == nodes
+
+
+#: Where kernels are built: no generated Python source is run there.
+KERNEL_FOLDERS = ('ops', 'targets', 'lowering')
+
+
+def _calls_of(tree, names) -> List[int]:
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id in names]
+
+
+def test_kernels_run_no_generated_source():
+    """No ``exec``, ``eval`` or ``compile`` of text in ops/, targets/, lowering/: kernels are
+    SDFGs built with the builder (DESIGN.md)."""
+    found = {str(p.relative_to(ROOT)): lines for folder in KERNEL_FOLDERS
+             for p in sorted((ROOT / 'sdfgsparse' / folder).rglob('*.py'))
+             if (lines := _calls_of(ast.parse(p.read_text()), {'exec', 'eval', 'compile'}))}
+    assert not found, found
+    assert _calls_of(ast.parse('exec(compile(src, "k", "exec"))'), {'exec', 'compile'}) == [1, 1]
+
+
+def _cpp_literals(source: str) -> List[Tuple[int, int]]:
+    """``(line, lines of C++)`` of each string literal of ``source`` (f-strings whole, not
+    docstrings) that holds C++: a statement ending in ``;``, an ``#include``, a
+    ``_Pragma``, a brace that opens or closes a block."""
+    import re
+    cpp = re.compile(r';\s*$|#include|_Pragma|\)\s*\{\s*$|^\s*\}', re.M)
+    tree = ast.parse(source)
+    skip = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and n.body and \
+                isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant):
+            skip.add(id(n.body[0].value))
+        if isinstance(n, ast.JoinedStr):
+            skip.update(id(v) for v in n.values)
+    found = []
+    for n in ast.walk(tree):
+        if id(n) in skip:
+            continue
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            text = n.value
+        elif isinstance(n, ast.JoinedStr):
+            text = ''.join(v.value if isinstance(v, ast.Constant) else '{}' for v in n.values)
+        else:
+            continue
+        if cpp.search(text) and not text.lstrip().startswith(('u_', '__o =')):  # (Python tasklets)
+            found.append((n.lineno, len([l for l in text.split('\n') if l.strip()])))
+    return found
+
+
+def test_cpp_in_python_strings_is_leaf_calls():
+    """C++ in the kernel folders' Python strings: at most 60 lines in all, no literal
+    longer than 5 lines (the rest lives in include/*.h)."""
+    found = {f'{p.relative_to(ROOT)}:{line}': n for folder in KERNEL_FOLDERS
+             for p in sorted((ROOT / 'sdfgsparse' / folder).rglob('*.py')) for line, n in _cpp_literals(p.read_text())}
+    assert sum(found.values()) <= 60, found
+    assert not {k: n for k, n in found.items() if n > 5}
+    assert _cpp_literals('x = f"""\n#include <a>\nint f() {{\n  return {y};\n}}\n"""') == [(1, 4)]
 
 
 def _target_branches(source: str) -> List[int]:

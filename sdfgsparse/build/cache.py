@@ -46,11 +46,9 @@ complete build raises :class:`BuildCacheError` naming it. Nothing checks that th
 generated code still matches the folder's sources: the folder's name (the content hash)
 stands for it.
 
-**Parsed kernels.** The folder :data:`KERNELS` beside the build folders keeps the cpu
-kernels DaCe's frontend parsed (``targets/cpu/kernel.py``), one JSON file per kernel named
-by the source fingerprint and what the kernel depends on, so that the next process builds
-the same kernel without parsing it again; pruning removes those of another source (and
-the old ones with ``older_than_days``).
+**Parsed kernels.** Versions of sdfgsparse that built cpu kernels by parsing generated
+source kept them in the folder :data:`KERNELS` beside the build folders; kernels are SDFGs
+built directly now, nothing writes there, and pruning removes the folder.
 
 **A full disk.** A write that fails for want of space (``ENOSPC``, or ``EDQUOT``: a
 quota) anywhere in a build — DaCe's code generation, CMake or the compiler (their output
@@ -58,8 +56,7 @@ says so), the build marker or record, the lock file, the private copy of a read-
 build — raises :class:`NoSpaceError` (a :class:`BuildCacheError`) naming the folder that
 needs space, instead of a raw ``OSError`` or a page of compiler output. What the build
 left unfinished is a cut-short build as above: once there is space, the next call builds
-it again. (The parsed-kernel files are a cache only: one that cannot be written is
-skipped, its partial file removed.)
+it again.
 
 **Listing and pruning.** :func:`scan` lists the folders with their state: ``ok``,
 ``broken`` (with the reason: ``no library``, ``libX.so is 0 bytes``, ``libX.so does not
@@ -169,8 +166,8 @@ class BuildFolder:
         return max(0.0, (time.time() - self.last_used) / 86400)
 
 
-#: The folder of parsed cpu kernels (``targets/cpu/kernel.py``) inside the build folder:
-#: ``<source fingerprint>-<key>.json`` files; not a build folder.
+#: The folder where earlier versions kept parsed cpu kernels, inside the build folder; not a
+#: build folder (pruning removes it).
 KERNELS = 'sdfgsparse-kernels'
 
 
@@ -529,7 +526,7 @@ def prune(folder: Optional[str] = None, older_than_days: Optional[float] = None,
     if older_than_days is not None and older_than_days < 0:
         raise ValueError(f'older_than_days: must be at least 0, got {older_than_days}')
     if not dry_run:
-        prune_kernels(folder, older_than_days)
+        prune_kernels(folder)
     removed = []
     for f in scan(folder) if found is None else found:
         if not f.ours:
@@ -562,27 +559,12 @@ def prune(folder: Optional[str] = None, older_than_days: Optional[float] = None,
     return removed
 
 
-def prune_kernels(folder: Optional[str] = None, older_than_days: Optional[float] = None) -> int:
-    """Remove the parsed kernels (:data:`KERNELS`) of another sdfgsparse source, and with
-    ``older_than_days`` those written longer ago (a read does not mark a file: readers of a
-    read-only cache write nothing); returns how many. (A kernel file is
-    written whole or not at all, so removing one another process reads costs it a parse.)"""
+def prune_kernels(folder: Optional[str] = None) -> int:
+    """Remove the folder of parsed kernels (:data:`KERNELS`) that earlier versions left;
+    returns how many files it held (0 when there was none)."""
     path = os.path.join(folder or default_folder(), KERNELS)
-    try:
-        names = os.listdir(path)
-    except OSError:
+    if not os.path.isdir(path) or os.path.islink(path):
         return 0
-    source = source_fingerprint()
-    removed = 0
-    now = time.time()
-    for name in names:
-        f = os.path.join(path, name)
-        try:
-            stale = not name.startswith(source + '-') or name.endswith('.tmp') and now - os.stat(f).st_mtime > 3600
-            old = older_than_days is not None and now - os.stat(f).st_mtime > older_than_days * 86400
-            if stale or old:
-                os.remove(f)
-                removed += 1
-        except OSError:
-            pass
-    return removed
+    count = sum(len(files) for _, _, files in os.walk(path))
+    shutil.rmtree(path, ignore_errors=True)
+    return count

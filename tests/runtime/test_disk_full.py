@@ -21,7 +21,6 @@ from dace.codegen import compiler
 import sdfgsparse as ss
 from sdfgsparse import errors
 from sdfgsparse.build import cache as buildcache
-from sdfgsparse.targets.cpu import kernel
 
 M, N = dace.symbol('M'), dace.symbol('N')
 
@@ -158,12 +157,14 @@ def _copy_with_open(src, dst):  # (shutil's own copy bypasses Python's file writ
     return dst
 
 
-def test_parsed_kernel_files(build, disk):
-    disk.full = (lambda p: buildcache.KERNELS in p, 'write')
-    kernel._disk_put('diskfull', '{}')  # a cache only: skipped, and its partial file removed
-    assert disk.hits
+def test_prune_removes_the_parsed_kernels_of_earlier_versions(build):
+    """Earlier versions kept parsed kernels in a folder beside the builds; it is not a
+    build folder, and pruning removes it whole."""
     folder = os.path.join(str(build), buildcache.KERNELS)
-    assert os.listdir(folder) == []
-    disk.full = None
-    kernel._disk_put('diskfull', '{}')
-    assert kernel._disk_get('diskfull') == '{}'
+    os.makedirs(folder)
+    for name in ('0' * 12 + '-a.json', '1' * 12 + '-b.json.tmp'):
+        with open(os.path.join(folder, name), 'w') as f:
+            f.write('{}')
+    assert all(f.path != folder for f in buildcache.scan(str(build)))
+    assert buildcache.prune_kernels(str(build)) == 2 and not os.path.exists(folder)
+    assert buildcache.prune_kernels(str(build)) == 0

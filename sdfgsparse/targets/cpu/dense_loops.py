@@ -1,16 +1,12 @@
-"""The C++ calls of the row leaves in ``include/sdfgsparse_rows.h``, their constants, and
-the row tasklets of the kernels not yet built as SDFGs (the attention kernel's source).
+"""The C++ calls of the row leaves in ``include/sdfgsparse_rows.h`` and their constants.
 
-:mod:`sdfgsparse.targets.cpu.row_leaves` adds the tasklets to the SDFG-built kernels; the
-call text of a leaf both use is written once here (``*_call``). The algorithms, their
-constants and the measurements behind them are documented beside the C++ in the header.
+:mod:`sdfgsparse.targets.cpu.row_leaves` adds the tasklets to the kernels; the call text of
+a leaf is written once here (``*_call``). The algorithms, their constants and the
+measurements behind them are documented beside the C++ in the header.
 """
-from typing import List
-
-from sdfgsparse.targets.cpu.kernel import cpp_tasklet
 
 __all__ = [
-    'axpy_row', 'dot_rows', 'spmm_row', 'contiguous_rows', 'GEMM_ROWS', 'SPMM_PANEL', 'SDDMM_GROUP',
+    'contiguous_rows', 'GEMM_ROWS', 'SPMM_PANEL', 'SDDMM_GROUP',
     'REGULAR_SAMPLE', 'REGULAR_MAX_MEAN', 'regular_rows_call', 'axpy_row_call', 'dot_rows_call', 'spmm_row_call', 'rows_of'
 ]
 
@@ -58,45 +54,3 @@ def spmm_row_call(y: str, b: str, crd: str, vals: str, lo: str, hi: str, k: str,
     """``y[0:k] = sum_p vals[p] * b[crd[p], 0:k]`` over ``[lo, hi)``: the C++ statement."""
     return (f'sdfgsparse::spmm_row<{SPMM_PANEL}, {ctype}>(ss_out({y}), ss_in({b}), {b_stride}, {crd}, {vals}, '
             f'{lo}, {hi}, {k});')
-
-
-def axpy_row(y: str, i: str, b: str, j: str, a: str, k: str, b_stride: str, ctype: str) -> List[str]:
-    """Generated-source lines of ``y[i, 0:k] += a * b[j, 0:k]`` (the attention kernel)."""
-    return [
-        f'_aa = {a}',
-        f'_jj = dace.int64({j})',
-        *cpp_tasklet([('_ta', '_aa'), ('_tj', '_jj'), ('_tb', b), ('_tyi', f'{y}[{i}, :]')], [('_ty', f'{y}[{i}, :]')],
-                     axpy_row_call('_ty', '_tb', '_tj', b_stride, '_ta', k, ctype)),
-    ]
-
-
-def dot_rows(out: str, x: str, i: str, y: str, j: str, k: str, x_stride: str, y_stride: str, ctype: str) -> List[str]:
-    """Generated-source lines of the scalar ``out = dot(x[i, 0:k], y[j, 0:k])`` (the
-    attention kernel)."""
-    return [
-        f'_ii = dace.int64({i})',
-        f'_jj = dace.int64({j})',
-        *cpp_tasklet([('_ti', '_ii'), ('_tj', '_jj'), ('_tx', x), ('_ty', y)], [('_to', out)],
-                     dot_rows_call('_to', '_tx', '_ti', x_stride, rows_of('_ty', ctype, False), '_tj', y_stride, k,
-                                   ctype)),
-    ]
-
-
-def spmm_row(y: str, i: str, b: str, crd: str, vals: str, lo: str, hi: str, k: str, b_stride: str,
-             ctype: str) -> List[str]:
-    """Generated-source lines of one whole row ``y[i, 0:k] = sum_p vals[p] * b[crd[p], 0:k]``
-    (the attention kernel)."""
-    return [
-        f'_lo = dace.int64({lo})',
-        f'_hi = dace.int64({hi})',
-        *cpp_tasklet(
-            [
-                ('_tlo', '_lo'),
-                ('_thi', '_hi'),
-                ('_tc', f'{crd}(-1)'),  # the row's entries: a data-dependent part (dynamic)
-                ('_tv', f'{vals}(-1)'),
-                ('_tb', b),
-            ],
-            [('_ty', f'{y}[{i}, :]')],
-            spmm_row_call('_ty', '_tb', '_tc', '_tv', '_tlo', '_thi', k, b_stride, ctype)),
-    ]

@@ -149,18 +149,9 @@ def _entry_code(sdfg: dace.SDFG, arglist) -> Optional[str]:
         k += 1
     lines = '\n'.join('    ' + b for b in body)
     state = mangle_dace_state_struct_name(sdfg.name)
-    return f'''
-#include "sdfgsparse_storage_check.h"
-#include "sdfgsparse_entry.h"
-DACE_EXPORTED int {_PREFIX}{_key(layout)}(const char* _rec)
-{{
-    const sdfgsparse::EntryRecord _r(_rec);
-    const long long _checks = _r.checks();
-{lines}
-    __program_{sdfg.name}(({state}*)_r.state(), {", ".join(call)});
-    return 0;
-}}
-'''
+    head = (f'#include "sdfgsparse_storage_check.h"\n#include "sdfgsparse_entry.h"\n'
+            f'SDFGSPARSE_ENTRY_BEGIN({_PREFIX}{_key(layout)})\n')
+    return f'\n{head}{lines}\nSDFGSPARSE_ENTRY_END(__program_{sdfg.name}(({state}*)_r.state(), {", ".join(call)}))\n'
 
 
 def install() -> None:

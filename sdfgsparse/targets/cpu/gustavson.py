@@ -1,9 +1,9 @@
 """Row-parallel Gustavson SpGEMM: ``C = A @ B`` with ``A`` and ``B`` walked as CSR, a CSR ``C``.
 
-The generic lowering (:mod:`sdfgsparse.targets.cpu.compress`) appends every product to one
-list, sorts it and compresses it — sequentially, through ``flops``-long buffers (an order
-of magnitude slower than scipy; docs/performance.md). When both operands iterate
-row-major, the rows of ``C`` are independent, so this lowering computes them in parallel
+The portable lowering (:func:`~sdfgsparse.ops.spgemm.product_kernel`) writes every product
+to ``flops``-long lists, sorts and compresses them (an order of magnitude slower than
+scipy; docs/performance.md). When both operands iterate row-major, the rows of ``C`` are
+independent, so this lowering computes them in parallel
 (a DaCe map over rows, guided schedule: power-law rows differ by orders of magnitude):
 
 1. *count* — per row, the distinct columns reached through ``A[i, k] * B[k, :]``, found

@@ -47,7 +47,8 @@ INDEX_CTYPES = {
 
 def global_code(index_dtype) -> Optional[str]:
     """The library's exports of both checks for one index dtype (None for other dtypes): one
-    call each of the templates of ``include/sdfgsparse_storage_check.h``; guarded, so several
+    call each of the templates of ``include/sdfgsparse_storage_check.h``
+    (``SDFGSPARSE_STORAGE_CHECK_EXPORTS``); guarded, so several
     kernels of one program can each carry them."""
     names = INDEX_CTYPES.get(np.dtype(index_dtype))
     if names is None:
@@ -57,16 +58,7 @@ def global_code(index_dtype) -> Optional[str]:
 #include "sdfgsparse_storage_check.h"
 #ifndef SDFGSPARSE_STORAGE_CHECK_{suffix}
 #define SDFGSPARSE_STORAGE_CHECK_{suffix}
-DACE_EXPORTED int __ss_check_compressed_{suffix}(const {T}* pos, long long parent, const {T}* crd, long long n,
-                                                 long long extent, int ordered, int unique) {{
-    return sdfgsparse::check_compressed<{T}>(pos, parent, crd, n, extent, ordered, unique);
-}}
-DACE_EXPORTED int __ss_check_range_{suffix}(const {T}* crd, long long n, long long extent) {{
-    return sdfgsparse::check_range<{T}>(crd, n, extent);
-}}
-DACE_EXPORTED int __ss_check_runs_{suffix}(const {T}* crd, long long n, long long extent, long long run) {{
-    return sdfgsparse::check_runs<{T}>(crd, n, extent, run);
-}}
+SDFGSPARSE_STORAGE_CHECK_EXPORTS({suffix}, {T})
 #endif
 '''
 

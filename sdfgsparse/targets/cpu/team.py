@@ -1,6 +1,6 @@
 """The thread count of a kernel's parallel row loop, chosen per call.
 
-A parallel loop that :meth:`~sdfgsparse.targets.cpu.kernel.KernelBuilder.team` names gets
+A parallel loop that :meth:`~sdfgsparse.targets.cpu.builder.CpuKernel.team` names gets
 a state before it that calls ``sdfgsparse::team_begin`` and a state after it that calls
 ``sdfgsparse::team_end`` (``include/sdfgsparse_team.h``): a loop with little work runs on
 the calling thread alone (no team to wake and no barrier to wait at), and above that each
@@ -52,7 +52,7 @@ class TeamWork:
 def row_maps(sdfg: dace.SDFG, variables) -> List[Tuple[object, nodes.MapEntry]]:
     """``(state, map entry)`` of every outermost parallel (Default or CPU_Multicore) map of
     ``sdfg`` over one variable of ``variables``: the row loops that
-    :meth:`~sdfgsparse.targets.cpu.kernel.KernelBuilder.balance` and ``team`` name."""
+    :meth:`~sdfgsparse.targets.cpu.builder.CpuKernel.balance` and ``team`` name."""
     return [(state, node) for state in sdfg.all_states() for node in state.nodes()
             if isinstance(node, nodes.MapEntry) and state.entry_node(node) is None and len(node.map.params) == 1
             and node.map.params[0] in variables

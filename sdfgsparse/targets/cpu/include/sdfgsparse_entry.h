@@ -56,4 +56,16 @@ class EntryRecord {
 };
 
 }  // namespace sdfgsparse
+
+// The entry function NAME (entry.py writes its body between the two: the sparse arguments'
+// structs filled from the record and checked where the check bits ask, returning the failing
+// argument's number + 1), ending with CALL, the program's own call.
+#define SDFGSPARSE_ENTRY_BEGIN(NAME)             \
+    DACE_EXPORTED int NAME(const char* _rec) {   \
+        const sdfgsparse::EntryRecord _r(_rec); \
+        const long long _checks = _r.checks();
+#define SDFGSPARSE_ENTRY_END(...) \
+    __VA_ARGS__;                  \
+    return 0;                     \
+    }
 #endif

@@ -153,4 +153,18 @@ static inline int check_runs(const T* crd, long long n, long long extent, long l
 }
 
 }  // namespace sdfgsparse
+
+// The library's exports of the checks for index type T (targets/cpu/storage_check.py puts one
+// use per index type in a program's global code): C functions the warm call finds by name.
+#define SDFGSPARSE_STORAGE_CHECK_EXPORTS(SUFFIX, T)                                                           \
+    DACE_EXPORTED int __ss_check_compressed_##SUFFIX(const T* pos, long long parent, const T* crd, long long n, \
+                                                     long long extent, int ordered, int unique) {              \
+        return sdfgsparse::check_compressed<T>(pos, parent, crd, n, extent, ordered, unique);                  \
+    }                                                                                                          \
+    DACE_EXPORTED int __ss_check_range_##SUFFIX(const T* crd, long long n, long long extent) {                  \
+        return sdfgsparse::check_range<T>(crd, n, extent);                                                     \
+    }                                                                                                          \
+    DACE_EXPORTED int __ss_check_runs_##SUFFIX(const T* crd, long long n, long long extent, long long run) {    \
+        return sdfgsparse::check_runs<T>(crd, n, extent, run);                                                 \
+    }
 #endif  // SDFGSPARSE_STORAGE_CHECK_H
