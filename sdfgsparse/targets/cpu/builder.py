@@ -141,13 +141,22 @@ class CpuKernel(Kernel):
         vt = self.sdfg.arrays[out.vals].dtype
         count_fill(self, label, rows, out, count, fill.format(v=vt.ctype, sign=int(sign)), inputs, fill_inputs)
 
+    def capacity(self, label: str, out: Rows) -> str:
+        """A new scalar set, in a state of its own, to the capacity of ``out`` (its ``crd``'s
+        length) by a Python tasklet: DaCe 1.0.2 passes a kernel only the symbols its memlets
+        and Python tasklets use, and the enclosing program allocates an intermediate result
+        from the capacity's symbols. The fill leaves take it (``_tcap``)."""
+        cap = self.scalar(f'{label}_cap', dace.int64)
+        size = self.sdfg.arrays[out.crd].shape[0]
+        self.set_scalar(self.add_state(f'{label}_capacity'), cap, pyexpr(sympy.sympify(size)))
+        return cap
+
     def concat_fill(self, label: str, parts, cur: str, offsets: str, out: Rows) -> None:
         """The fill step of :func:`~sdfgsparse.lowering.graph_shape.concat_rows`: per part, a
         parallel map over its rows, each copied at its cursor ``cur[row offset + r]`` by the
         ``copy_row`` leaf (one ``memcpy`` of the indices and one of the values where the
         column offset is 0 and the types agree), the cursor advanced."""
-        cap = self.scalar(f'{label}_cap', dace.int64)
-        self.set_scalar(self.add_state(f'{label}_capacity'), cap, pyexpr(sympy.sympify(self.sdfg.arrays[out.crd].shape[0])))
+        cap = self.capacity(label, out)
         vt = self.sdfg.arrays[out.vals].dtype
         for p, (src, r0, _) in enumerate(parts):
             state = self.add_state(f'{label}_fill{p}')
@@ -156,8 +165,9 @@ class CpuKernel(Kernel):
             self.balance(var)
             r = sympy.Symbol(var)
             at = sympy.sympify(r0) + r
-            leaf(self, sc, f'{label}_fill{p}', f'_tcur = sdfgsparse::copy_row<{vt.ctype}>(_oc, _ov, _ap, _ac, _av, _ti, '
-                 '_tcin, _tco, _tcap);', scalars={'_tcin': read(cur, at), '_tco': read(offsets, p), '_tcap': read(cap, 0)},
+            leaf(self, sc, f'{label}_fill{p}',
+                 f'_tcur = sdfgsparse::copy_row<{vt.ctype}>(_oc, _ov, _ap, _ac, _av, _ti, _tcin, _tco, _tcap);',
+                 scalars={'_tcin': read(cur, at), '_tco': read(offsets, p), '_tcap': read(cap, 0)},
                  arrays={'_ap': src.pos, '_ac': src.crd, '_av': src.vals},
                  locals_in={'_ti': local(self, sc, 'row', dace.int64, r)},
                  outs={'_oc': (out.crd, None), '_ov': (out.vals, None), '_tcur': (cur, [at])})
@@ -440,10 +450,8 @@ def count_fill(k: CpuKernel, label: str, rows, out: Rows, count: str, fill: str,
     map fills each row at ``pos[row]`` (a leaf writing through ``_oc`` / ``_ov``, the
     result's ``crd`` / ``vals`` passed whole: rows write disjoint parts).
 
-    Both leaves get the row as the local ``_ti``. The fill leaf also gets the result's
-    capacity as ``_tcap``, a scalar that a Python tasklet sets: DaCe 1.0.2 passes a kernel
-    only the symbols its memlets and Python tasklets use, and the enclosing program
-    allocates an intermediate result from the capacity's symbols. Per-thread workspaces of
+    Both leaves get the row as the local ``_ti``; the fill leaf also gets the result's
+    capacity as ``_tcap`` (:meth:`CpuKernel.capacity`). Per-thread workspaces of
     a call (``workspace``: a table of them) are an array both leaves write through a
     pointer; writing it orders a later step that frees them.
 
@@ -458,8 +466,7 @@ def count_fill(k: CpuKernel, label: str, rows, out: Rows, count: str, fill: str,
                    :data:`ROW_CHUNK` rows).
     """
     cnt = k.transient(f'{label}_rowcnt', [rows], dace.int64)
-    cap = k.scalar(f'{label}_cap', dace.int64)
-    k.set_scalar(k.add_state(f'{label}_capacity'), cap, pyexpr(sympy.sympify(k.sdfg.arrays[out.crd].shape[0])))
+    cap = k.capacity(label, out)
     values = {conn: read(name, 0) for conn, name in (scalars or {}).items()}
     ws = {'_tws': (workspace, None)} if workspace else {}
     for step in ('count', 'fill'):

@@ -26,7 +26,8 @@ Both row loops prefetch the rows of B that the next entries of A's row will read
 product is bound by those scattered reads once B leaves the cache).
 
 Each per-row step is a one-line tasklet inside a row map that calls ``gustavson_count`` /
-``gustavson_fill`` of ``include/sdfgsparse_gustavson.h`` (:func:`~sdfgsparse.targets.cpu.builder.count_fill`). *Workspaces* (the marker, the bitmaps, the accumulator and
+``gustavson_fill`` of ``include/sdfgsparse_gustavson.h``
+(:func:`~sdfgsparse.targets.cpu.builder.count_fill`). *Workspaces* (the marker, the bitmaps, the accumulator and
 the column list: about 16 bytes per column of B) belong to one call: a thread makes its
 own on its first row and the kernel's last step frees them all, through a table of one
 pointer per OpenMP thread number (a kernel transient), so nothing stays allocated between
@@ -65,10 +66,12 @@ def gustavson(k: CpuKernel, cols, a: Rows, b: Rows, out: Rows, vt: dace.typeclas
     leaf(k, Scope.at(k.add_state('gw_clear')), 'gw_clear', 'ss_gw_clear(_tws);', outs={'_tws': (table, None)})
     nc = k.scalar('gw_ncols', dace.int64)
     k.set_scalar(k.add_state('gw_ncols'), nc, pyexpr(sympy.sympify(cols)))
-    count_fill(k, 'gw', out.rows, out, f'sdfgsparse::gustavson_count<{vt.ctype}, {it.ctype}>(_tws, _tnc, _ap, _ac, _bp, _bc, _ti)',
-               f'sdfgsparse::gustavson_fill<{vt.ctype}, {it.ctype}>(_tws, _tnc, _oc, _ov, _ap, _ac, _av, _bp, _bc, _bv, '
-               '_op, _ti, _tcap)', {'_ap': a.pos, '_ac': a.crd, '_bp': b.pos, '_bc': b.crd}, {'_av': a.vals, '_bv': b.vals},
+    types = f'{vt.ctype}, {it.ctype}'
+    count_fill(k, 'gw', out.rows, out, f'sdfgsparse::gustavson_count<{types}>(_tws, _tnc, _ap, _ac, _bp, _bc, _ti)',
+               f'sdfgsparse::gustavson_fill<{types}>(_tws, _tnc, _oc, _ov, _ap, _ac, _av, _bp, _bc, _bv, _op, _ti, '
+               '_tcap)', {'_ap': a.pos, '_ac': a.crd, '_bp': b.pos, '_bc': b.crd}, {'_av': a.vals, '_bv': b.vals},
                workspace=table, guided=True, scalars={'_tnc': nc})
-    t = leaf(k, Scope.at(k.add_state('gw_release')), 'gw_release', 'ss_gw_release(_tws);', outs={'_tws': (table, None)})
+    t = leaf(k, Scope.at(k.add_state('gw_release')), 'gw_release', 'ss_gw_release(_tws);',
+             outs={'_tws': (table, None)})
     t.side_effects = True
     k.sdfg.append_global_code(GLOBAL_CODE)

@@ -48,15 +48,16 @@ def operand_rows(k: CpuKernel, label: str, A: Operand) -> Rows:
     st = A.type
     src = {m: k.sdfg.arrays[c] for m, c in (('crd1', col_major.crd), ('vals', col_major.vals))}
     n = src['crd1'].shape[0]
-    out = Rows(k.transient(f'{label}_pos', [sympy.sympify(st.rows) + 1], src['crd1'].dtype),
-               k.transient(f'{label}_crd', [n], src['crd1'].dtype), k.transient(f'{label}_vals', [n], src['vals'].dtype),
-               st.rows)
+    it, vt = src['crd1'].dtype, src['vals'].dtype
+    out = Rows(k.transient(f'{label}_pos', [sympy.sympify(st.rows) + 1], it), k.transient(f'{label}_crd', [n], it),
+               k.transient(f'{label}_vals', [n], vt), st.rows)
     state = k.add_state(f'{label}_dims')
     dims = {}
     for conn, e in (('_trows', st.rows), ('_tcols', st.cols)):  # (as values: symbols in C++ text are not passed)
         dims[conn] = read(k.scalar(f'{label}{conn}', dace.int64), 0)
         k.set_scalar(state, dims[conn].func.__name__, pyexpr(sympy.sympify(e)))
-    leaf(k, Scope.at(k.add_state(f'{label}_rows')), f'{label}_rows', 'sdfgsparse::rows_of_columns(_tp, _tc, _tv, _sp, _sc, _sv, _trows, _tcols);',
+    leaf(k, Scope.at(k.add_state(f'{label}_rows')), f'{label}_rows',
+         'sdfgsparse::rows_of_columns(_tp, _tc, _tv, _sp, _sc, _sv, _trows, _tcols);',
          scalars=dims, arrays={'_sp': col_major.pos, '_sc': col_major.crd, '_sv': col_major.vals},
          outs={'_tp': (out.pos, None), '_tc': (out.crd, None), '_tv': (out.vals, None)})
     return out
