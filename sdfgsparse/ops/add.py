@@ -13,7 +13,7 @@ from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_compress import Rows, canonical_rows, merge_rows
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
-__all__ = ['SparseAdd', 'result_format']
+__all__ = ['SparseAdd', 'result_format', 'pure_merge', 'merge_into']
 
 
 def result_format(a: SparseType) -> SparseFormat:
@@ -37,18 +37,24 @@ def result_format(a: SparseType) -> SparseFormat:
 
 def pure_merge(node, state, sdfg, mode: str, sign: int = 1) -> dace.SDFG:
     """The portable SDFG of ``A ± B`` (``mode='union'``) and ``A ∘ B`` (``'intersect'``):
-    each operand as canonical rows (its own storage when it walks as CSR, else expanded,
-    sorted and compressed, :func:`~sdfgsparse.lowering.graph_compress.canonical_rows`),
-    then a row-parallel merge (:func:`~sdfgsparse.lowering.graph_compress.merge_rows`). A
-    CSC result is the CSR storage of ``A.T ± B.T``: the same steps on the transposed views."""
+    :func:`merge_into` a new kernel."""
+    k = Kernel(node, state, sdfg)
+    merge_into(k, node, state, mode, sign)
+    return k.build()
+
+
+def merge_into(k: Kernel, node, state, mode: str, sign: int = 1, rows_of=canonical_rows) -> None:
+    """Each operand as canonical rows by ``rows_of(k, label, operand)`` (by default its own
+    storage when it walks as CSR, else expanded, sorted and compressed,
+    :func:`~sdfgsparse.lowering.graph_compress.canonical_rows`), then a row-parallel merge
+    (:func:`~sdfgsparse.lowering.graph_compress.merge_rows`) into ``k``. A CSC result is
+    the CSR storage of ``A.T ± B.T``: the same steps on the transposed views."""
     seen = {p: node.operand_type(state, p) for p in ('A', 'B')}
     if node.sparse_type(state, 'out').fmt.name == 'CSC':
         seen = {p: t.T for p, t in seen.items()}
-    k = Kernel(node, state, sdfg)
-    rows = {p: canonical_rows(k, f'rows{p}', k.operand(p, t)) for p, t in seen.items()}
+    rows = {p: rows_of(k, f'rows{p}', k.operand(p, t)) for p, t in seen.items()}
     out = Rows(*(member_conn('out', m) for m in ('pos1', 'crd1', 'vals')), seen['A'].rows)
     merge_rows(k, 'merge', rows['A'], rows['B'], out, mode, sign)
-    return k.build()
 
 
 @dace.library.expansion

@@ -16,7 +16,7 @@ from sdfgsparse.lowering.graph_compress import Rows, canonical_rows
 from sdfgsparse.lowering.graph_shape import concat_rows
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 
-__all__ = ['SparseConcat', 'part_prefix']
+__all__ = ['portable_kernel', 'SparseConcat', 'part_prefix']
 
 OUT_POS, OUT_CRD, OUT_VALS = (member_conn('out', m) for m in ('pos1', 'crd1', 'vals'))
 
@@ -38,22 +38,28 @@ class ExpandSparseConcatPure(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SparseConcat', state, sdfg):
-        out = node.sparse_type(state, 'out')
-        csc = out.fmt.name == 'CSC'
-        axis = 1 - node.axis if csc else node.axis
         k = Kernel(node, state, sdfg)
-        parts = []
-        offset = sympy.Integer(0)
-        for p in range(node.parts):
-            st = node.operand_type(state, part_prefix(p))
-            st = st.T if csc else st
-            A = k.operand(part_prefix(p), st)
-            rows = canonical_rows(k, f'cat{p}', A)
-            parts.append((rows, offset, 0) if axis == 0 else (rows, 0, offset))
-            offset = offset + (st.rows if axis == 0 else st.cols)
-        rows = out.cols if csc else out.rows
-        concat_rows(k, 'cat', parts, rows, Rows(OUT_POS, OUT_CRD, OUT_VALS, rows))
+        portable_kernel(k, node, state)
         return k.build()
+
+
+def portable_kernel(k: Kernel, node: 'SparseConcat', state, rows_of=canonical_rows) -> None:
+    """The steps of the portable expansion built into ``k``: each part as rows by
+    ``rows_of(k, label, operand)`` (:func:`~sdfgsparse.lowering.graph_compress.canonical_rows`;
+    the ``cpu`` expansion passes its own), then the rows concatenated."""
+    out = node.sparse_type(state, 'out')
+    csc = out.fmt.name == 'CSC'
+    axis = 1 - node.axis if csc else node.axis
+    parts = []
+    offset = sympy.Integer(0)
+    for p in range(node.parts):
+        st = node.operand_type(state, part_prefix(p))
+        st = st.T if csc else st
+        rows = rows_of(k, f'cat{p}', k.operand(part_prefix(p), st))
+        parts.append((rows, offset, 0) if axis == 0 else (rows, 0, offset))
+        offset = offset + (st.rows if axis == 0 else st.cols)
+    rows = out.cols if csc else out.rows
+    concat_rows(k, 'cat', parts, rows, Rows(OUT_POS, OUT_CRD, OUT_VALS, rows))
 
 
 @dace.library.node

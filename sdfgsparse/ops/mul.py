@@ -11,7 +11,17 @@ from sdfgsparse import errors
 from sdfgsparse.ops.add import pure_merge
 from sdfgsparse.ops.base import SparseLibraryNode
 
-__all__ = ['SparseMul']
+__all__ = ['check_unique', 'SparseMul']
+
+
+def check_unique(node: 'SparseMul', state) -> None:
+    """Refuse an operand whose format may store a coordinate twice (COO): the product of
+    two stored entries would be ambiguous."""
+    for prefix in ('A', 'B'):
+        st = node.operand_type(state, prefix)
+        if not all(l.unique for l in st.fmt.levels):
+            raise errors.UnsupportedOperationError(f'{node.label}: operand {prefix} ({st.fmt.name}) may '
+                                                   'store a coordinate twice; convert it to CSR first')
 
 
 @dace.library.expansion
@@ -23,11 +33,7 @@ class ExpandSparseMulPure(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SparseMul', state, sdfg):
-        for prefix in ('A', 'B'):
-            st = node.operand_type(state, prefix)
-            if not all(l.unique for l in st.fmt.levels):
-                raise errors.UnsupportedOperationError(f'{node.label}: operand {prefix} ({st.fmt.name}) may '
-                                                       'store a coordinate twice; convert it to CSR first')
+        check_unique(node, state)
         return pure_merge(node, state, sdfg, 'intersect')
 
 

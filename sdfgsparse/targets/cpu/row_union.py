@@ -28,9 +28,9 @@ import sympy
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.graph import Operand, Scope, read
-from sdfgsparse.lowering.graph_compress import Rows, canonical_rows, merge_rows, row_major
+from sdfgsparse.lowering.graph_compress import Rows, canonical_rows, row_major
 from sdfgsparse.targets.cpu.builder import CpuKernel, leaf
-from sdfgsparse.ops.base import member_conn
+from sdfgsparse.ops.add import merge_into
 
 __all__ = ['operand_rows', 'merge_kernel']
 
@@ -64,15 +64,9 @@ def operand_rows(k: CpuKernel, label: str, A: Operand) -> Rows:
 
 
 def merge_kernel(node, state, sdfg, mode: str, sign: int = 1) -> dace.SDFG:
-    """Both operands as sorted rows (:func:`operand_rows`), then the row-parallel merge into
-    the result (:func:`~sdfgsparse.lowering.graph_compress.merge_rows`, whose steps the
-    kernel's leaves do: :meth:`~sdfgsparse.targets.cpu.builder.CpuKernel.row_step`); a CSC result is the CSR storage of
-    ``A.T ± B.T`` (``A.T ∘ B.T``)."""
-    seen = {p: node.operand_type(state, p) for p in ('A', 'B')}
-    if node.sparse_type(state, 'out').fmt.name == 'CSC':
-        seen = {p: t.T for p, t in seen.items()}
+    """``A ± B`` / ``A ∘ B`` in a cpu kernel: both operands as sorted rows
+    (:func:`operand_rows`), then the row-parallel merge (:func:`~sdfgsparse.ops.add.merge_into`,
+    whose steps the kernel's leaves do: :meth:`~sdfgsparse.targets.cpu.builder.CpuKernel.row_step`)."""
     k = CpuKernel(node, state, sdfg)
-    rows = {p: operand_rows(k, f'rows{p}', k.operand(p, t)) for p, t in seen.items()}
-    out = Rows(*(member_conn('out', m) for m in ('pos1', 'crd1', 'vals')), seen['A'].rows)
-    merge_rows(k, 'merge', rows['A'], rows['B'], out, mode, sign)
+    merge_into(k, node, state, mode, sign, rows_of=operand_rows)
     return k.build()

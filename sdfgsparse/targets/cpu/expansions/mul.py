@@ -2,9 +2,8 @@
 import dace
 import dace.library
 from dace.transformation.transformation import ExpandTransformation
-from sdfgsparse import errors
 from sdfgsparse.targets.cpu.row_union import merge_kernel
-from sdfgsparse.ops.mul import SparseMul
+from sdfgsparse.ops.mul import SparseMul, check_unique
 from sdfgsparse.targets.registry import register
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 
@@ -21,11 +20,7 @@ class ExpandSparseMulCPU(ExpandTransformation):
 
     @staticmethod
     def expansion(node: 'SparseMul', state, sdfg):
-        for prefix in ('A', 'B'):
-            st = node.operand_type(state, prefix)
-            if not all(l.unique for l in st.fmt.levels):
-                raise errors.UnsupportedOperationError(f'{node.label}: operand {prefix} ({st.fmt.name}) may '
-                                                       'store a coordinate twice; convert it to CSR first')
+        check_unique(node, state)
         return merge_kernel(node, state, sdfg, 'intersect')
 
 

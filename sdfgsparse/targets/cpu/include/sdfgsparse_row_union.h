@@ -88,6 +88,17 @@ static inline void rows_of_columns(P* tp_, C* tc_, T* tv_, const SP* sp_, const 
     }
 }
 
+// n entries of two rows that hold the same columns: the columns copied, the values combined
+// by f(a, b) in V, one vector loop.
+template <typename V, typename OC, typename AC, typename AV, typename BV, typename F>
+static inline void same_columns(OC* __restrict__ o, V* __restrict__ w, const AC* __restrict__ x,
+                                const AV* __restrict__ u, const BV* __restrict__ v, long long n, F f) {
+    for (long long k = 0; k < n; ++k) {
+        o[k] = x[k];
+        w[k] = f((V)u[k], (V)v[k]);
+    }
+}
+
 // The size of the union of row i of A and of B: the length of both where the rows hold the same
 // columns (one memcmp: A + A.T of a symmetric pattern, A - A), else a two-pointer merge without
 // branches (rows that interleave at random mispredict a branchy one; on equal rows the merge's
@@ -116,16 +127,8 @@ static inline void union_fill(OC* oc, V* ov, const AP* ap, const AC* ac, const A
     (void)cap;
     const V s = (V)sign;
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], d = op[i];
-    if ((long long)op[i + 1] - d == ae - a && ae - a == be - b) {
-        OC* __restrict__ o = oc + d;
-        V* __restrict__ w = ov + d;
-        const AC* __restrict__ x = ac + a;
-        const AV* __restrict__ u = av + a;
-        const BV* __restrict__ v = bv + b;
-        for (long long k = 0; k < ae - a; ++k) {
-            o[k] = x[k];
-            w[k] = (V)u[k] + s * (V)v[k];
-        }
+    if ((long long)op[i + 1] - d == ae - a && ae - a == be - b) {  // the same columns
+        same_columns<V>(oc + d, ov + d, ac + a, av + a, bv + b, ae - a, [s](V x, V y) { return x + s * y; });
         return;
     }
     while (a < ae && b < be) {
@@ -227,16 +230,8 @@ static inline void intersect_fill(OC* oc, V* ov, const AP* ap, const AC* ac, con
                                   const BC* bc, const BV* bv, const OP* op, long long i, long long cap) {
     (void)cap;
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], d = op[i];
-    if ((long long)op[i + 1] - d == ae - a && ae - a == be - b) {
-        OC* __restrict__ o = oc + d;
-        V* __restrict__ w = ov + d;
-        const AC* __restrict__ x = ac + a;
-        const AV* __restrict__ u = av + a;
-        const BV* __restrict__ v = bv + b;
-        for (long long k = 0; k < ae - a; ++k) {
-            o[k] = x[k];
-            w[k] = (V)u[k] * (V)v[k];
-        }
+    if ((long long)op[i + 1] - d == ae - a && ae - a == be - b) {  // the same columns
+        same_columns<V>(oc + d, ov + d, ac + a, av + a, bv + b, ae - a, [](V x, V y) { return x * y; });
         return;
     }
     while (a < ae && b < be) {
