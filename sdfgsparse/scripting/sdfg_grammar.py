@@ -181,7 +181,8 @@ _CPP_TOKEN = re.compile(r'''
 
 #: Leaf functions C++ code may call: ours and DaCe's runtime, by qualified prefix or by name prefix.
 CPP_CALL_PREFIXES = ('sdfgsparse::', 'dace::', 'ss_', '__ss_', 'sdfgsparse_')
-#: C++ words a call-like ``word(`` may be besides a function: statements, casts and scalar types.
+#: C++ words a call-like ``word(`` may be besides a function: statements, casts, scalar types and the
+#: storage checks' export macro (include/sdfgsparse_storage_check.h), which a kernel's global code holds.
 _CPP_SCALARS = frozenset({
     'int', 'long', 'short', 'char', 'unsigned', 'signed', 'float', 'double', 'bool', 'const', 'size_t',
     'int8_t', 'int16_t', 'int32_t', 'int64_t', 'uint8_t', 'uint16_t', 'uint32_t', 'uint64_t', 'void', 'auto',
@@ -190,7 +191,7 @@ _CPP_SCALARS = frozenset({
 #: The float forms of the C math functions (``CODE_FUNCTIONS`` holds the double ones).
 _CPP_FLOAT_MATH = frozenset({'sqrtf', 'expf', 'logf', 'fabsf', 'fmaxf', 'fminf', 'powf'})
 _CPP_CALLABLE_WORDS = frozenset({'if', 'for', 'while', 'switch', 'return', 'sizeof', 'alignof', 'static_cast',
-                                 'const_cast', 'DACE_EXPORTED'}) | _CPP_SCALARS
+                                 'const_cast', 'DACE_EXPORTED', 'SDFGSPARSE_STORAGE_CHECK_EXPORTS'}) | _CPP_SCALARS
 #: Words that change what C++ code can reach (inline assembly, attributes such as
 #: ``constructor``, type aliases that hide a function pointer, the C library's process calls).
 _CPP_FORBIDDEN = frozenset({
