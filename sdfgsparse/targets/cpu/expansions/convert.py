@@ -6,10 +6,10 @@ from dace import dtypes
 from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.formats.views import Reshape, Slice
-from sdfgsparse.lowering.graph import SUM, Operand, Scope, emit, read, reduce_local
+from sdfgsparse.lowering.graph import Operand, Scope, emit, read
 from sdfgsparse.lowering.graph_compress import Rows, compress_lists, expand_entries
 from sdfgsparse.ops.convert import OUT_CRD, OUT_POS, OUT_VALS, Convert
-from sdfgsparse.targets.cpu.builder import CpuKernel, store, strategy, update
+from sdfgsparse.targets.cpu.builder import CpuKernel, strategy, update
 from sdfgsparse.targets.registry import register
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 
@@ -85,10 +85,11 @@ def row_copy(k: CpuKernel, A: Operand, capacity, by_row: bool = True) -> None:
     at its row's cursor.
 
     ``by_row``: the walk is a sorted row walk (:func:`sorted_row_walk`: one result row per
-    outer iteration), whose rows run in parallel, each counted in a register; a row slice
-    of a CSR costs its entries. Else an :func:`ordered_walk` (a reshaped CSR): one
-    sequential pass each, entries appended in walk order (a result row may gather entries
-    of several stored rows).
+    outer iteration), whose rows run in parallel; a row slice of a CSR costs its entries.
+    Else an :func:`ordered_walk` (a reshaped CSR): one sequential pass each, entries
+    appended in walk order (a result row may gather entries of several stored rows). Each
+    entry counts, and is written, only where its guard holds: a view's row index is valid
+    there only (an outer iteration outside a slice has no row of the result).
 
     ``pos[0]`` is written as ``min(0, capacity)``: the capacity past ``pos[rows]`` is left
     as it is (the runtime trims results to the count), and this keeps the capacity a symbol
@@ -97,16 +98,12 @@ def row_copy(k: CpuKernel, A: Operand, capacity, by_row: bool = True) -> None:
     loops = [(str(l.var), l.begin, l.end) for l in A.levels if l.has_loop]
     cnt = k.transient('rcnt', [rows], dace.int64)
     cur = k.transient('rcur', [rows], dace.int64)
-    state = k.add_state('count')
+    k.fill(k.add_state('count_zero'), cnt)
+    first = dtypes.ScheduleType.Default if by_row else dtypes.ScheduleType.Sequential
+    sc = k.scope(k.add_state('count'), loops, [first] + [dtypes.ScheduleType.Sequential] * (len(loops) - 1))
     if by_row:
-        outer = k.scope(state, loops[:1], [dtypes.ScheduleType.Default])
         k.balance(loops[0][0])
-        n = reduce_local(k, outer, loops[1:], 1, dace.int64, SUM, 0, guard=A.guard, guarded_reads=True)
-        store(k, outer, n, cnt, [A.row])
-    else:
-        k.fill(state, cnt)
-        sc = k.scope(k.add_state('count_entries'), loops, [dtypes.ScheduleType.Sequential] * len(loops))
-        update(k, sc, (cnt, [A.row]), 1, A.guard)
+    update(k, sc, (cnt, [A.row]), 1, A.guard)
     k.compute(Scope.at(k.add_state('first')), (OUT_POS, [0]), sympy.Min(0, sympy.sympify(capacity)), label='first')
     r = sympy.Symbol('__r')
     body = k.loop('positions', str(r), 0, rows)
