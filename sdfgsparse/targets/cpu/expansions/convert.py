@@ -100,21 +100,17 @@ def row_copy(k: CpuKernel, A: Operand, capacity, by_row: bool = True) -> None:
     cur = k.transient('rcur', [rows], dace.int64)
     k.fill(k.add_state('count_zero'), cnt)
     first = dtypes.ScheduleType.Default if by_row else dtypes.ScheduleType.Sequential
-    sc = k.scope(k.add_state('count'), loops, [first] + [dtypes.ScheduleType.Sequential] * (len(loops) - 1))
+    schedules = [first] + [dtypes.ScheduleType.Sequential] * (len(loops) - 1)
     if by_row:
         k.balance(loops[0][0])
+    sc = k.scope(k.add_state('count'), loops, schedules)
     update(k, sc, (cnt, [A.row]), 1, A.guard)
     k.compute(Scope.at(k.add_state('first')), (OUT_POS, [0]), sympy.Min(0, sympy.sympify(capacity)), label='first')
     r = sympy.Symbol('__r')
     body = k.loop('positions', str(r), 0, rows)
     k.compute(Scope.at(body), (OUT_POS, [r + 1]), read(OUT_POS, r) + read(cnt, r), label='positions',
               more=[((cur, [r]), read(OUT_POS, r))])
-    fill = k.add_state('fill')
-    if by_row:
-        sc = k.scope(fill, loops, [dtypes.ScheduleType.Default] + [dtypes.ScheduleType.Sequential] * (len(loops) - 1))
-        k.balance(loops[0][0])
-    else:
-        sc = k.scope(fill, loops, [dtypes.ScheduleType.Sequential] * len(loops))
+    sc = k.scope(k.add_state('fill'), loops, schedules)
     at = read(cur, A.row)
     emit(k, sc, [((OUT_CRD, [at]), A.col, None), ((OUT_VALS, [at]), A.value, None), ((cur, [A.row]), at + 1, None)],
          guard=A.guard, label='place', guarded_reads=True)

@@ -99,6 +99,13 @@ static inline void same_columns(OC* __restrict__ o, V* __restrict__ w, const AC*
     }
 }
 
+// Whether the rows [a, ae) of ac and [b, be) of bc hold the same columns (one memcmp; index
+// arrays of different widths never compare equal here, and the merges then walk them).
+template <typename AC, typename BC>
+static inline bool same_row_columns(const AC* ac, long long a, long long ae, const BC* bc, long long b, long long be) {
+    return sizeof(AC) == sizeof(BC) && ae - a == be - b && std::memcmp(ac + a, bc + b, sizeof(AC) * (ae - a)) == 0;
+}
+
 // The size of the union of row i of A and of B: the length of both where the rows hold the same
 // columns (one memcmp: A + A.T of a symmetric pattern, A - A), else a two-pointer merge without
 // branches (rows that interleave at random mispredict a branchy one; on equal rows the merge's
@@ -106,8 +113,7 @@ static inline void same_columns(OC* __restrict__ o, V* __restrict__ w, const AC*
 template <typename AP, typename AC, typename BP, typename BC>
 static inline long long union_count(const AP* ap, const AC* ac, const BP* bp, const BC* bc, long long i) {
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], n = 0;
-    if (sizeof(AC) == sizeof(BC) && ae - a == be - b && std::memcmp(ac + a, bc + b, sizeof(AC) * (ae - a)) == 0)
-        return ae - a;
+    if (same_row_columns(ac, a, ae, bc, b, be)) return ae - a;
     while (a < ae && b < be) {
         const long long ca = ac[a], cb = bc[b];
         a += ca <= cb;
@@ -211,8 +217,7 @@ static inline long long copy_row(OC* oc, V* ov, const AP* ap, const AC* ac, cons
 template <typename AP, typename AC, typename BP, typename BC>
 static inline long long intersect_count(const AP* ap, const AC* ac, const BP* bp, const BC* bc, long long i) {
     long long a = ap[i], ae = ap[i + 1], b = bp[i], be = bp[i + 1], n = 0;
-    if (sizeof(AC) == sizeof(BC) && ae - a == be - b && std::memcmp(ac + a, bc + b, sizeof(AC) * (ae - a)) == 0)
-        return ae - a;
+    if (same_row_columns(ac, a, ae, bc, b, be)) return ae - a;
     while (a < ae && b < be) {
         const long long ca = ac[a], cb = bc[b];
         n += ca == cb;
