@@ -3,7 +3,7 @@ import dace
 import sympy
 from sympy.printing.str import StrPrinter
 
-__all__ = ['pyexpr', 'free_symbol_names', 'evaluate']
+__all__ = ['pyexpr', 'integral', 'free_symbol_names', 'evaluate']
 
 
 class _PyPrinter(StrPrinter):
@@ -77,14 +77,20 @@ def pyexpr(e, members=None, subset: bool = False) -> str:
         e = dace.symbolic.pystr_to_symbolic(e)
     if isinstance(e, int):
         return str(e)
+    return _PyPrinter(members, subset).doprint(integral(sympy.sympify(e)))
+
+
+def integral(e):
+    """``e`` with a sum of fractions of program symbols (``K*N/2 + M*N/2``: the rows of a
+    reshape of stacked parts, an integer) as one exact division of the sum over the common
+    denominator. Printed term by term, C's integer divisions would round each term down: with
+    K*N and M*N odd, one less than the sum (an array one element short)."""
     e = sympy.sympify(e)
     if _of_symbols(e) and any(not r.is_Integer for r in e.atoms(sympy.Rational)):
-        # a size with fractions (``K*N/2 + M*N/2``: the rows of a reshape of stacked parts) is
-        # an integer: one exact division of the sum over the common denominator, not a float
         num, den = sympy.fraction(sympy.together(e))
         if den.is_Integer and den > 1:
-            e = dace.symbolic.int_floor(sympy.expand(num), den, evaluate=False)
-    return _PyPrinter(members, subset).doprint(e)
+            return dace.symbolic.int_floor(sympy.expand(num), den, evaluate=False)
+    return e
 
 
 def free_symbol_names(*exprs) -> set:

@@ -22,6 +22,7 @@ import numpy as np
 import sympy
 
 from sdfgsparse import errors
+from sdfgsparse._symbolic import integral
 from sdfgsparse.formats.levels import Compressed, Dense, Level, LevelLoop, LoopContext, Offset
 
 __all__ = [
@@ -280,6 +281,13 @@ def _typename(t: dace.typeclass) -> str:
     return t.to_string() if hasattr(t, 'to_string') else str(t)
 
 
+def _size(v):
+    """A symbolic size as one exact division over a common denominator
+    (:func:`sdfgsparse._symbolic.integral`: C would round each term of ``K*N/2 + M*N/2``
+    down); constants as they are."""
+    return integral(v) if dace.symbolic.issymbolic(v) else v
+
+
 class SparseType:
     """An annotated sparse matrix type: format, value/index dtypes, shape and size symbols."""
 
@@ -294,8 +302,8 @@ class SparseType:
         self.fmt = fmt
         self.dtype = dtype
         self.index_dtype = index_dtype
-        self.rows = dace.symbolic.pystr_to_symbolic(rows) if isinstance(rows, str) else rows
-        self.cols = dace.symbolic.pystr_to_symbolic(cols) if isinstance(cols, str) else cols
+        self.rows, self.cols = (_size(dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v)
+                                for v in (rows, cols))
         sizes = dict(sizes or {})
         if uid is None:
             uid = _site_uid((fmt.name, _typename(dtype), str(self.rows), str(self.cols), _typename(index_dtype)) +
@@ -330,7 +338,7 @@ class SparseType:
         members = {}
         for name, size in self.member_shapes().items():
             dt = self.dtype if name == 'vals' else self.index_dtype
-            members[name] = dace.data.Array(dt, [size])
+            members[name] = dace.data.Array(dt, [_size(size)])
         for key, v in (('rows', self.rows), ('cols', self.cols)):
             if dace.symbolic.issymbolic(v):
                 members[key] = _settable(v)

@@ -34,7 +34,7 @@ from dace import dtypes
 from dace.sdfg import nodes
 from dace.sdfg.state import SDFGState
 
-from sdfgsparse._symbolic import pyexpr
+from sdfgsparse._symbolic import integral, pyexpr
 from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import LevelLoop
 
@@ -202,7 +202,7 @@ class Kernel:
         return Operand(st, {m: f'_{prefix}_{m}' for m in st.fmt.member_names})
 
     def transient(self, name: str, shape, dtype) -> str:
-        name, _ = self.sdfg.add_array(name, [sympy.sympify(s) for s in shape], dtype, transient=True,
+        name, _ = self.sdfg.add_array(name, [integral(s) for s in shape], dtype, transient=True,
                                       find_new_name=True)
         return name
 

@@ -7,6 +7,7 @@ import dace
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sympy
 
 import sdfgsparse as ss
 from sdfgsparse import errors
@@ -168,7 +169,8 @@ def test_refused_reshapes_name_the_operand(tmp_path, body, error, match):
 def test_reshape_with_minus_one_of_a_concatenation():
     """``np.vstack((A, B)).reshape((-1, 2))`` with symbolic sizes: the rows are
     ``(M + K) * N / 2``, an integer written over one denominator (it was ``K*N/2 + M*N/2``,
-    a float size in the generated kernel); checked where ``K * N`` alone is odd."""
+    a float size in the generated kernel); checked where ``K * N`` alone is odd, and where
+    ``K * N`` and ``M * N`` both are (C rounds each half down: arrays one element short)."""
 
     @dace.program
     def stacked_pairs(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, K, N]):
@@ -181,3 +183,14 @@ def test_reshape_with_minus_one_of_a_concatenation():
         want = np.vstack((A.toarray(), B.toarray())).reshape(-1, 2)
         assert got.shape == want.shape
         np.testing.assert_allclose(got.toarray(), want, atol=1e-12)
+    # every array the kernels allocate has an integral size: a sum of fractions printed term
+    # by term (``(K*N)/2 + (M*N)/2`` in C) is one short where K*N and M*N are odd (5, 3, 3):
+    # the count array of the conversion was, and its last row's count went past its end
+    sdfg = stacked_pairs.to_sdfg()
+    sdfg.expand_library_nodes()
+    for sd in sdfg.all_sdfgs_recursive():
+        for name, desc in sd.arrays.items():
+            if desc.transient:
+                fractions = [d for d in desc.shape if any(not r.is_Integer for r in sympy.sympify(d).atoms(sympy.Rational))]
+                assert not fractions, f'{sd.name}.{name}: {desc.shape}'
+
