@@ -25,9 +25,11 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 
 venv: $(STAMP)
 
+# the quick bench reports pairs slower than scipy in its table and closing line; its exit
+# status fails the demo only where a result is wrong (bench --check is the speed gate)
 demo: $(STAMP)
 	$(PY) -m sdfgsparse demo
-	$(PY) -m sdfgsparse bench --quick --check
+	$(PY) -m sdfgsparse bench --quick
 
 # the differential suite again with every sparse node expanded as its portable 'pure' SDFG
 PURE_SUITE = tests/ops/test_ops_zoo.py tests/ops/test_sparse_sparse_zoo.py tests/ops/test_softmax.py \

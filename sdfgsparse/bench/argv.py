@@ -26,6 +26,8 @@ def to_argv(args) -> List[str]:
         argv += ['--march', args.march]
     if getattr(args, 'check', False):
         argv.append('--check')
+    if getattr(args, 'with_mkl', False):
+        argv.append('--with-mkl')
     if getattr(args, 'busy', False):
         argv.append('--busy')
     if getattr(args, 'suite', 'kernels') != 'kernels':

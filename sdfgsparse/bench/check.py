@@ -71,6 +71,19 @@ class SpeedCheck:
         return '\n'.join(lines)
 
 
+    def summary(self) -> str:
+        """One closing line for a run without ``--check`` (the table shows the times): how
+        many pairs were at least as fast as scipy, and which were slower, with their ratios."""
+        where = f' ({self.label})' if self.label else ''
+        judged = self.passed + len(self.slower)
+        if not judged:
+            return f'against scipy{where}: no pair timed on both sides'
+        line = f'against scipy{where}: {self.passed} of {judged} kernel x matrix pairs at least as fast'
+        if self.slower:
+            line += '; slower: ' + ', '.join(f'{s.kernel} on {s.matrix} ({s.ratio:.2f}x)' for s in self.slower)
+        return line
+
+
 def _why_untimed(r: Optional[Result], system: str) -> str:
     if r is None:
         return f'no {system} result'

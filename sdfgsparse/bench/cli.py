@@ -3,7 +3,7 @@
     sdfgsparse bench [--matrices DIR] [--kernels spmv,spmm,...] [--threads N] [--repeat R]
                      [--peers scipy,torch,graphblas,pydata,mkl] [--json FILE] [--plot FILE.png]
                      [--quick] [--no-progress] [--stream-mib MIB] [--optimize]
-                     [--isolation same|separate] [--march ARCH] [--check] [--busy]
+                     [--isolation same|separate] [--march ARCH] [--check] [--with-mkl] [--busy]
                      [--target cpu|fpga [--board u280] [--clock-mhz 300]]
 
 ``--optimize`` adds the system ``sdfgsparse-opt`` (each kernel's program through
@@ -24,10 +24,15 @@ A target the compiler refuses or this CPU cannot run is a bad option. The report
 names the CPU, the compiler, the target flags (``-march`` and what native resolves to,
 vector bytes) and the threads.
 
-``--check`` (:mod:`sdfgsparse.bench.check`): after the run, every sdfgsparse (and
-sdfgsparse-opt) result slower than scipy's (one thread) on some kernel and matrix is listed
-loudly and the exit status is 3; a pair without a timed scipy result is reported as
-unchecked.
+Every run that timed scipy ends with one line: how many of our kernel x matrix pairs were
+at least as fast as scipy's (one thread), and which were slower. ``--check``
+(:mod:`sdfgsparse.bench.check`) makes it a gate for scripts: every sdfgsparse (and
+sdfgsparse-opt) result slower than scipy's is listed loudly and the exit status is 3; a
+pair without a timed scipy result is reported as unchecked.
+
+``--with-mkl`` adds the system ``sdfgsparse-mkl`` (our SpMV, SpMM and SpGEMM programs with
+MKL's products: the ``mkl`` implementation, needs the ``[mkl]`` extra); it is slower than
+the default implementations today, so it is timed only where asked.
 
 ``--busy`` (:mod:`sdfgsparse.bench.busy`): the run (the quiet run) is followed by our
 single-thread run (a child process: ``--threads 1``, no peers) and by the same run again
@@ -129,6 +134,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument('--check', action='store_true',
                    help='after the run, fail (exit status 3) when any sdfgsparse result is slower than scipy\'s '
                    '(single-threaded) on some kernel and matrix, listing them')
+    p.add_argument('--with-mkl', action='store_true',
+                   help='also time sdfgsparse-mkl: our programs with MKL\'s products (the mkl implementation; needs '
+                   'the [mkl] extra)')
     p.add_argument('--busy', action='store_true',
                    help='run again while a spinning process holds the last core, and compare that busy run with our '
                    'own single-thread time (goal >= 0.9x) and with the fastest peer (goal >= 0.8x)')
@@ -182,7 +190,7 @@ def config_from_args(args):
     config = BenchConfig(kernels=kernels, matrices=matrices, peers=peers, threads=args.threads, repeat=args.repeat,
                          quick=args.quick, stream_elements=mib * 2**20 // 8,
                          progress=False if args.no_progress else None, optimize=optimize,
-                         only=getattr(args, 'only', None))
+                         only=getattr(args, 'only', None), with_mkl=getattr(args, 'with_mkl', False))
     config.validate()
     return config
 
@@ -285,11 +293,13 @@ def run(args) -> int:
         print(f'sdfgsparse bench: --plot: {why}' if why else f'sdfgsparse bench: plot written to {args.plot}')
     wrong = any(not r.correct for _, res in runs for r in res.results if r.system in OURS)
     slow = False
-    if getattr(args, 'check', False):
-        for label, res in runs:
-            verdict = check_against_scipy(res, label=label)
+    for label, res in runs:
+        verdict = check_against_scipy(res, label=label)
+        if getattr(args, 'check', False):
             print('\n' + verdict.format(), flush=True)
             slow = slow or not verdict.ok
+        elif any(r.system == 'scipy' for r in res.results):
+            print(verdict.summary(), flush=True)
     return 1 if wrong else 3 if slow else 0
 
 

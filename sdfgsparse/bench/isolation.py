@@ -28,8 +28,8 @@ ISOLATIONS = ('same', 'separate')
 def system_names(config) -> List[str]:
     """The systems of ``config`` in the order the same-process run lists them."""
     from sdfgsparse.bench.programs import MKL_SYSTEM, OPT_SYSTEM, MKLSystem
-    mkl = [MKL_SYSTEM] if MKLSystem().available() is None and any(k.name in MKLSystem.KERNELS
-                                                                   for k in config.kernels) else []
+    mkl = [MKL_SYSTEM] if config.with_mkl and MKLSystem().available() is None and any(
+        k.name in MKLSystem.KERNELS for k in config.kernels) else []
     return ([OPT_SYSTEM] if config.optimize else []) + ['sdfgsparse'] + mkl + list(config.peers)
 
 

@@ -74,6 +74,9 @@ class BenchConfig:
     progress: Optional[bool] = None
     seed: int = 0
     optimize: bool = False
+    #: also time ``sdfgsparse-mkl`` (our programs with MKL's products, the ``mkl`` implementation;
+    #: slower than the default ones today, so only where asked: ``--with-mkl``)
+    with_mkl: bool = False
     only: Optional[str] = None  # run this one system (a child of ``--isolation separate``)
     #: last-level cache of the SpMV traffic model (:meth:`Kernel.bytes`); None: this machine's
     cache_bytes: Optional[int] = None
@@ -186,8 +189,8 @@ def _run(config: BenchConfig, systems, log) -> BenchResult:
     if config.optimize:
         m['optimize'] = True
     if systems is None:
-        mkl = [MKLSystem()] if any(k.name in MKLSystem.KERNELS for k in config.kernels) else []  # (MISSING without
-        # the [mkl] extra: listed with peers_skipped)
+        mkl = [MKLSystem()] if config.with_mkl and any(k.name in MKLSystem.KERNELS for k in config.kernels) else []
+        # (MISSING without the [mkl] extra: listed with peers_skipped)
         systems = ([OptimizedSystem()] if config.optimize else []) + [SdfgsparseSystem()] + mkl + make_peers(config.peers)
     if config.only is not None:
         systems = [s for s in systems if s.name == config.only]

@@ -70,3 +70,22 @@ def test_cli_check_exit_status_agrees_with_the_verdict(tmp_path, capsys):
     passed = 'check: PASS: every sdfgsparse result is at least as fast as scipy (1 kernel x matrix pairs checked)'
     failed = 'check: FAIL: 1 sdfgsparse result(s) SLOWER THAN SCIPY'
     assert (passed in printed, failed in printed) == ((True, False) if rc == 0 else (False, True)), printed
+
+
+def test_a_run_without_check_ends_with_one_line_and_exit_status_0(tmp_path, capsys):
+    """Without ``--check`` a pair slower than scipy is reported (the closing line), not an
+    exit status: ``make demo`` ends 0 whenever every result is right."""
+    res = BenchResult(results=[_r('spmv', 'a', 'sdfgsparse', 2.0), _r('spmv', 'a', 'scipy', 1.0),
+                               _r('spmv', 'b', 'sdfgsparse', 1.0), _r('spmv', 'b', 'scipy', 3.0)])
+    assert check_against_scipy(res).summary() == ('against scipy: 1 of 2 kernel x matrix pairs at least as fast; '
+                                                  'slower: spmv on a (2.00x)')
+    assert check_against_scipy(BenchResult()).summary() == 'against scipy: no pair timed on both sides'
+    scipy.io.mmwrite(str(tmp_path / 'tiny.mtx'), sp.random_array((40, 30), density=0.1, format='coo',
+                                                                 rng=np.random.default_rng(3)))
+    rc = cli.main(['bench', '--matrices', str(tmp_path), '--kernels', 'spmv', '--repeat', '2', '--peers', 'scipy',
+                   '--no-progress', '--stream-mib', '1', '--threads', os.environ['OMP_NUM_THREADS']])
+    printed = capsys.readouterr().out
+    assert rc == 0, printed
+    last = [line for line in printed.splitlines() if line.startswith('against scipy: ')]
+    assert len(last) == 1 and 'of 1 kernel x matrix pairs at least as fast' in last[0], printed
+    assert 'sdfgsparse-mkl' not in printed  # (only with --with-mkl)

@@ -20,7 +20,6 @@ from sdfgsparse.bench.results import RESULT_KEYS, SYSTEMS, BenchResult
 from sdfgsparse.bench.runner import BenchConfig, run_benchmark
 from sdfgsparse.errors import DeviceError
 from sdfgsparse.targets.cpu import march
-from sdfgsparse.targets import mkl
 
 pytestmark = pytest.mark.xdist_group('bench')  # one worker: compiled programs are shared
 
@@ -221,7 +220,7 @@ def test_isolation_separate_runs_a_process_per_system_and_merges(mtx_dir, tmp_pa
     assert 'isolation: separate (a process per system)' in printed
     data = json.loads(out_json.read_text())
     m = data['machine']
-    systems = {'sdfgsparse', 'scipy'} | ({'sdfgsparse-mkl'} if mkl.available() else set())  # (the [mkl] extra)
+    systems = {'sdfgsparse', 'scipy'}  # (sdfgsparse-mkl only with --with-mkl)
     assert m['isolation'] == 'separate' and set(m['openmp_by_system']) == systems
     assert set(m['warm_call']['min_us']) == systems  # each measured in its own process, merged
     assert m['stream_triad_GBps'] > 0 and set(m['versions']) >= systems
@@ -264,8 +263,7 @@ def test_only_must_name_a_system_of_the_run(mtx_dir, capsys):
     rc = cli.main(['bench', '--matrices', str(mtx_dir), '--kernels', 'spmv', '--peers', 'scipy', '--only', 'torch',
                    '--no-progress', '--threads', os.environ['OMP_NUM_THREADS']])
     assert rc == 2
-    ours = 'sdfgsparse, sdfgsparse-mkl' if mkl.available() else 'sdfgsparse'
-    assert f"--only torch: not one of this run's systems ({ours}, scipy)" in capsys.readouterr().err
+    assert "--only torch: not one of this run's systems (sdfgsparse, scipy)" in capsys.readouterr().err
 
 
 def test_march_is_checked_and_reaches_the_child_arguments(mtx_dir, capsys):
@@ -275,6 +273,24 @@ def test_march_is_checked_and_reaches_the_child_arguments(mtx_dir, capsys):
     assert '--march: -march=no-such-cpu: the compiler' in capsys.readouterr().err
     parser = __import__('argparse').ArgumentParser(prog='sdfgsparse')
     cli.add_parser(parser.add_subparsers(dest='command', required=True))
-    args = parser.parse_args(['bench', '--march', 'x86-64-v3', '--check', '--busy', '--peers', 'scipy'])
+    args = parser.parse_args(['bench', '--march', 'x86-64-v3', '--check', '--busy', '--with-mkl', '--peers', 'scipy'])
     assert vars(parser.parse_args(cli.to_argv(args))) == vars(args)
-    assert {'--march', 'x86-64-v3', '--check', '--busy'} <= set(cli.to_argv(args))
+    assert {'--march', 'x86-64-v3', '--check', '--busy', '--with-mkl'} <= set(cli.to_argv(args))
+
+
+def test_sdfgsparse_mkl_is_timed_only_with_with_mkl(mtx_dir):
+    """``sdfgsparse-mkl`` (our programs with MKL's products, slower than the default ones
+    today) is a system of the run only where asked (``--with-mkl`` / ``with_mkl``)."""
+    from sdfgsparse.bench.isolation import system_names
+    from sdfgsparse.bench.programs import MKLSystem
+    plain = run_benchmark(_config(mtx_dir, 'spmv', peers=['scipy'], warm_call_rounds=0))
+    assert {r.system for r in plain.results} == {'sdfgsparse', 'scipy'}
+    assert system_names(_config(mtx_dir, 'spmv', peers=['scipy'])) == ['sdfgsparse', 'scipy']
+    asked = _config(mtx_dir, 'spmv', peers=['scipy'], with_mkl=True, warm_call_rounds=0)
+    res = run_benchmark(asked)
+    if MKLSystem().available() is None:  # the [mkl] extra
+        assert {r.system for r in res.results} == {'sdfgsparse', 'sdfgsparse-mkl', 'scipy'}
+        assert all(r.correct for r in res.results)
+        assert system_names(asked) == ['sdfgsparse', 'sdfgsparse-mkl', 'scipy']
+    else:
+        assert 'sdfgsparse-mkl' in res.machine['peers_skipped']
