@@ -23,7 +23,9 @@ from dace.symbolic import int_floor
 
 from sdfgsparse import errors
 from sdfgsparse import formats as _formats
-from sdfgsparse.formats import CSC, CSR, SparseFormat, is_sparse_desc, sparse_type_of
+from sdfgsparse._dace_compat import wrap
+from sdfgsparse.formats import CSC, CSR, SparseFormat, is_parsing_ours, is_sparse_desc, sparse_type_of
+from sdfgsparse.lowering.epilogue import NAN_UFUNC_CODE
 from sdfgsparse.formats.views import Reshape, Slice, Transpose, decode_steps, normalise_slice
 from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
@@ -1064,22 +1066,44 @@ def _sparse_copy_method(pv, sdfg, state, a):
     return _np_copy(pv, sdfg, state, a)
 
 
+def _parsing_ours(visitor) -> bool:
+    """Whether ``visitor`` parses one of our programs: for sdfgsparse
+    (:func:`sdfgsparse.formats.parsing_ours`), or one whose data hold sparse structures."""
+    if is_parsing_ours():
+        return True
+    return any(is_sparse_desc(d) for d in visitor.sdfg.arrays.values()) or \
+        any(is_sparse_desc(d) for d in getattr(visitor, 'scope_arrays', {}).values())
+
+
+def _nan_extrema(orig):
+    """DaCe's ufunc look-up, with :data:`~sdfgsparse.lowering.epilogue.NAN_UFUNC_CODE` for
+    ``np.maximum`` / ``np.minimum`` in our programs (any other program keeps DaCe's)."""
+
+    def _get_ufunc_impl(visitor, ast_node, ufunc_name):
+        impl = orig(visitor, ast_node, ufunc_name)
+        if ufunc_name in NAN_UFUNC_CODE and _parsing_ours(visitor):
+            return {**impl, 'code': NAN_UFUNC_CODE[ufunc_name]}
+        return impl
+
+    return _get_ufunc_impl
+
+
 def install_hooks() -> None:
     """Route DaCe's frontend through the functions above (once): assignments and returns
     (``ProgramVisitor._visit_assign``), subscripts (``visit_Subscript``), Python callbacks
-    (``create_callback``) and the operator
-    repository's look-ups of function, ufunc and method replacements (the one place
-    where DaCe hands a NumPy implementation its operands)."""
-    if getattr(ProgramVisitor._visit_assign, '_sdfgsparse', False):
-        return
-    for f in (_visit_assign, _visit_subscript, _create_callback, _get_function, _get_ufunc, _get_method):
-        f._sdfgsparse = True
-    ProgramVisitor._visit_assign = _visit_assign
-    ProgramVisitor.visit_Subscript = _visit_subscript
-    ProgramVisitor.create_callback = _create_callback
-    oprepo.Replacements.get = staticmethod(_get_function)
-    oprepo.Replacements.get_ufunc = staticmethod(_get_ufunc)
-    oprepo.Replacements.get_method = staticmethod(_get_method)
+    (``create_callback``), the operator repository's look-ups of function, ufunc and
+    method replacements (the one place where DaCe hands a NumPy implementation its
+    operands), and the ufunc tasklets' code (``np.maximum`` / ``np.minimum`` in our
+    programs: :func:`_nan_extrema`). Each hands anything that is not ours to DaCe's own."""
+    from dace.frontend.python import replacements
+    for owner, name, new in ((ProgramVisitor, '_visit_assign', _visit_assign),
+                             (ProgramVisitor, 'visit_Subscript', _visit_subscript),
+                             (ProgramVisitor, 'create_callback', _create_callback),
+                             (oprepo.Replacements, 'get', _get_function),
+                             (oprepo.Replacements, 'get_ufunc', _get_ufunc),
+                             (oprepo.Replacements, 'get_method', _get_method)):
+        wrap(owner, name, lambda orig, new=new: new, key=f'{__name__}.{new.__name__}')
+    wrap(replacements, '_get_ufunc_impl', _nan_extrema)
 
 
 install_hooks()

@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from sdfgsparse import errors
+from sdfgsparse.formats import parsing_ours
 
 __all__ = ['Segment', 'plan_segments', 'translate', 'Untranslatable', 'TRANSLATIONS']
 
@@ -817,7 +818,8 @@ def translate(seg: Segment, name: str) -> Dict[str, float]:
     seconds = {}
     try:
         t0 = time.perf_counter()
-        sdfg = prog.to_sdfg()
+        with parsing_ours():
+            sdfg = prog.to_sdfg()
         t1 = time.perf_counter()
         seg.program = ss.optimize(sdfg)
         t2 = time.perf_counter()

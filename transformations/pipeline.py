@@ -51,7 +51,7 @@ from sdfgsparse import errors
 from sdfgsparse.analysis.iterations import iteration_count
 from sdfgsparse.analysis.schedules import Machine
 from sdfgsparse.analysis.user_symbols import readable, user_symbol_names
-from sdfgsparse.formats import is_sparse_desc
+from sdfgsparse.formats import is_sparse_desc, parsing_ours
 from sdfgsparse.targets.cpu.dense_products import select_dense_products
 from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.runtime.call import CompiledProgram
@@ -372,7 +372,8 @@ def optimize(program_or_sdfg, target: str = 'cpu', matrices: Optional[Mapping[st
     if isinstance(program_or_sdfg, dace.SDFG):
         sdfg = program_or_sdfg
     elif hasattr(program_or_sdfg, 'to_sdfg'):
-        sdfg = copy.deepcopy(program_or_sdfg.to_sdfg())
+        with parsing_ours():
+            sdfg = copy.deepcopy(program_or_sdfg.to_sdfg())
     else:
         raise errors.UnsupportedOperationError(f'ss.optimize: expected a @dace.program or an SDFG, got '
                                                f'{type(program_or_sdfg).__name__}')

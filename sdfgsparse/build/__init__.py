@@ -8,15 +8,12 @@ they are built safely by several processes (used by the runtime and the targets 
 - :mod:`.cache` — complete builds, warm loads, read-only caches, listing and pruning
   (``sdfgsparse cache``);
 - :mod:`.cmake_seed` — CMake's compiler detection done once per toolchain;
-- :mod:`.lock` — the file lock.
+- :mod:`.lock` — the file lock;
+- :mod:`.policy` — DaCe's configuration while one of our programs is named and built.
 
-:func:`install` (run on ``import sdfgsparse``) sets DaCe's build policy and installs the
-folder naming and the CMake seeds.
+:func:`install` (run on ``import sdfgsparse``) installs the folder naming and the CMake seeds,
+for our programs only.
 """
-import os
-
-import dace
-
 from sdfgsparse.build import cmake_seed, folder
 from sdfgsparse.build.naming import content_hash, source_fingerprint
 
@@ -24,16 +21,8 @@ __all__ = ['install', 'content_hash', 'source_fingerprint']
 
 
 def install() -> None:
-    """DaCe's build policy for sdfgsparse, then the build folder and CMake seed wrappers.
-
-    - ``cache = 'hash'`` (unless ``DACE_cache`` says otherwise): DaCe 1.0.2's default cache
-      keys builds by program name, so two programs of one name overwrite each other's build;
-    - ``compiler.build_type = 'Release'`` (``-O3``; unless ``DACE_compiler_build_type`` is
-      set): the default compiled every kernel at ``-O2``, and the SIMD kernels rely on
-      ``-O3``."""
-    if 'DACE_cache' not in os.environ:
-        dace.Config.set('cache', value='hash')
-    if 'DACE_compiler_build_type' not in os.environ:
-        dace.Config.set('compiler', 'build_type', value='Release')
+    """The build folder and CMake seed wrappers (for our programs only; DaCe's configuration
+    is left as it is: our build policy applies while our programs are named and built,
+    :mod:`.policy`)."""
     folder.install()
     cmake_seed.install()

@@ -25,6 +25,9 @@ import tempfile
 import dace
 from dace.codegen import compiler
 
+from sdfgsparse._dace_compat import wrap
+from sdfgsparse.build import policy
+
 __all__ = ['SEEDS', 'cmake_seed_key', 'install']
 
 #: Build folders of this process that started from a seed (the benchmark reports it).
@@ -151,23 +154,28 @@ def _keep_seed(build_folder: str) -> None:
 
 def install() -> None:
     """Wrap DaCe's ``identical_file_exists`` (plants a seed before a first configure) and
-    ``configure_and_compile`` (keeps the seed after a build); once."""
-    if getattr(compiler.configure_and_compile, '_sdfgsparse', False):
-        return
-    orig_identical, orig_build = compiler.identical_file_exists, compiler.configure_and_compile
+    ``configure_and_compile`` (keeps the seed after a build), while one of our programs is
+    built (:func:`sdfgsparse.build.policy.active`; DaCe builds any other as it does); once."""
 
-    def identical_file_exists(filename, file_contents):
-        same = orig_identical(filename, file_contents)
-        if not same and os.path.basename(filename) == 'cmake_configure.sh':
-            _plant_seed(os.path.dirname(filename), file_contents)
-        return same
+    def make_identical(orig_identical):
 
-    def configure_and_compile(program_folder, program_name=None, output_stream=None):
-        result = orig_build(program_folder, program_name, output_stream)
-        _keep_seed(os.path.join(os.path.abspath(program_folder), 'build'))
-        return result
+        def identical_file_exists(filename, file_contents):
+            same = orig_identical(filename, file_contents)
+            if not same and policy.active() and os.path.basename(filename) == 'cmake_configure.sh':
+                _plant_seed(os.path.dirname(filename), file_contents)
+            return same
 
-    configure_and_compile._sdfgsparse = True
-    configure_and_compile.__doc__ = orig_build.__doc__
-    compiler.identical_file_exists = identical_file_exists
-    compiler.configure_and_compile = configure_and_compile
+        return identical_file_exists
+
+    def make_build(orig_build):
+
+        def configure_and_compile(program_folder, program_name=None, output_stream=None):
+            result = orig_build(program_folder, program_name, output_stream)
+            if policy.active():
+                _keep_seed(os.path.join(os.path.abspath(program_folder), 'build'))
+            return result
+
+        return configure_and_compile
+
+    wrap(compiler, 'identical_file_exists', make_identical)
+    wrap(compiler, 'configure_and_compile', make_build)

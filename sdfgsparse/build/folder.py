@@ -29,7 +29,10 @@ bench's ``--optimize`` compiled one program several times, and ``ss.compile(prog
 ``prog(...)`` rebuilt it. A folder's program loaded in this process and still alive is
 handed out again instead, while the folder holds its complete build (:data:`_LOADED`; the
 compiled program is safe to share: its calls hold its lock and start from cleared results,
-patch 13 of ``sdfgsparse._dace_compat``).
+:mod:`sdfgsparse.runtime.hooks`).
+
+Only our programs (:func:`sdfgsparse.formats.is_ours`) are named, built and loaded this way,
+under our build policy (:mod:`sdfgsparse.build.policy`); DaCe names and builds any other.
 """
 import os
 import weakref
@@ -37,10 +40,11 @@ import weakref
 import dace
 from dace.codegen import compiler
 
-from sdfgsparse.build import cache
+from sdfgsparse._dace_compat import wrap
+from sdfgsparse.build import cache, policy
 from sdfgsparse.build.lock import FileLock
 from sdfgsparse.build.naming import canonical_edge_order, content_hash, source_fingerprint
-from sdfgsparse.formats.format import widen_size_symbols
+from sdfgsparse.formats.format import is_ours, widen_size_symbols
 
 __all__ = ['install']
 
@@ -65,84 +69,97 @@ def _loaded(folder: str, sdfg):
 
 
 def install() -> None:
-    """Wrap ``SDFG.build_folder``, ``SDFG.compile`` and DaCe's ``get_program_handle``; once."""
-    prop = dace.SDFG.build_folder
-    if getattr(prop.fget, '_sdfgsparse', False):
-        return
+    """Wrap ``SDFG.build_folder``, ``SDFG.compile`` and DaCe's ``get_program_handle``, for our
+    programs only (:func:`sdfgsparse.formats.is_ours`; any other SDFG is named, built and
+    loaded as DaCe does it); once."""
 
-    def named_by_content(sdfg) -> bool:  # no folder set by hand, DaCe's hash cache
+    def named_by_content(sdfg) -> bool:  # ours, no folder set by hand, the hash cache (policy.applied)
         return '_build_folder' not in sdfg.__dict__ and dace.Config.get('cache') == 'hash'
 
-    def build_folder(self):
-        if not named_by_content(self):
-            return prop.fget(self)
-        base = dace.Config.get('default_build_folder')
-        return os.path.join(base, f'{self.name}_{content_hash(self)}_ss{source_fingerprint()}')
+    def make_folder(orig):
 
-    build_folder._sdfgsparse = True
-    build_folder.__doc__ = prop.fget.__doc__
-    dace.SDFG.build_folder = property(build_folder, prop.fset)
+        def build_folder(self):
+            if not is_ours(self):
+                return orig(self)
+            with policy.applied():
+                if not named_by_content(self):
+                    return orig(self)
+                base = dace.Config.get('default_build_folder')
+                return os.path.join(base, f'{self.name}_{content_hash(self)}_ss{source_fingerprint()}')
 
-    orig_compile = dace.SDFG.compile
+        return build_folder
 
-    def compile(self, *args, **kwargs):
-        widen_size_symbols(self)  # before the folder is named: the types are part of the code
-        if not named_by_content(self):
-            return orig_compile(self, *args, **kwargs)
-        canonical_edge_order(self)
-        folder = self.build_folder
-        # one build of this folder at a time, from writing the sources to loading the library
-        lock = FileLock(os.path.abspath(folder) + '.lock')
-        try:
-            os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
-            lock.acquire()
-        except OSError as exc:  # a read-only cache: its complete builds are loaded as they are
-            if not cache.is_read_only_error(exc):
-                raise cache.no_space(exc, os.path.dirname(os.path.abspath(folder))) or exc
-            return cache.load_read_only(self, folder, f'its lock file cannot be created: {exc}', *args, **kwargs)
-        try:
-            if not cache.writable(folder):
-                return cache.load_read_only(self, folder, 'the folder is not writable', *args, **kwargs)
-            result = None
-            plain = not args and set(kwargs) <= {'validate'}  # a library, loaded: a warm load will do
-            if plain:
-                result = _loaded(folder, self) or cache.load_complete(self, folder)
-            if result is None:
-                self._build_folder = folder  # computed once for this build
-                try:
-                    result = cache.build(os.path.abspath(folder), lambda: orig_compile(self, *args, **kwargs))
-                finally:
-                    del self._build_folder
-            try:  # last use, for ``sdfgsparse cache`` (runtime/cache.py)
-                os.utime(folder, None)
-            except OSError:
-                pass
-            if plain and result is not None and getattr(result, 'sdfg', None) is not None and \
-                    result.sdfg.name == self.name:  # (not a renamed copy: DaCe built that one elsewhere)
-                _LOADED[os.path.abspath(folder)] = result
-            return result
-        finally:
-            lock.release()
+    def make_compile(orig_compile):
 
-    compile._sdfgsparse = True
-    compile.__doc__ = orig_compile.__doc__
-    dace.SDFG.compile = compile
+        def compile(self, *args, **kwargs):
+            if not is_ours(self):
+                return orig_compile(self, *args, **kwargs)
+            with policy.applied():
+                return _compile(self, orig_compile, named_by_content, args, kwargs)
+
+        return compile
+
+    wrap(dace.SDFG, 'build_folder', make_folder)
+    wrap(dace.SDFG, 'compile', make_compile)
     _install_program_handle()
 
 
+def _compile(sdfg, orig_compile, named_by_content, args, kwargs):
+    """One of our programs compiled (under the build policy): its folder named by content,
+    built under the folder's lock, a complete build loaded as it is."""
+    widen_size_symbols(sdfg)  # before the folder is named: the types are part of the code
+    if not named_by_content(sdfg):
+        return orig_compile(sdfg, *args, **kwargs)
+    canonical_edge_order(sdfg)
+    folder = sdfg.build_folder
+    # one build of this folder at a time, from writing the sources to loading the library
+    lock = FileLock(os.path.abspath(folder) + '.lock')
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(folder)), exist_ok=True)
+        lock.acquire()
+    except OSError as exc:  # a read-only cache: its complete builds are loaded as they are
+        if not cache.is_read_only_error(exc):
+            raise cache.no_space(exc, os.path.dirname(os.path.abspath(folder))) or exc
+        return cache.load_read_only(sdfg, folder, f'its lock file cannot be created: {exc}', *args, **kwargs)
+    try:
+        if not cache.writable(folder):
+            return cache.load_read_only(sdfg, folder, 'the folder is not writable', *args, **kwargs)
+        result = None
+        plain = not args and set(kwargs) <= {'validate'}  # a library, loaded: a warm load will do
+        if plain:
+            result = _loaded(folder, sdfg) or cache.load_complete(sdfg, folder)
+        if result is None:
+            sdfg._build_folder = folder  # computed once for this build
+            try:
+                result = cache.build(os.path.abspath(folder), lambda: orig_compile(sdfg, *args, **kwargs))
+            finally:
+                del sdfg._build_folder
+        try:  # last use, for ``sdfgsparse cache`` (runtime/cache.py)
+            os.utime(folder, None)
+        except OSError:
+            pass
+        if plain and result is not None and getattr(result, 'sdfg', None) is not None and \
+                result.sdfg.name == sdfg.name:  # (not a renamed copy: DaCe built that one elsewhere)
+            _LOADED[os.path.abspath(folder)] = result
+        return result
+    finally:
+        lock.release()
+
+
 def _install_program_handle():
-    """A library that DaCe's loader refuses raises ``cache.LibraryLoadError``
+    """A library of ours that DaCe's loader refuses raises ``cache.LibraryLoadError``
     (its path and DaCe's error), which the compile wrapper answers by building it again."""
-    orig = compiler.get_program_handle
-    if getattr(orig, '_sdfgsparse', False):
-        return
 
-    def get_program_handle(library_path, sdfg):
-        try:
-            return orig(library_path, sdfg)
-        except (OSError, RuntimeError, KeyError) as exc:  # ctypes, ReloadableDLL.load, get_symbol
-            raise cache.LibraryLoadError(library_path, exc) from exc
+    def make(orig):
 
-    get_program_handle._sdfgsparse = True
-    get_program_handle.__doc__ = orig.__doc__
-    compiler.get_program_handle = get_program_handle
+        def get_program_handle(library_path, sdfg):
+            if not is_ours(sdfg):
+                return orig(library_path, sdfg)
+            try:
+                return orig(library_path, sdfg)
+            except (OSError, RuntimeError, KeyError) as exc:  # ctypes, ReloadableDLL.load, get_symbol
+                raise cache.LibraryLoadError(library_path, exc) from exc
+
+        return get_program_handle
+
+    wrap(compiler, 'get_program_handle', make)

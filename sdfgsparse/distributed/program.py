@@ -18,6 +18,7 @@ import dace
 import numpy as np
 
 from sdfgsparse import errors
+from sdfgsparse.formats import mark_ours, parsing_ours
 from sdfgsparse.distributed.collective import agree, check_comm, checksum
 from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector, distribute
 from sdfgsparse.distributed.products import _exchange_and_multiply, gather
@@ -45,7 +46,8 @@ class DistributedProgram:
         self._failures = []
 
     def _build(self):
-        sdfg = self.prog.to_sdfg(simplify=True)
+        with parsing_ours():
+            sdfg = mark_ours(self.prog.to_sdfg(simplify=True))
         sdfg.name = f'{sdfg.name}_distributed'
         self.descs = {n: d for n, d in sdfg.arrays.items() if not d.transient}
         self.callbacks = DistributeSparseProducts().apply_pass(sdfg, {})

@@ -11,10 +11,12 @@ key of the registry that maps a ``Structure`` back to its :class:`SparseType`
 (:func:`sparse_type_of`), so the mapping survives copies and JSON round trips.
 """
 import collections
+import contextlib
 import hashlib
 import os
 import re
 import sys
+import threading
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import dace
@@ -387,6 +389,45 @@ _NAME_RE = re.compile(r'ss_(?P<fmt>\w+?)_(?P<dt>float32|float64|int32|int64)_(?P
 
 def is_sparse_desc(desc) -> bool:
     return isinstance(desc, dace.data.Structure) and _NAME_RE.fullmatch(desc.name or '') is not None
+
+
+def mark_ours(sdfg):
+    """Mark ``sdfg`` as built by sdfgsparse (``ss.compile``, ``ss.optimize``, the torch
+    frontend): :func:`is_ours` then holds for it even without sparse data. Returns it."""
+    sdfg.__dict__['_sdfgsparse_ours'] = True
+    return sdfg
+
+
+_PARSING = threading.local()
+
+
+@contextlib.contextmanager
+def parsing_ours():
+    """While parsing a program for sdfgsparse (``ss.compile``, ``ss.optimize``, the torch
+    frontend) in this thread: what the frontend builds is ours (:func:`is_parsing_ours`)."""
+    before = getattr(_PARSING, 'on', False)
+    _PARSING.on = True
+    try:
+        yield
+    finally:
+        _PARSING.on = before
+
+
+def is_parsing_ours() -> bool:
+    """Whether this thread is inside :func:`parsing_ours`."""
+    return getattr(_PARSING, 'on', False)
+
+
+def is_ours(sdfg) -> bool:
+    """Whether ``sdfg`` holds sparse data (in any nested SDFG) or sdfgsparse built it
+    (:func:`mark_ours`): sdfgsparse's changes of DaCe's behaviour (results that are not
+    views, the compiled program's lock, the build policy, NaN-propagating ``np.maximum``)
+    apply to such SDFGs only; any other DaCe program is built and run as DaCe does."""
+    if sdfg is None:
+        return False
+    if sdfg.__dict__.get('_sdfgsparse_ours'):
+        return True
+    return any(is_sparse_desc(d) for g in sdfg.all_sdfgs_recursive() for d in g.arrays.values())
 
 
 _TYPE_CACHE: Dict[int, tuple] = {}

@@ -66,9 +66,22 @@ NUMPY_CALLS = {
     'fmax': 'np.fmax', 'fmin': 'np.fmin',
 }
 
+#: The code of the ``np.maximum`` / ``np.minimum`` tasklets in our programs (the frontend
+#: writes them, :mod:`sdfgsparse.frontends.numpy`): NaN in either operand gives NaN, as in
+#: NumPy. DaCe 1.0.2's own (``dace/frontend/python/replacements.py``) are ``max(a, b)`` /
+#: ``min(a, b)``, C++'s ``a > b ? a : b``, which returns ``b`` when ``a`` is NaN:
+#: ``np.maximum(A @ X, 0)`` (the GCN layer) turned a NaN into 0. The first operand is returned
+#: when it is NaN or wins the comparison, else the second (a NaN second operand loses every
+#: comparison and is returned). ``np.fmax`` / ``np.fmin`` already ignore NaN; the reductions
+#: are DaCe's.
+NAN_UFUNC_CODE = {
+    'maximum': '__out = __in1 if (__in1 > __in2 or __in1 != __in1) else __in2',
+    'minimum': '__out = __in1 if (__in1 < __in2 or __in1 != __in1) else __in2',
+}
+
 #: The comparison of a NaN-propagating extremum ``a if (a > b or a != a) else b`` (the code of
-#: ``np.maximum`` / ``np.minimum`` tasklets, :data:`sdfgsparse._dace_compat.NAN_UFUNC_CODE`)
-#: -> the NumPy function that computes it in a statement of a ``@dace.program``.
+#: :data:`NAN_UFUNC_CODE`) -> the NumPy function that computes it in a statement of a
+#: ``@dace.program``.
 _EXTREMA = {ast.Gt: 'np.maximum', ast.Lt: 'np.minimum'}
 
 

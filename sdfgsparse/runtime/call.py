@@ -2,7 +2,7 @@
 translation: :mod:`sdfgsparse.runtime.arguments`).
 
 :func:`call_program` is what ``@dace.program`` calls go through once sdfgsparse is
-imported (see :mod:`sdfgsparse._dace_compat`); :class:`CompiledProgram` (``ss.compile``)
+imported (see :mod:`sdfgsparse.runtime.hooks`); :class:`CompiledProgram` (``ss.compile``)
 does the same for an SDFG object.
 """
 import ast
@@ -15,10 +15,9 @@ import dace
 import numpy as np
 
 from sdfgsparse import errors
-from sdfgsparse._dace_compat import lock_of
 from sdfgsparse._symbolic import evaluate
 from sdfgsparse._warnings import benign_dace_warnings
-from sdfgsparse.formats import is_sparse_desc, own_size_symbols
+from sdfgsparse.formats import is_sparse_desc, mark_ours, own_size_symbols, parsing_ours
 from sdfgsparse.runtime.aliasing import ArgumentAccess, access_of, check_after, separate
 from sdfgsparse.runtime.arguments import (_dense_shape_symbols, _merge, copy_back, marshal_arguments,
                                           written_arguments)
@@ -29,6 +28,19 @@ from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.targets import RUNTIMES
 
 __all__ = ['call_program', 'CompiledProgram', 'compile']
+
+
+_LOCKS_LOCK = threading.Lock()
+
+
+def lock_of(obj) -> threading.RLock:
+    """The re-entrant lock of ``obj`` (a DaCe program or compiled program, or any object of
+    the runtime that keeps per-call state), made on first use and kept in its ``__dict__``."""
+    lock = obj.__dict__.get('_ss_lock')
+    if lock is None:
+        with _LOCKS_LOCK:
+            lock = obj.__dict__.setdefault('_ss_lock', threading.RLock())
+    return lock
 
 
 def _annotation_descs(prog) -> Dict[str, Optional[dace.data.Data]]:
@@ -355,6 +367,7 @@ class CompiledProgram:
                                                    f'{", ".join(self.TARGETS)})')
         runtime = RUNTIMES[target]
         runtime.check_options(design)
+        mark_ours(sdfg)  # built by sdfgsparse: its build policy and call behaviour (formats.is_ours)
         #: the SDFG that is generated and built (the FPGA lowering of a copy for 'fpga',
         #: the GPU lowering for 'gpu', the program itself for 'cpu'); ``sdfg`` keeps the
         #: program's signature
@@ -464,5 +477,6 @@ def compile(sdfg: dace.SDFG, target: str = 'cpu', design=None) -> CompiledProgra
                    multi-pumping factor); ``ss.optimize`` chooses one from its model.
     """
     if hasattr(sdfg, 'to_sdfg') and not isinstance(sdfg, dace.SDFG):
-        sdfg = sdfg.to_sdfg()
+        with parsing_ours():
+            sdfg = sdfg.to_sdfg()
     return CompiledProgram(sdfg, target, design=design)

@@ -15,35 +15,36 @@ import threading
 
 import dace
 
+from sdfgsparse._dace_compat import wrap, wrapped
 from sdfgsparse.scripting.sdfg_schema import check_sdfg_json
 
 __all__ = ['install', 'installed']
 
 _state = threading.local()
+_KEY = f'{__name__}.from_json'
 
 
 def installed() -> bool:
     """Whether :func:`install` has wrapped ``dace.SDFG.from_json`` in this process."""
-    return getattr(dace.SDFG.from_json, '_sdfgsparse_checked', False)
+    return any(owner is dace.SDFG and name == 'from_json' and key == _KEY for owner, name, key in wrapped())
 
 
 def install() -> None:
     """Wrap ``dace.SDFG.from_json`` with the grammar check (idempotent)."""
-    if installed():
-        return
-    original = dace.SDFG.from_json.__func__
 
-    def from_json(cls, json_obj, context=None):
-        if getattr(_state, 'inside', False) or not isinstance(json_obj, dict):
-            return original(cls, json_obj, context)
-        check_sdfg_json(json_obj, f'the SDFG {str(json_obj.get("attributes", {}).get("name", ""))[:60]!r}'
-                        if isinstance(json_obj.get('attributes'), dict) else 'the SDFG')
-        _state.inside = True
-        try:
-            return original(cls, json_obj, context)
-        finally:
-            _state.inside = False
+    def make(original):
 
-    from_json._sdfgsparse_checked = True
-    from_json.__doc__ = original.__doc__
-    dace.SDFG.from_json = classmethod(from_json)
+        def from_json(cls, json_obj, context=None):
+            if getattr(_state, 'inside', False) or not isinstance(json_obj, dict):
+                return original(cls, json_obj, context)
+            check_sdfg_json(json_obj, f'the SDFG {str(json_obj.get("attributes", {}).get("name", ""))[:60]!r}'
+                            if isinstance(json_obj.get('attributes'), dict) else 'the SDFG')
+            _state.inside = True
+            try:
+                return original(cls, json_obj, context)
+            finally:
+                _state.inside = False
+
+        return from_json
+
+    wrap(dace.SDFG, 'from_json', make, key=_KEY)

@@ -1,8 +1,9 @@
-"""``np.maximum`` / ``np.minimum`` inside programs propagate NaN as NumPy does (NaN in either
-operand gives NaN), ``np.fmax`` / ``np.fmin`` ignore it: in DaCe's own dense ufuncs
-(``_dace_compat`` patch 23; stock DaCe 1.0.2 computes ``a > b ? a : b`` and
-``np.maximum(nan, 0)`` was 0) and in the epilogues ``SparseEpilogueFusion`` fuses into
-sparse products (the GCN layer ``np.maximum(A @ X, 0)``), cpu and pure expansions.
+"""``np.maximum`` / ``np.minimum`` inside our programs propagate NaN as NumPy does (NaN in
+either operand gives NaN), ``np.fmax`` / ``np.fmin`` ignore it: in DaCe's dense ufuncs of a
+program we compile (``ss.compile``, or one with sparse data; stock DaCe 1.0.2 computes
+``a > b ? a : b`` and ``np.maximum(nan, 0)`` was 0) and in the epilogues
+``SparseEpilogueFusion`` fuses into sparse products (the GCN layer ``np.maximum(A @ X, 0)``),
+cpu and pure expansions. A plain dense ``@dace.program`` keeps DaCe's own code.
 """
 import types
 
@@ -12,8 +13,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
-from sdfgsparse._dace_compat import NAN_UFUNC_CODE
-from sdfgsparse.lowering.epilogue import node_epilogue, program_expressible
+from sdfgsparse.lowering.epilogue import NAN_UFUNC_CODE, node_epilogue, program_expressible
 from sdfgsparse.ops.base import FusableSparseNode
 from sdfgsparse.transformations import SparseEpilogueFusion
 
@@ -34,10 +34,20 @@ def test_dense_ufuncs_propagate_nan_like_numpy():
     J = np.array([0, 5, 3, -1, 0, 0, 7], dtype=np.int32)
     want = (np.maximum(X, Y), np.minimum(X, Y), np.fmax(X, Y), np.fmin(X, Y), np.maximum(X, 0.0),
             np.minimum(1.0, X), np.maximum(I, J), np.minimum(I, J))
-    got = dense_extrema(X, Y, I, J)
+    got = ss.compile(dense_extrema)(X, Y, I, J)
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype, f'result {k}: dtype {g.dtype} != {w.dtype}'
         np.testing.assert_array_equal(g, w, err_msg=f'result {k}')
+
+
+def test_a_plain_dense_program_keeps_daces_code():
+    """Not ours (no sparse data, not compiled by sdfgsparse): DaCe's own ufunc tasklets."""
+    from dace.frontend.python import replacements
+    codes = {n.code.as_string for n, _ in dense_extrema.to_sdfg().all_nodes_recursive()
+             if isinstance(n, dace.nodes.Tasklet)}
+    for name, code in NAN_UFUNC_CODE.items():
+        assert code not in codes
+        assert replacements.ufuncs[name]['code'] in codes  # DaCe's: max(a, b) / min(a, b)
 
 
 @pytest.mark.parametrize('name', sorted(NAN_UFUNC_CODE))

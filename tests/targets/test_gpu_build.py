@@ -16,6 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
+from sdfgsparse.build import policy
 from sdfgsparse.ops.spmv import SpMV
 from sdfgsparse.targets.cuda import compat, device, lower, toolchain
 
@@ -77,35 +78,41 @@ def sums_gpu():
 
 # ---------------------------------------------------------------- configuration
 def test_cuda_arch_default(monkeypatch):
-    """DaCe's default arch (60, rejected by nvcc 13) becomes 90; a user's choice is kept."""
+    """DaCe's default arch (60, rejected by nvcc 13) becomes 90 while our programs are built;
+    a user's choice is kept, and DaCe's own setting is left as it is for other programs."""
     path = ('compiler', 'cuda', 'cuda_arch')
     monkeypatch.delenv('DACE_compiler_cuda_cuda_arch', raising=False)
     before = dace.Config.get(*path)
     try:
         dace.Config.set(*path, value=compat.DACE_DEFAULT_ARCH)
-        assert compat.default_arch() is True and dace.Config.get(*path) == '90'
+        assert compat.our_arch() == '90'
+        with policy.applied():
+            assert dace.Config.get(*path) == '90'
+        assert dace.Config.get(*path) == compat.DACE_DEFAULT_ARCH  # (outside our builds: DaCe's)
         dace.Config.set(*path, value='80,90')
-        assert compat.default_arch() is False and dace.Config.get(*path) == '80,90'
+        assert compat.our_arch() is None
+        with policy.applied():
+            assert dace.Config.get(*path) == '80,90'
         dace.Config.set(*path, value=compat.DACE_DEFAULT_ARCH)
         monkeypatch.setenv('DACE_compiler_cuda_cuda_arch', '75')  # (DaCe reads it before its settings)
-        assert compat.default_arch() is False
-        monkeypatch.delenv('DACE_compiler_cuda_cuda_arch')
-        assert dace.Config.get(*path) == compat.DACE_DEFAULT_ARCH
+        assert compat.our_arch() is None
     finally:
         monkeypatch.delenv('DACE_compiler_cuda_cuda_arch', raising=False)
         dace.Config.set(*path, value=before)
 
 
-@pytest.mark.skipif('DACE_compiler_cuda_cuda_arch' in os.environ, reason='the user chose the CUDA arch')
-def test_cuda_arch_set_on_import():
-    assert dace.Config.get('compiler', 'cuda', 'cuda_arch') == compat.NO_GPU_ARCH
+def test_cuda_arch_left_as_it_was_on_import():
+    if 'DACE_compiler_cuda_cuda_arch' not in os.environ:
+        assert dace.Config.get('compiler', 'cuda', 'cuda_arch') == compat.DACE_DEFAULT_ARCH
 
 
 def test_cuda_cmake_options_carry_the_rules():
     """Patch 14: DaCe's CUDA code generator asks CMake for the rules file (only CUDA
     builds ask it), and both shipped files exist."""
     from dace.codegen.targets.cuda import CUDACodeGen
-    options = CUDACodeGen.cmake_options()
+    assert f'-DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="{compat.RULES}"' not in CUDACodeGen.cmake_options()  # (not ours)
+    with policy.applied():
+        options = CUDACodeGen.cmake_options()
     assert f'-DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="{compat.RULES}"' in options
     assert os.path.isfile(compat.RULES) and os.path.isfile(compat.HEADER)
     assert 'CMAKE_CUDA_STANDARD 17' in open(compat.RULES).read()

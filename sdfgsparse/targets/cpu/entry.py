@@ -39,6 +39,7 @@ import dace
 import numpy as np
 from dace.codegen.targets.cpp import mangle_dace_state_struct_name
 
+from sdfgsparse._dace_compat import wrap
 from sdfgsparse.formats.format import is_sparse_desc, sparse_type_of
 from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
@@ -158,21 +159,20 @@ def install() -> None:
     """Write each program's entry after the program itself: a wrapper of DaCe's frame code
     generator's footer, which writes ``__program_<name>`` (idempotent)."""
     from dace.codegen.targets import framecode
-    orig = framecode.DaCeCodeGenerator.generate_footer
-    if getattr(orig, '_sdfgsparse_entry', False):
-        return
 
-    def generate_footer(self, sdfg, global_stream, callsite_stream):
-        orig(self, sdfg, global_stream, callsite_stream)
-        # (only where a cpu kernel brought the headers' include path: SdfgsparseCPU)
-        if sdfg.parent_sdfg is None and SdfgsparseCPU in getattr(self, 'environments', ()):
-            code = _entry_code(sdfg, self.arglist)
-            if code is not None:
-                callsite_stream.write(code, sdfg)
+    def make(orig):
 
-    generate_footer._sdfgsparse_entry = True
-    generate_footer.__wrapped__ = orig
-    framecode.DaCeCodeGenerator.generate_footer = generate_footer
+        def generate_footer(self, sdfg, global_stream, callsite_stream):
+            orig(self, sdfg, global_stream, callsite_stream)
+            # (only where a cpu kernel brought the headers' include path: SdfgsparseCPU)
+            if sdfg.parent_sdfg is None and SdfgsparseCPU in getattr(self, 'environments', ()):
+                code = _entry_code(sdfg, self.arglist)
+                if code is not None:
+                    callsite_stream.write(code, sdfg)
+
+        return generate_footer
+
+    wrap(framecode.DaCeCodeGenerator, 'generate_footer', make)
 
 
 install()

@@ -5,7 +5,9 @@ Stock DaCe 1.0.2 with nvcc 13 fails in three ways (measured; DESIGN.md):
 1. Without a GPU, the arch probe of DaCe's CMakeLists (``nvcc --run get_cuda_arch.cpp``)
    fails and falls back to ``compiler.cuda.cuda_arch``, whose default ``'60'`` nvcc 13
    rejects ("Unsupported gpu architecture 'compute_60'"; CUDA 13's oldest is 75).
-   :func:`default_arch` replaces DaCe's default by :data:`NO_GPU_ARCH` (``'90'``). DaCe
+   :func:`our_arch` replaces DaCe's default by :data:`NO_GPU_ARCH` (``'90'``) while our
+   programs are built (:mod:`sdfgsparse.build.policy`; DaCe's own setting is left as it
+   is for any other program). DaCe
    reads the setting *only* when its probe finds no GPU, so where a GPU exists the build
    is still for that GPU. A value the user chose is kept (``DACE_compiler_cuda_cuda_arch``,
    or any value but DaCe's default).
@@ -48,7 +50,10 @@ import dace
 from dace.codegen import common
 from dace.codegen.targets.cuda import CUDACodeGen
 
-__all__ = ['RULES', 'HEADER', 'NO_GPU_ARCH', 'DACE_DEFAULT_ARCH', 'cmake_args', 'default_arch', 'count_streams', 'install']
+from sdfgsparse._dace_compat import wrap
+from sdfgsparse.build import policy
+
+__all__ = ['RULES', 'HEADER', 'NO_GPU_ARCH', 'DACE_DEFAULT_ARCH', 'cmake_args', 'our_arch', 'count_streams', 'install']
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: The CMake file read by ``enable_language(CUDA)`` (fix 2, and the force-include of fix 3).
@@ -78,16 +83,6 @@ def cmake_args() -> List[str]:
     return [f'-DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="{RULES}"', f'-DSDFGSPARSE_CUDA_COMPAT={_fingerprint()}']
 
 
-def default_arch() -> bool:
-    """Fix 1: set ``compiler.cuda.cuda_arch`` to :data:`NO_GPU_ARCH` unless the user chose
-    it (its environment variable, or a value other than DaCe's default). Returns whether
-    it changed the setting."""
-    if _ARCH_ENV in os.environ or str(dace.Config.get('compiler', 'cuda', 'cuda_arch')).strip() != DACE_DEFAULT_ARCH:
-        return False
-    dace.Config.set('compiler', 'cuda', 'cuda_arch', value=NO_GPU_ARCH)
-    return True
-
-
 def count_streams(sdfg, streams: int, events: int):
     """Fix 4: ``(streams, events)`` as ``_compute_cudastreams`` counted them for ``sdfg``,
     with the stream count raised past the highest stream any node of ``sdfg`` (nested
@@ -100,29 +95,37 @@ def count_streams(sdfg, streams: int, events: int):
 
 
 def install() -> None:
-    """Fix 1 (:func:`default_arch`), then fixes 2 and 3 for every CUDA build of the process:
+    """Fix 1 (:func:`our_arch`) in our build policy, fixes 2 and 3 for our CUDA builds:
     :func:`cmake_args` added to the CMake options of DaCe's CUDA code generator, which DaCe
     asks only for programs that contain CUDA code; and fix 4 (:func:`count_streams`) on
     its stream count; once."""
-    default_arch()
-    orig = CUDACodeGen.cmake_options
-    if getattr(orig, '_sdfgsparse', False):
-        return
-    orig_streams = CUDACodeGen._compute_cudastreams
+    policy.register(('compiler', 'cuda', 'cuda_arch'), our_arch)
 
-    def _compute_cudastreams(self, sdfg, default_stream=0, default_event=0):
-        return count_streams(sdfg, *orig_streams(self, sdfg, default_stream, default_event))
+    def make_streams(orig_streams):
 
-    _compute_cudastreams._sdfgsparse = True
-    _compute_cudastreams.__doc__ = orig_streams.__doc__
-    CUDACodeGen._compute_cudastreams = _compute_cudastreams
+        def _compute_cudastreams(self, sdfg, default_stream=0, default_event=0):
+            return count_streams(sdfg, *orig_streams(self, sdfg, default_stream, default_event))
 
-    def cmake_options():
-        options = orig()
-        if common.get_gpu_backend() == 'cuda':
-            options += cmake_args()
-        return options
+        return _compute_cudastreams
 
-    cmake_options._sdfgsparse = True
-    cmake_options.__doc__ = orig.__doc__
-    CUDACodeGen.cmake_options = staticmethod(cmake_options)
+    def make_options(orig):
+
+        def cmake_options():
+            options = orig()
+            if policy.active() and common.get_gpu_backend() == 'cuda':
+                options += cmake_args()
+            return options
+
+        return cmake_options
+
+    wrap(CUDACodeGen, '_compute_cudastreams', make_streams)
+    wrap(CUDACodeGen, 'cmake_options', make_options)
+
+
+def our_arch():
+    """Fix 1, for our builds (:mod:`sdfgsparse.build.policy`): :data:`NO_GPU_ARCH` where the
+    user did not choose ``compiler.cuda.cuda_arch`` (its environment variable, or a value other
+    than DaCe's default); None: leave it."""
+    if _ARCH_ENV in os.environ or str(dace.Config.get('compiler', 'cuda', 'cuda_arch')).strip() != DACE_DEFAULT_ARCH:
+        return None
+    return NO_GPU_ARCH

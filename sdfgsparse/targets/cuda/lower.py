@@ -26,6 +26,7 @@ import dace
 from dace import dtypes
 from dace.transformation.interstate import GPUTransformSDFG
 
+from sdfgsparse._dace_compat import wrap
 from sdfgsparse import errors
 
 __all__ = ['to_gpu', 'is_lowered', 'expand_sparse_nodes', 'arguments_on_device', 'structures_of_device_arrays', 'host_accesses',
@@ -313,28 +314,28 @@ def install() -> None:
     written) out (:func:`copy_twins`), and intermediate sparse results become host structs
     of device arrays (:func:`structures_of_device_arrays`). Programs without sparse data are
     untouched."""
-    orig = GPUTransformSDFG.apply
-    if getattr(orig, '_sdfgsparse', False):
-        return
 
-    def apply(self, graph, sdfg):
-        sparse = any(isinstance(d, dace.data.Structure) for g in sdfg.all_sdfgs_recursive() for d in g.arrays.values())
-        if not sparse:
-            return orig(self, graph, sdfg)
-        expand_sparse_nodes(sdfg, implementation=IMPLEMENTATION)
-        twins = device_twins(sdfg)
-        device_storage_inward(sdfg)
-        simplify, self.simplify = self.simplify, False  # it would drop writes to twins not yet copied out
-        try:
-            result = orig(self, graph, sdfg)
-        finally:
-            self.simplify = simplify
-        copy_twins(sdfg, twins)
-        if simplify:
-            sdfg.simplify()
-        structures_of_device_arrays(sdfg)
-        return result
+    def make(orig):
 
-    apply._sdfgsparse = True
-    apply.__doc__ = orig.__doc__
-    GPUTransformSDFG.apply = apply
+        def apply(self, graph, sdfg):
+            sparse = any(isinstance(d, dace.data.Structure) for g in sdfg.all_sdfgs_recursive()
+                         for d in g.arrays.values())
+            if not sparse:
+                return orig(self, graph, sdfg)
+            expand_sparse_nodes(sdfg, implementation=IMPLEMENTATION)
+            twins = device_twins(sdfg)
+            device_storage_inward(sdfg)
+            simplify, self.simplify = self.simplify, False  # it would drop writes to twins not yet copied out
+            try:
+                result = orig(self, graph, sdfg)
+            finally:
+                self.simplify = simplify
+            copy_twins(sdfg, twins)
+            if simplify:
+                sdfg.simplify()
+            structures_of_device_arrays(sdfg)
+            return result
+
+        return apply
+
+    wrap(GPUTransformSDFG, 'apply', make)
