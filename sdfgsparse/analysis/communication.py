@@ -160,7 +160,7 @@ class CommunicationModel:
 
     Every rate is one number or one per process. Calibrate ``seconds_per_entry`` from a
     one-process run on the machine in question; ``alpha`` / ``beta`` from a ping-pong there
-    or from the network's data sheet (the README's 1,000-node prediction states its
+    or from the network's data sheet (docs/performance.md's 1,000-node prediction states its
     values). On one node, ``sdfgsparse bench --distributed`` measures every process's
     rates in a rehearsal of its product (shared memory's rate depends on the message size
     and the caches' state)."""
