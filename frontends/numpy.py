@@ -583,9 +583,34 @@ def _defined_data(pv, target):
     return full if full in pv.sdfg.arrays else None
 
 
+def _refuse_rebinding(pv, node, targets) -> None:
+    """``y = A @ y`` in one of our programs, where ``y`` names an argument array: DaCe writes
+    the value into the argument (the caller's array), NumPy makes a new array and leaves the
+    caller's as it was. Refused, the line named, rather than a silent write into the
+    caller's data (``y[:] = ...`` writes into it on purpose; ``y += ...`` does in NumPy too)."""
+    for t in targets:
+        if not isinstance(t, ast.Name):
+            continue
+        data = _defined_data(pv, t)
+        desc = pv.sdfg.arrays.get(data) if data is not None else None
+        if desc is None or desc.transient or isinstance(desc, dace.data.Scalar) or '.' in data:
+            continue
+        if not _parsing_ours(pv):
+            return
+        line = getattr(node, 'lineno', None)
+        where = f'{pv.filename}:{line}' if line is not None and getattr(pv, 'filename', None) else f'line {line}'
+        raise errors.UnsupportedOperationError(
+            f'{where}: "{dace.frontend.python.astutils.unparse(node).strip()}" rebinds the argument {t.id!r}; in a '
+            f'compiled program that would write into the caller\'s array (NumPy makes a new one). Give the result '
+            f'a new name, or write "{t.id}[:] = ..." to update the caller\'s array on purpose')
+
+
 def _visit_assign(pv, node, node_target, op, dtype=None, is_return=False, _dace=ProgramVisitor._visit_assign):
-    """DaCe's assignment (``return`` is one too), with sparse values handled first."""
+    """DaCe's assignment (``return`` is one too), with sparse values handled first; a
+    rebound argument refused (:func:`_refuse_rebinding`)."""
     targets = node_target.elts if isinstance(node_target, (ast.Tuple, ast.List)) else [node_target]
+    if not is_return and op is None and isinstance(node, ast.Assign):
+        _refuse_rebinding(pv, node, targets)
     if not is_return:
         for t in targets:
             data = _defined_data(pv, t)
