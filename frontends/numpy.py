@@ -485,9 +485,42 @@ def _sparse_matmult_sparse(pv, sdfg, state, a, b):
     return _insert(state, SpGEMM(), {'A': a, 'B': b}, sparse_out=('out', out_type, 'spgemm'))
 
 
+def _format_of_text(text: str):
+    """The format a program's ``ss.convert(A, fmt)`` names, as DaCe hands it over (source
+    text): ``ss.CSR``, ``sdfgsparse.DIA``, ``ss.BSR.with_block(2, 2)``, ``ss.NM[2, 4]``. Read
+    from the expression's syntax tree: names of the format catalogue, integer constants,
+    ``with_block`` calls and subscripts only (nothing is evaluated as Python)."""
+    bad = errors.UnsupportedOperationError(f'ss.convert(A, fmt): fmt must be a format such as ss.CSR, '
+                                           f'ss.BSR.with_block(2, 2) or ss.NM[2, 4], got {text!r}')
+
+    def value(n):
+        if isinstance(n, ast.Name) and n.id in ('ss', 'sdfgsparse'):
+            return _formats
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.Tuple):
+            return tuple(value(x) for x in n.elts)
+        if isinstance(n, ast.Attribute) and not n.attr.startswith('_'):
+            owner = value(n.value)
+            if owner is _formats and n.attr not in _formats.__all__:
+                raise bad
+            return getattr(owner, n.attr)
+        if isinstance(n, ast.Call) and not n.keywords and isinstance(n.func, ast.Attribute) and \
+                n.func.attr == 'with_block':
+            return value(n.func)(*(value(x) for x in n.args))
+        if isinstance(n, ast.Subscript):
+            return value(n.value)[value(n.slice)]
+        raise bad
+
+    try:
+        return value(ast.parse(text.strip(), mode='eval').body)
+    except (SyntaxError, AttributeError, TypeError, KeyError, IndexError, ValueError):
+        raise bad from None
+
+
 def _convert_call(pv, sdfg, state, a, fmt):
     if isinstance(fmt, str):
-        fmt = eval(fmt, {'__builtins__': {}, 'ss': _formats, 'sdfgsparse': _formats})  # ss.CSR, ss.BSR.with_block(2, 2)
+        fmt = _format_of_text(fmt)
     if isinstance(fmt, dace.data.Structure) and is_sparse_desc(fmt):
         fmt = sparse_type_of(fmt).fmt
     if not isinstance(fmt, SparseFormat):

@@ -3,7 +3,7 @@ import dace
 import sympy
 from sympy.printing.str import StrPrinter
 
-__all__ = ['pyexpr', 'integral', 'free_symbol_names', 'evaluate']
+__all__ = ['pyexpr', 'integral', 'free_symbol_names', 'evaluate', 'integer_function']
 
 
 class _PyPrinter(StrPrinter):
@@ -122,3 +122,66 @@ def evaluate(e, values: dict):
     if not all(n in values for n in names):
         return None
     return int(fn(*(values[n] for n in names)))
+
+
+def _floor_div(a, b):
+    return a // b
+
+
+def _ceil_div(a, b):
+    return -(-a // b)
+
+
+def _fold(fns, op):
+    first, rest = fns[0], fns[1:]
+
+    def fold(s):
+        acc = first(s)
+        for f in rest:
+            acc = op(acc, f(s))
+        return acc
+
+    return fold
+
+
+def integer_function(e, minimum=min, maximum=max):
+    """``f(table) -> value`` for a symbolic integer expression ``e`` (or a string of one),
+    built once as a tree of closures: no source text is generated or run. Symbols are read as
+    ``table[name]``; the values may be Python integers or NumPy integer arrays (``minimum`` /
+    ``maximum``: ``np.minimum`` / ``np.maximum`` for arrays). Sums, products (a rational
+    coefficient ``p/q`` as ``(p * rest) // q``: the expressions are integers), integer powers,
+    ``int_floor`` / ``floor`` / ``int_ceil`` divisions, ``Mod``, ``Min`` and ``Max``; anything else
+    raises ``ValueError``."""
+    if isinstance(e, str):
+        e = dace.symbolic.pystr_to_symbolic(e)
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        value = int(e)
+        return lambda s: value
+    if e.is_Symbol:
+        name = str(e)
+        return lambda s: s[name]
+    args = [integer_function(a, minimum, maximum) for a in e.args] if not e.is_Rational else []
+    name = type(e).__name__
+    if e.is_Add:
+        return _fold(args, lambda a, b: a + b)
+    if e.is_Mul:
+        coeff, rest = e.as_coeff_Mul()
+        if coeff.is_Rational and not coeff.is_Integer:
+            p, q, inner = int(coeff.p), int(coeff.q), integer_function(rest, minimum, maximum)
+            return lambda s: (p * inner(s)) // q
+        return _fold(args, lambda a, b: a * b)
+    if e.is_Pow and e.exp.is_Integer and int(e.exp) >= 0:
+        base, k = integer_function(e.base, minimum, maximum), int(e.exp)
+        return lambda s: base(s)**k
+    if name in ('int_floor', 'int_ceil') or isinstance(e, sympy.Mod):
+        a, b = args
+        op = _floor_div if name == 'int_floor' else _ceil_div if name == 'int_ceil' else (lambda x, y: x % y)
+        return lambda s: op(a(s), b(s))
+    if isinstance(e, sympy.floor):
+        num, den = sympy.fraction(sympy.together(e.args[0]))
+        a, b = integer_function(num, minimum, maximum), integer_function(den, minimum, maximum)
+        return lambda s: a(s) // b(s)
+    if isinstance(e, (sympy.Min, sympy.Max)):
+        return _fold(args, minimum if isinstance(e, sympy.Min) else maximum)
+    raise ValueError(f'integer_function: {e} ({name}) is not an integer expression of symbols')

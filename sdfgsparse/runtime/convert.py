@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sdfgsparse import errors
+from sdfgsparse._symbolic import integer_function
 from sdfgsparse.formats import SparseFormat
 from sdfgsparse.formats.levels import Compressed, Dense, Indirect, Offset, Singleton
 from sdfgsparse.runtime.structured import structured_storage
@@ -100,8 +101,8 @@ def slot_coordinates(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) ->
             keep = keep & (c >= 0)
         coords.append(c)
     env = {f'c{k}': x for k, x in enumerate(coords)}
-    r = eval(fmt.dims[0], {}, env) if coords else np.zeros(0, np.int64)
-    cc = eval(fmt.dims[1], {}, env) if coords else np.zeros(0, np.int64)
+    r, cc = ((integer_function(d, np.minimum, np.maximum)(env) if coords else np.zeros(0, np.int64))
+             for d in fmt.dims[:2])
     r = np.broadcast_to(r, pos.shape)
     cc = np.broadcast_to(cc, pos.shape)
     return r[keep], cc[keep], pos[keep]

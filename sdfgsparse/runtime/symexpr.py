@@ -1,15 +1,16 @@
 """Symbolic sizes compiled once into plain Python functions of a symbol table.
 
 The call path evaluates the same size expressions (``M + 1``, ``ss0_n1``, ``M // 2``) on
-every call; :func:`compile_int` turns one into ``f(symbols) -> int`` once, so a warm call
-pays a dictionary lookup or two instead of SymPy substitution.
+every call; :func:`compile_int` turns one into ``f(symbols) -> int`` once (a tree of
+closures, :func:`sdfgsparse._symbolic.integer_function`; no source is generated and run),
+so a warm call pays a dictionary lookup or two instead of SymPy substitution.
 """
 from typing import Callable, Dict
 
 import dace
 import sympy
 
-from sdfgsparse._symbolic import _PyPrinter
+from sdfgsparse._symbolic import _PyPrinter, integer_function
 
 __all__ = ['compile_int', 'compile_rules']
 
@@ -50,9 +51,9 @@ def compile_int(expr) -> Callable[[Dict[str, int]], int]:
         return fn
     fn = _CACHE.get(expr)
     if fn is None:
-        src = _TablePrinter().doprint(sympy.sympify(expr))
-        fn = _CACHE[expr] = eval(f'lambda s: int({src})', {})  # noqa: S307 (our own printed expression)
-        fn.source = f'int({src})'
+        inner = integer_function(expr)
+        fn = _CACHE[expr] = lambda s: int(inner(s))  # noqa: E731
+        fn.source = f'int({_TablePrinter().doprint(sympy.sympify(expr))})'
     return fn
 
 
