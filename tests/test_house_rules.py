@@ -190,20 +190,26 @@ def test_the_checks_catch_a_broken_tree(tmp_path):
                                           ('sdfgsparse._dace_compat', 'sdfgsparse.runtime.call')}
 
 
-def test_cpu_implementations_are_registered_by_the_target():
-    """The node files define ``pure`` only; ``targets/cpu`` adds ``cpu`` (and makes it the
-    default) and ``targets/cuda`` adds ``cuda`` on every sparse node."""
+def sparse_node_classes() -> Set[type]:
+    """The sparse library node classes of ``sdfgsparse/ops`` (those with implementations)."""
     import sdfgsparse  # noqa: F401 (imports every node file and registers the targets)
     from sdfgsparse.ops.base import SparseLibraryNode
-    from sdfgsparse.targets.registry import registered
 
     def subclasses(cls):
         for c in cls.__subclasses__():
             yield c
             yield from subclasses(c)
 
-    nodes = {c for c in subclasses(SparseLibraryNode) if c.__module__.startswith('sdfgsparse.ops.')
-             and 'implementations' in c.__dict__}
+    return {c for c in subclasses(SparseLibraryNode) if c.__module__.startswith('sdfgsparse.ops.')
+            and 'implementations' in c.__dict__}
+
+
+def test_cpu_implementations_are_registered_by_the_target():
+    """The node files define ``pure`` only; ``targets/cpu`` adds ``cpu`` (and makes it the
+    default) and ``targets/cuda`` adds ``cuda`` on every sparse node."""
+    from sdfgsparse.targets.registry import registered
+
+    nodes = sparse_node_classes()
     with_cpu = set(registered('cpu'))
     assert nodes and nodes == with_cpu
     for c in with_cpu:
@@ -213,6 +219,22 @@ def test_cpu_implementations_are_registered_by_the_target():
     counts = collections.Counter(c.__module__ for c in with_cpu)
     assert all(n == 1 for n in counts.values())
     assert set(registered('cuda')) == nodes
+
+
+def without_own_validate(classes) -> List[str]:
+    """Names of the ``classes`` that do not define ``validate`` themselves (an inherited one,
+    DaCe's no-op ``Node.validate`` included, does not count)."""
+    return sorted(c.__name__ for c in classes if 'validate' not in c.__dict__)
+
+
+def test_every_sparse_node_defines_validate_in_its_own_class():
+    """Every sparse node checks its own wiring: DaCe calls ``node.validate(sdfg, state)`` before
+    it generates code, so a loaded or edited SDFG with a wrong connection stops there with a
+    typed error naming the node and the connector (sdfgsparse/ops/validation.py)."""
+    nodes = sparse_node_classes()
+    assert nodes and without_own_validate(nodes) == []
+    bare, own = type('Bare', (), {}), type('Own', (), {'validate': lambda self, sdfg, state: None})
+    assert without_own_validate([bare, type('Heir', (own, ), {}), own]) == ['Bare', 'Heir']
 
 
 #: Where kernels are built: no generated Python source is run there.
@@ -232,6 +254,26 @@ def test_kernels_run_no_generated_source():
              if (lines := _calls_of(ast.parse(p.read_text()), {'exec', 'eval', 'compile'}))}
     assert not found, found
     assert _calls_of(ast.parse('exec(compile(src, "k", "exec"))'), {'exec', 'compile'}) == [1, 1]
+
+
+#: The files that still run generated Python source, and why; this list only shrinks (the
+#: warm call's plan becomes compiled code, the torch segments SDFGs built directly).
+RUNS_SOURCE = {
+    'sdfgsparse/runtime/specialise.py': 'the warm call plan, until the compiled binder replaces it',
+    'frontends/torch_graph.py': 'each torch graph segment as program text DaCe parses',
+}
+
+
+def test_no_generated_source_is_run_beyond_the_known_places():
+    """No ``exec``, ``eval`` or ``compile`` of text in sdfgsparse/, frontends/ or
+    transformations/ but where :data:`RUNS_SOURCE` says (and each of those still does)."""
+    found = {}
+    for folder in ('sdfgsparse', 'frontends', 'transformations'):
+        for p in sorted((ROOT / folder).rglob('*.py')):
+            lines = _calls_of(ast.parse(p.read_text()), {'exec', 'eval', 'compile'})
+            if lines:  # (sdfgsparse/frontends is a link to frontends/: one name per file)
+                found[str(p.resolve().relative_to(ROOT.resolve()))] = lines
+    assert set(found) == set(RUNS_SOURCE), found
 
 
 def _cpp_literals(source: str) -> List[Tuple[int, int]]:
