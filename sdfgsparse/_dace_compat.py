@@ -23,12 +23,15 @@ the sparse ``GPUTransformSDFG`` (16) in :mod:`sdfgsparse.targets.cuda.lower`; th
 2. ``CompiledSDFG._convert_return_values`` (1.0.2, ``dace/codegen/compiled_sdfg.py``): tuple
    results are ordered by *string* name (``__return_10`` before ``__return_2``), which
    scrambles programs returning more than ten values; results are put back in order.
+   Upstream: spcl/dace PR 2430 (open) orders the results by their number.
 3. ``SDFG.replace_dict`` (1.0.2, ``dace/sdfg/sdfg.py``): renaming a structure (the frontend
    renames a returned transient to ``__return``) leaves memlets on its members (``X.vals``)
    pointing at the old name. The patch adds ``old.member -> new.member`` for every member.
+   Upstream: related, spcl/dace PR 2121 renames a returned structure with its members in the frontend.
 4. ``Structure.from_json`` (1.0.2, ``dace/data.py``): symbolic members (our ``rows`` /
    ``cols``) come back from JSON as strings, which breaks ``free_symbols``; they are parsed
    back to symbols.
+   Upstream: none found (main unchanged).
 10. ``DaCeCodeGenerator.generate_fileheader`` (1.0.2, ``dace/codegen/targets/framecode.py``):
    the custom type definitions (our argument structs) are written in the iteration order of a
    ``set`` of typeclasses, whose hashes hold string hashes, which Python randomises per
@@ -37,6 +40,7 @@ the sparse ``GPUTransformSDFG`` (16) in :mod:`sdfgsparse.targets.cuda.lower`; th
    library of an unchanged program (warm cache 2.3-2.7 s instead of ~1 s, about every other
    process). While the header is generated, that module's ``set`` iterates in a sorted order
    (by the type's C name), the same in every process.
+   Upstream: none found (main still iterates a set).
 12. ``SDFGState.add_nested_sdfg`` (1.0.2, ``dace/sdfg/state.py``): a symbol gets its C type
    from the first object that names it, and ``dace.symbol('N')`` is int32, so a nested SDFG's
    symbol stayed int32 where its parent passed an int64 value (the column count of an
@@ -45,6 +49,7 @@ the sparse ``GPUTransformSDFG`` (16) in :mod:`sdfgsparse.targets.cuda.lower`; th
    SDFG's integer symbol the parent's width where the parent passes an int64 value. (The
    symbols of int64-index sparse structures themselves are widened before a build by
    :mod:`sdfgsparse.build.folder`.)
+   Upstream: related, spcl/dace PR 2576 (types of nested symbols); int32/int64 clashes in issues 2374, 2605.
 15. ``CPUCodeGen.allocate_array`` / ``deallocate_array`` (1.0.2,
    ``dace/codegen/targets/cpu.py``): a transient structure (an intermediate sparse result, ``(A
    + B) @ x``) was allocated with ``new`` and its members with ``new[]`` whatever their
@@ -54,6 +59,7 @@ the sparse ``GPUTransformSDFG`` (16) in :mod:`sdfgsparse.targets.cuda.lower`; th
    storage type GPU_Global"), so no GPU program could hold an intermediate sparse result.
    Members of transient structures are now allocated and freed by the code generator of their
    storage (``cudaMalloc`` / ``cudaFree`` for ``GPU_Global``), and the struct with ``delete``.
+   Upstream: partly, spcl/dace PR 1971 (the struct freed with delete); the members are not.
 17. ``ProgramVisitor.parse_program`` (1.0.2, ``dace/frontend/python/newast.py``): at the end of
    parsing, the frontend renames each transient to the Python name it was assigned to, one
    ``SDFG.replace_dict`` per variable, each of which walks every node, memlet and tasklet of
@@ -62,12 +68,14 @@ the sparse ``GPUTransformSDFG`` (16) in :mod:`sdfgsparse.targets.cuda.lower`; th
    loop are now collected and applied in one ``replace_dict`` just before the frontend's next
    step (``propagate_states``); where a new name is also an old one (the order would matter)
    they are applied one by one as before. The SDFG is the same.
+   Upstream: none found (main renames one variable at a time).
 18. ``dace.sdfg.state._getdebuginfo`` (1.0.2, ``dace/sdfg/state.py``): every node added to a
    state without debug information records its caller's file and line through
    ``inspect.stack()``, which builds the whole call stack and reads a source line of every
    frame of it (module lookups, file reads), a visible part of parsing and of expanding library
    nodes. The patch reads the same frame with ``sys._getframe``; the recorded file and line are
    the same.
+   Upstream: related, spcl/dace PR 2321 (a setting turns the line lookup off; default unchanged).
 19. ``DaCeCodeGenerator.free_symbols`` (1.0.2, ``dace/codegen/targets/framecode.py``): the code
    generator caches the symbols an object uses by ``id(obj)``, and the FPGA code generator asks
    it for each processing element's subgraph, a ``SubgraphView`` made for the question and
@@ -76,6 +84,7 @@ the sparse ``GPUTransformSDFG`` (16) in :mod:`sdfgsparse.targets.cuda.lower`; th
    or a wrong bound), depending on the hash seed. The cache now keeps the object with its
    symbols and answers only for that same object (an id is not reused while the object is
    alive).
+   Upstream: none found (main caches by id).
 20. ``dace.codegen.targets.fpga.is_external_stream`` (1.0.2, ``dace/codegen/targets/fpga.py``;
    added with TemporalVectorization, spcl/dace PR 1131): it decides whether a stream leaves a
    processing element (so that the FPGA code generator makes it a kernel port rather than a
@@ -86,6 +95,7 @@ the sparse ``GPUTransformSDFG`` (16) in :mod:`sdfgsparse.targets.cuda.lower`; th
    (prototype workaround: distinct depths). The other end is now looked for by identity:
    another access node (``is not``) of the same container (same name, same descriptor object).
    Designs whose streams differ in type or depth are unchanged.
+   Upstream: none found (also in spcl/dace-fpga).
 22. DaCe transformations that corrupt sparse SDFGs (1.0.2, ``dace/transformation/``):
    ``NestSDFG`` (and ``FPGATransformSDFG`` and ``FPGATransformState``, which nest the program
    first) give the nested SDFG no descriptor for a structure's members (memlets on ``A.pos1``
@@ -96,6 +106,7 @@ the sparse ``GPUTransformSDFG`` (16) in :mod:`sdfgsparse.targets.cuda.lower`; th
    with ``target='fpga'`` is the FPGA path for them) and matches touching a structure, a
    structure member or a view of one (the last); everything else goes to DaCe's own check.
    (``GPUTransformSDFG``: :mod:`sdfgsparse.targets.cuda.lower`.)
+   Upstream: related, spcl/dace PR 1888 (InlineSDFG with structures; NestSDFG unchanged).
 """
 
 import inspect

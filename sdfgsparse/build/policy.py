@@ -14,7 +14,8 @@ named and built under :func:`applied`, which sets, for the time of the build:
   change the process's floating-point state nor the meaning of NaN and infinity
   (:data:`FP_FLAGS`: no ``errno``, no trapping, reassociation and no signed zeros, so the
   compiler may vectorise reductions). Sums may be reassociated inside kernels (rounding
-  differs from scipy's sequential order, within a few ulps per entry).
+  differs from scipy's sequential order, within a few ulps per entry). Upstream: spcl/dace
+  PR 2453 (2.0.0-alpha6) drops ``-ffast-math`` from the default flags too.
 - ``compiler.build_type = 'Release'`` (``-O3``; unless ``DACE_compiler_build_type`` is
   set): DaCe's default builds at ``-O2``, and the SIMD kernels rely on ``-O3``.
 - ``cache = 'hash'`` (unless ``DACE_cache`` is set): DaCe 1.0.2's default keys builds by

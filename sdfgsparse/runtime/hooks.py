@@ -35,7 +35,7 @@ program runs as DaCe runs it:
    separate ``np.empty`` buffer, so every result is a NumPy *view* (``base`` is set) — and
    DaCe refuses views as arguments: a result could not be passed back into a program (a CG
    loop calling its iteration program failed). Host-memory results with C-contiguous
-   strides are allocated directly (``np.empty(shape)``, no base).
+   strides are allocated directly (``np.empty(shape)``, no base). Upstream: none found.
 13. ``CompiledSDFG.__call__``: a compiled program keeps the arguments and return arrays of
    its last call on the object (``_lastargs``, ``_return_arrays``) and hands the same return
    arrays to every call until ``clear_return_values()``; DaCe's program calls that before
@@ -43,6 +43,7 @@ program runs as DaCe runs it:
    (402 of 800 wrong on 8 threads). Each call holds the compiled program's lock
    (:func:`~sdfgsparse.runtime.call.lock_of`) and gets new return arrays. (Warm calls of
    a known signature do not go through here: their plans keep nothing between calls.)
+   Upstream: related, spcl/dace issue 1045 and PR 2206 (no lock in DaCe's main).
 """
 import numpy as np
 from dace.codegen import compiled_sdfg
