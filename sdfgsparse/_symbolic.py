@@ -154,22 +154,25 @@ def integer_function(e, minimum=min, maximum=max):
     raises ``ValueError``."""
     if isinstance(e, str):
         e = dace.symbolic.pystr_to_symbolic(e)
-    e = sympy.sympify(e)
+    e = integral(sympy.sympify(e))  # (K*N/2 + M*N/2: one division of the sum, not two rounded halves)
     if e.is_Integer:
         value = int(e)
         return lambda s: value
     if e.is_Symbol:
         name = str(e)
         return lambda s: s[name]
-    args = [integer_function(a, minimum, maximum) for a in e.args] if not e.is_Rational else []
     name = type(e).__name__
-    if e.is_Add:
-        return _fold(args, lambda a, b: a + b)
     if e.is_Mul:
         coeff, rest = e.as_coeff_Mul()
         if coeff.is_Rational and not coeff.is_Integer:
             p, q, inner = int(coeff.p), int(coeff.q), integer_function(rest, minimum, maximum)
             return lambda s: (p * inner(s)) // q
+    if e.is_Rational:
+        raise ValueError(f'integer_function: {e} is not an integer')
+    args = [integer_function(a, minimum, maximum) for a in e.args]
+    if e.is_Add:
+        return _fold(args, lambda a, b: a + b)
+    if e.is_Mul:
         return _fold(args, lambda a, b: a * b)
     if e.is_Pow and e.exp.is_Integer and int(e.exp) >= 0:
         base, k = integer_function(e.base, minimum, maximum), int(e.exp)

@@ -11,7 +11,8 @@ import warnings
 __all__ = [
     'SparseError', 'ShapeError', 'DTypeError', 'FormatMismatchError', 'InvalidIndexError',
     'UnsortedIndicesError', 'DuplicateIndicesError', 'IndptrError', 'IndexOverflowError',
-    'UnsupportedOperationError', 'PatternError', 'ArgumentError', 'DeviceError', 'DistributedError', 'CopyWarning',
+    'UnsupportedOperationError', 'PatternError', 'ArgumentError', 'ConnectorError', 'DeviceError', 'DistributedError',
+    'CopyWarning',
     'FormatFallbackWarning', 'LayoutFallbackWarning', 'warn_user'
 ]
 
@@ -64,6 +65,13 @@ class UnsupportedOperationError(SparseError, TypeError):
 class ArgumentError(SparseError, TypeError):
     """The arguments do not fit the parameters: too many or missing, or a value of a kind
     that cannot be passed there (a string, None, a list or tuple where an array belongs)."""
+
+
+class ConnectorError(SparseError, ValueError):
+    """A sparse library node in an SDFG is wired wrongly (a file loaded or edited, or a
+    transformation's result): a connector it reads or writes is missing or not connected,
+    is connected to data of the wrong kind, or is one the node does not take. Raised by the
+    node's ``validate()`` (:mod:`sdfgsparse.ops.validation`), before any code is generated."""
 
 
 class DeviceError(SparseError, RuntimeError):

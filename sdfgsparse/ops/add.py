@@ -8,12 +8,14 @@ import dace.library
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfgsparse import errors
 from sdfgsparse.formats import CSC, CSR, SparseFormat, SparseType
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_compress import Rows, canonical_rows, merge_rows
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring
 
-__all__ = ['SparseAdd', 'result_format', 'pure_merge', 'merge_into']
+__all__ = ['SparseAdd', 'result_format', 'pure_merge', 'merge_into', 'may_repeat', 'validate_merge']
 
 
 def result_format(a: SparseType) -> SparseFormat:
@@ -57,6 +59,29 @@ def merge_into(k: Kernel, node, state, mode: str, sign: int = 1, rows_of=canonic
     merge_rows(k, 'merge', rows['A'], rows['B'], out, mode, sign)
 
 
+def may_repeat(st: SparseType) -> bool:
+    """Whether format ``st`` may store a coordinate twice (COO): an intersection of such an
+    operand would be ambiguous."""
+    return not all(l.unique for l in st.fmt.levels)
+
+
+def validate_merge(node, sdfg, state, unique: bool = False) -> None:
+    """The checks of ``A ± B`` and (``unique``) ``A ∘ B`` (:mod:`sdfgsparse.ops.validation`):
+    the members of A and B (with ``unique``: of formats that store each coordinate once), a
+    CSR or CSC result, all three of one shape, the result of the dtype of ``A + B``."""
+    w = Wiring(node, sdfg, state)
+    A, B, out = w.sparse('A'), w.sparse('B'), w.sparse('out', output=True)
+    for op in (A, B) if unique else ():
+        if op.seen is not None and may_repeat(op.seen):
+            w.fail(errors.UnsupportedOperationError, f'operand {op.shown} ({op.seen.fmt.name}) may store a '
+                   'coordinate twice; convert it to CSR first')
+    w.format_in(out, ('CSR', 'CSC'))
+    w.same(A.rows, B.rows, out.rows)
+    w.same(A.cols, B.cols, out.cols)
+    w.computes(out, A, B)
+    w.finish()
+
+
 @dace.library.expansion
 class ExpandSparseAddPure(ExpandTransformation):
     """The portable SDFG: per row, a two-pointer merge of the operands' sorted rows
@@ -89,3 +114,7 @@ class SparseAdd(SparseLibraryNode):
     def __init__(self, name='sparse_add', sign_B=1, *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
         self.sign_B = sign_B
+
+    def validate(self, sdfg, state):
+        """:func:`validate_merge`."""
+        validate_merge(self, sdfg, state)

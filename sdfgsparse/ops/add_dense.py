@@ -9,6 +9,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.lowering.graph import SUM, Kernel, read
 from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.ops.base import SparseLibraryNode
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['SparseAddDense']
 
@@ -53,3 +54,13 @@ class SparseAddDense(SparseLibraryNode):
         super().__init__(name, *args, inputs={D}, outputs={OUT}, **kwargs)
         self.sparse_sign = sparse_sign
         self.dense_sign = dense_sign
+
+    def validate(self, sdfg, state):
+        """A's members, matrices ``_D`` and ``_out`` of A's shape, ``_out`` of the dtype of
+        ``A + D`` (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, d, out = w.sparse('A'), w.dense(D, (2, )), w.dense(OUT, (2, ), output=True)
+        w.same(A.rows, d.dim(0), out.dim(0))
+        w.same(A.cols, d.dim(1), out.dim(1))
+        w.computes(out, A, d)
+        w.finish()

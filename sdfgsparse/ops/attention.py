@@ -23,6 +23,7 @@ from sdfgsparse.lowering.graph import MAX, SUM, Kernel, emit, fill, read
 from sdfgsparse.lowering.graph_dense import entry_maps, sampled_pass, spmm_pass
 from sdfgsparse.lowering.graph_values import exact_float
 from sdfgsparse.ops.base import SparseLibraryNode
+from sdfgsparse.ops.validation import Wiring
 from sdfgsparse.ops.softmax import lowest_value
 
 __all__ = ['portable_kernel', 'SparseAttention', 'Q', 'K', 'V', 'OUT', 'KEY_LAYOUTS']
@@ -109,3 +110,18 @@ class SparseAttention(SparseLibraryNode):
     def __init__(self, name='attention', key_layout='K', *args, **kwargs):
         super().__init__(name, *args, inputs={Q, K, V}, outputs={OUT}, **kwargs)
         self.key_layout = key_layout
+
+    def validate(self, sdfg, state):
+        """S's members, matrices ``_Q`` (S's rows x d), ``_K`` (S's columns x d, or d x S's
+        columns with ``key_layout='KT'``), ``_V`` (S's columns x dv) and a float ``_out``
+        (S's rows x dv) (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        S, q, k, v = w.sparse('S'), w.dense(Q, (2, )), w.dense(K, (2, )), w.dense(V, (2, ))
+        out = w.dense(OUT, (2, ), output=True)
+        n, d = (0, 1) if self.key_layout == 'K' else (1, 0)
+        w.same(S.rows, q.dim(0), out.dim(0))
+        w.same(S.cols, k.dim(n), v.dim(0))
+        w.same(q.dim(1), k.dim(d))
+        w.same(v.dim(1), out.dim(1))
+        w.floating(out)
+        w.finish()

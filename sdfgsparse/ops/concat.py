@@ -15,6 +15,7 @@ from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_compress import Rows, canonical_rows
 from sdfgsparse.lowering.graph_shape import concat_rows
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring, concat_size
 
 __all__ = ['portable_kernel', 'SparseConcat', 'part_prefix']
 
@@ -82,3 +83,17 @@ class SparseConcat(SparseLibraryNode):
     @property
     def SPARSE_INPUTS(self):
         return tuple(part_prefix(p) for p in range(self.parts))
+
+    def validate(self, sdfg, state):
+        """The members of each of the ``parts`` operands, a CSR or CSC result whose size along
+        ``axis`` is the parts' together and across it each part's, of the dtype of their
+        values together (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        parts = [w.sparse(part_prefix(p)) for p in range(self.parts)]
+        out = w.sparse('out', output=True)
+        w.format_in(out, ('CSR', 'CSC'))
+        rows = self.axis == 0
+        w.same(concat_size(parts, rows=rows), out.rows if rows else out.cols)
+        w.same(*(p.cols if rows else p.rows for p in parts), out.cols if rows else out.rows)
+        w.computes(out, *parts)
+        w.finish()

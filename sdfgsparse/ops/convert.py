@@ -11,6 +11,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_compress import Rows, compress_lists, expand_entries
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['Convert', 'TARGETS']
 
@@ -59,3 +60,14 @@ class Convert(SparseLibraryNode):
     def __init__(self, name='convert', target='CSR', *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
         self.target = target
+
+    def validate(self, sdfg, state):
+        """A's members, a CSR or CSC result of A's shape and dtype
+        (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, out = w.sparse('A'), w.sparse('out', output=True)
+        w.format_in(out, TARGETS)
+        w.same(out.rows, A.rows)
+        w.same(out.cols, A.cols)
+        w.computes(out, A)
+        w.finish()

@@ -8,6 +8,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.lowering.graph import SUM, Kernel, emit, fill, read
 from sdfgsparse.lowering.graph_dense import coordinate_binds, entry_maps
 from sdfgsparse.ops.base import SparseLibraryNode
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['DenseSpMM']
 
@@ -57,3 +58,16 @@ class DenseSpMM(SparseLibraryNode):
 
     def __init__(self, name='dense_spmm', *args, **kwargs):
         super().__init__(name, *args, inputs={B}, outputs={C}, **kwargs)
+
+    def validate(self, sdfg, state):
+        """A's members, ``_B`` (P x M, or M) and ``_C`` (P x N, or N) of one rank, of the
+        dtype of ``B @ A`` (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, b, c = w.sparse('A'), w.dense(B, (1, 2)), w.dense(C, (1, 2), output=True)
+        w.same(b.rank, c.rank)
+        w.same(b.dim(-1), A.rows)
+        w.same(c.dim(-1), A.cols)
+        if b.rank.value == c.rank.value == 2:
+            w.same(b.dim(0), c.dim(0))
+        w.computes(c, A, b)
+        w.finish()

@@ -19,6 +19,7 @@ from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import map_value_slots
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['portable_kernel', 'MapValues', 'FUNCTIONS', 'value_expression']
 
@@ -125,3 +126,16 @@ class MapValues(SparseLibraryNode):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
         self.function = function
         self.alpha = str(alpha)
+
+    def validate(self, sdfg, state):
+        """A known ``function``, A's members, the result with A's pattern, and ``_alpha`` (any
+        shape: its first element is read) exactly when ``alpha_is_data``
+        (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        if self.function not in FUNCTIONS:
+            w.fail(errors.UnsupportedOperationError, f'unknown element-wise function {self.function!r}; known: '
+                   f'{", ".join(FUNCTIONS)}')
+        A, out = w.sparse('A'), w.sparse('out', output=True)
+        w.dense(ALPHA, required=self.alpha_is_data)
+        w.same_pattern(out, A)
+        w.finish()

@@ -8,7 +8,7 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.ops.add import pure_merge
+from sdfgsparse.ops.add import may_repeat, pure_merge, validate_merge
 from sdfgsparse.ops.base import SparseLibraryNode
 
 __all__ = ['check_unique', 'SparseMul']
@@ -19,7 +19,7 @@ def check_unique(node: 'SparseMul', state) -> None:
     two stored entries would be ambiguous."""
     for prefix in ('A', 'B'):
         st = node.operand_type(state, prefix)
-        if not all(l.unique for l in st.fmt.levels):
+        if may_repeat(st):
             raise errors.UnsupportedOperationError(f'{node.label}: operand {prefix} ({st.fmt.name}) may '
                                                    'store a coordinate twice; convert it to CSR first')
 
@@ -52,3 +52,7 @@ class SparseMul(SparseLibraryNode):
 
     def __init__(self, name='sparse_mul', *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
+
+    def validate(self, sdfg, state):
+        """:func:`~sdfgsparse.ops.add.validate_merge`, operands that store each coordinate once."""
+        validate_merge(self, sdfg, state, unique=True)

@@ -9,6 +9,7 @@ from sdfgsparse.lowering.graph import Kernel, read
 from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['portable_kernel', 'SparseMulDense']
 
@@ -53,3 +54,14 @@ class SparseMulDense(SparseLibraryNode):
 
     def __init__(self, name='sparse_mul_dense', *args, **kwargs):
         super().__init__(name, *args, inputs={D}, outputs=set(), **kwargs)
+
+    def validate(self, sdfg, state):
+        """A's members, a matrix ``_D`` of A's shape, the result with A's pattern and the
+        dtype of ``A * D`` (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, d, out = w.sparse('A'), w.dense(D, (2, )), w.sparse('out', output=True)
+        w.same(A.rows, d.dim(0))
+        w.same(A.cols, d.dim(1))
+        w.same_pattern(out, A)
+        w.computes(out, A, d)
+        w.finish()

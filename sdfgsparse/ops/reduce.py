@@ -5,9 +5,11 @@ import numpy as np
 from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
+from sdfgsparse import errors
 from sdfgsparse.lowering.graph import SUM, Kernel
 from sdfgsparse.lowering.graph_values import entry_pass
 from sdfgsparse.ops.base import SparseLibraryNode
+from sdfgsparse.ops.validation import Size, Wiring
 
 __all__ = ['SparseSum', 'sum_dtype']
 
@@ -63,3 +65,15 @@ class SparseSum(SparseLibraryNode):
     def __init__(self, name='sparse_sum', axis=-1, *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs={OUT}, **kwargs)
         self.axis = axis
+
+    def validate(self, sdfg, state):
+        """``axis`` in (-1, 0, 1), A's members, a vector ``_out`` of one element (``axis=-1``),
+        of A's columns (0) or of A's rows (1), of the accumulator's dtype
+        (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        if self.axis not in (-1, 0, 1):
+            w.fail(errors.UnsupportedOperationError, f'axis {self.axis} is not -1 (all), 0 (per column) or 1 (per row)')
+        A, out = w.sparse('A'), w.dense(OUT, (1, ), output=True)
+        w.same(out.dim(0), Size(1, 'one element (axis=-1)') if self.axis < 0 else A.rows if self.axis == 1 else A.cols)
+        w.computes(out, A, dtype=dace.int64 if self.count else sum_dtype(A.dtype) if A.dtype is not None else None)
+        w.finish()

@@ -8,6 +8,7 @@ from sdfgsparse.lowering.graph import Kernel, fill
 from sdfgsparse.lowering.graph_dense import sampled_pass
 from sdfgsparse.lowering.graph_values import copy_index_members as copy_index_arrays
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['SDDMM']
 
@@ -60,3 +61,18 @@ class SDDMM(SparseLibraryNode):
 
     def __init__(self, name='sddmm', *args, **kwargs):
         super().__init__(name, *args, inputs={X, Y}, outputs=set(), **kwargs)
+
+    def validate(self, sdfg, state):
+        """S's members, matrices ``_X`` (S's rows x K) and ``_Y`` (K x S's columns, or its
+        transpose with ``y_layout='NK'``), the result with S's pattern and the dtype of
+        ``S * (X @ Y)`` (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        S, x, y = w.sparse('S'), w.dense(X, (2, )), w.dense(Y, (2, ))
+        out = w.sparse('out', output=True)
+        n, k = (0, 1) if self.y_layout == 'NK' else (1, 0)
+        w.same(S.rows, x.dim(0))
+        w.same(x.dim(1), y.dim(k))
+        w.same(S.cols, y.dim(n))
+        w.same_pattern(out, S)
+        w.computes(out, S, x, y)
+        w.finish()

@@ -24,6 +24,7 @@ from sdfgsparse.lowering.graph import MAX, SUM, Kernel, read
 from sdfgsparse.lowering.graph_values import copy_index_members as copy_members
 from sdfgsparse.lowering.graph_values import entry_pass, exact_float
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['portable_kernel', 'SparseSoftmax', 'normalise_axis', 'owns_single_rows', 'lowest_value']
 
@@ -122,3 +123,13 @@ class SparseSoftmax(SparseLibraryNode):
     def __init__(self, name='softmax', axis=1, *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
         self.axis = normalise_axis(axis)
+
+    def validate(self, sdfg, state):
+        """A's members, the result with A's pattern, of A's float dtype (float64 for integer
+        values) (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, out = w.sparse('A'), w.sparse('out', output=True)
+        w.same_pattern(out, A)
+        if A.dtype is not None:
+            w.computes(out, A, dtype=A.dtype if A.dtype in (dace.float32, dace.float64) else dace.float64)
+        w.finish()

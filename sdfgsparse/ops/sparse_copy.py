@@ -16,6 +16,7 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['portable_kernel', 'SparseCopy']
 
@@ -60,3 +61,12 @@ class SparseCopy(SparseLibraryNode):
 
     def __init__(self, name='sparse_copy', *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
+
+    def validate(self, sdfg, state):
+        """A's members, a result of the type A is seen as: A's members, sizes and dtype
+        (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, out = w.sparse('A'), w.sparse('out', output=True)
+        w.same_pattern(out, A)
+        w.computes(out, A)
+        w.finish()

@@ -18,6 +18,7 @@ from sdfgsparse import errors
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_compress import EntryLists, Rows, compress_lists, product_lists, row_major
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['SpGEMM', 'product_kernel']
 
@@ -72,3 +73,16 @@ class SpGEMM(SparseLibraryNode):
 
     def __init__(self, name='spgemm', *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
+
+    def validate(self, sdfg, state):
+        """A's members, B's (iterated as CSR), a CSR or CSC result of A's rows x B's columns
+        and the dtype of ``A @ B`` (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, B, out = w.sparse('A'), w.sparse('B'), w.sparse('out', output=True)
+        w.format_in(B, ('CSR', ), ' (a CSR matrix, or a CSC one read transposed); the frontend converts it')
+        w.format_in(out, ('CSR', 'CSC'))
+        w.same(A.cols, B.rows)
+        w.same(out.rows, A.rows)
+        w.same(out.cols, B.cols)
+        w.computes(out, A, B)
+        w.finish()

@@ -7,6 +7,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse.lowering.graph import Kernel, epilogue_pass, fill
 from sdfgsparse.lowering.graph_dense import spmm_pass
 from sdfgsparse.ops.base import FusableSparseNode
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['SpMM']
 
@@ -64,3 +65,14 @@ class SpMM(FusableSparseNode):
 
     def __init__(self, name='spmm', *args, **kwargs):
         super().__init__(name, *args, inputs={B}, outputs={Y}, **kwargs)
+
+    def validate(self, sdfg, state):
+        """A's members, a matrix ``_B`` (A's columns x K), a matrix ``_Y`` (A's rows x K) of the
+        dtype of ``A @ B`` (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, b, y = w.sparse('A'), w.dense(B, (2, )), w.dense(Y, (2, ), output=True)
+        w.same(A.cols, b.dim(0))
+        w.same(A.rows, y.dim(0))
+        w.same(b.dim(1), y.dim(1))
+        w.computes(y, A, b)
+        w.finish()

@@ -6,6 +6,7 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse.lowering.graph import SUM, Kernel, epilogue_pass, read
 from sdfgsparse.ops.base import FusableSparseNode
+from sdfgsparse.ops.validation import Wiring
 
 __all__ = ['SpMV']
 
@@ -59,3 +60,13 @@ class SpMV(FusableSparseNode):
 
     def __init__(self, name='spmv', *args, **kwargs):
         super().__init__(name, *args, inputs={X}, outputs={Y}, **kwargs)
+
+    def validate(self, sdfg, state):
+        """A's members, a vector ``_x`` of A's columns, a vector ``_y`` of A's rows of the
+        dtype of ``A @ x`` (:mod:`sdfgsparse.ops.validation`)."""
+        w = Wiring(self, sdfg, state)
+        A, x, y = w.sparse('A'), w.dense(X, (1, )), w.dense(Y, (1, ), output=True)
+        w.same(A.cols, x.dim(0))
+        w.same(A.rows, y.dim(0))
+        w.computes(y, A, x)
+        w.finish()

@@ -23,10 +23,11 @@ N = dace.symbol('N')
 
 @dace.program
 def power(A: ss.CSR[dace.float64, N, N], y: dace.float64[N]):
+    x = np.copy(y)  # (rebinding the argument y itself is refused: it would write into the caller's array)
     for i in range(40):
-        y = A @ y
-        y = y / np.sqrt(np.sum(y * y))
-    return y
+        x = A @ x
+        x = x / np.sqrt(np.sum(x * x))
+    return x
 
 
 def _power_ref(A, y):
