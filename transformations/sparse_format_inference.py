@@ -7,12 +7,23 @@ from dace.transformation import transformation as xf
 from sdfgsparse.formats import CSC, CSR, sparse_type_of
 from sdfgsparse.ops.add import SparseAdd
 from sdfgsparse.ops.base import SparseLibraryNode, retype_sparse, sparse_consumers
+from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.mul import SparseMul
+from sdfgsparse.ops.mul_dense import SparseMulDense
+from sdfgsparse.ops.sddmm import SDDMM
+from sdfgsparse.ops.softmax import SparseSoftmax
+from sdfgsparse.ops.sparse_copy import SparseCopy
 
 __all__ = ['SparseFormatInference', 'PRODUCERS']
 
 #: nodes whose result format (CSR or CSC) this transformation may change
 PRODUCERS = (SparseAdd, SparseMul)
+
+#: readers whose sparse result takes their operand's pattern (its index arrays, in its
+#: format): retyping the operand alone would leave their results typed in the old format
+#: over storage in the new one (a wrong result, and for a non-square matrix writes past
+#: the result's position array)
+PATTERN_SHARING = (MapValues, SparseMulDense, SDDMM, SparseSoftmax, SparseCopy)
 
 
 def _out_name(state, node):
@@ -44,7 +55,8 @@ class SparseFormatInference(xf.SingleStateTransformation):
 
     Matched pattern: a ``SparseAdd`` or ``SparseMul`` node whose result is CSR or CSC.
     Applicable when the rules prefer the other of the two and every reader of the result
-    is a sparse library node (or the result is only returned). The rewrite changes the
+    is a sparse library node (or the result is only returned) whose own result does not
+    take the result's pattern (:data:`PATTERN_SHARING`: ``2 * C``, ``C * D``, softmax). The rewrite changes the
     result's type (and its member views); the producer compresses along the other
     dimension, consumers iterate the new format. Examples: ``(A - B).T @ x`` with CSR
     operands gets a CSC intermediate; ``(A + B) @ x`` with CSC operands a CSR one (the
@@ -80,6 +92,8 @@ class SparseFormatInference(xf.SingleStateTransformation):
         readers = sparse_consumers(state, name)
         if any(p is None for _, p in readers):
             return False  # read by something that is not a sparse node
+        if any(isinstance(n, PATTERN_SHARING) for n, _ in readers):
+            return False  # a reader's result shares this pattern, typed as it is now (2 * C: CSR storage of C)
         if any(n.data == name for s in sdfg.states() if s is not state for n in s.data_nodes()):
             return False  # used in another state
         return self.preferred(state, sdfg) != sparse_type_of(sdfg.arrays[name]).fmt.name

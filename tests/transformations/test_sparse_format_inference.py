@@ -120,3 +120,24 @@ def test_round_trips_through_json():
     again = dace.SDFG.from_json(after.to_json())
     assert _formats(again) == _formats(after)
     assert SparseFormatInference.from_json(SparseFormatInference().to_json()).CATEGORY == 'Sparse'
+
+
+@dace.program
+def transposed_and_scaled(A: ss.CSR[dace.float64, M, N], B: ss.CSR[dace.float64, M, N], x: dace.float64[M],
+                          y: dace.float64[M]):
+    C = A - B
+    return C.T @ x, C.T @ y, 2 * C
+
+
+def test_a_reader_sharing_the_pattern_keeps_the_format(rng):
+    """``2 * C`` stores its result with C's index arrays, typed as C is: retyping C alone to
+    CSC (what its two transposed readers prefer) left that result CSR over CSC storage, a
+    wrong result and, for a non-square C, writes past its position array. Not applied."""
+    before, after, applied = _inferred(transposed_and_scaled)
+    assert applied == 0 and _formats(after) == _formats(before)
+    A, B = _pair(rng)
+    x, y = rng.standard_normal(A.shape[0]), rng.standard_normal(A.shape[0])
+    got = ss.compile(after)(A=A, B=B, x=x, y=y)
+    np.testing.assert_allclose(got[0], (A - B).T @ x, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got[1], (A - B).T @ y, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got[2].toarray(), 2 * (A - B).toarray(), rtol=1e-12, atol=1e-12)
