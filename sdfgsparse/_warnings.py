@@ -17,12 +17,12 @@ concurrently. While any thread is inside, the benign DaCe warnings are hidden in
 thread (they name nothing else). A ``catch_warnings`` block of another thread that spans
 an exit can put the filters back on its own exit; the next exit removes them again.
 """
-import contextlib
 import re
-import threading
 import warnings
 from dataclasses import dataclass
 from typing import Optional, Tuple, Type
+
+from sdfgsparse._scoped import CountedScope
 
 __all__ = ['BenignWarning', 'BENIGN', 'benign_dace_warnings', 'benign']
 
@@ -68,8 +68,6 @@ BENIGN: Tuple[BenignWarning, ...] = (
         'Pass.to_json writes the class attribute CATEGORY, which from_json does not read back'),
 )
 
-_LOCK = threading.Lock()
-_STATE = {'depth': 0}
 #: The filter entries (``warnings.filters`` tuples), made once: removed by identity.
 _FILTERS = tuple(('ignore', re.compile(b.message, re.I), b.category, re.compile(b.module), 0) for b in BENIGN)
 
@@ -92,20 +90,16 @@ def _remove() -> None:
     _mutated()
 
 
-@contextlib.contextmanager
+def _install() -> None:
+    _remove()  # (put back by another thread's catch_warnings: not twice)
+    warnings.filters[:0] = _FILTERS
+    _mutated()
+
+
+_SCOPE = CountedScope(_install, _remove)
+
+
 def benign_dace_warnings():
     """A context in which the warnings of :data:`BENIGN` are not shown (see the module;
     re-entrant, thread-safe)."""
-    with _LOCK:
-        if _STATE['depth'] == 0:
-            _remove()  # (put back by another thread's catch_warnings: not twice)
-            warnings.filters[:0] = _FILTERS
-            _mutated()
-        _STATE['depth'] += 1
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _STATE['depth'] -= 1
-            if _STATE['depth'] == 0:
-                _remove()
+    return _SCOPE

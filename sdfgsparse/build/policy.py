@@ -27,11 +27,11 @@ program built at the same moment by another thread sees them too (DaCe has no pe
 configuration). Nested and concurrent uses are counted; the last one out restores what
 was there.
 """
-import contextlib
 import os
-import threading
 
 import dace
+
+from sdfgsparse._scoped import CountedScope
 
 __all__ = ['applied', 'active', 'register', 'settings', 'without_fast_math', 'FP_FLAGS']
 
@@ -79,31 +79,32 @@ def settings() -> dict:
     return out
 
 
-_LOCK = threading.RLock()
-_STATE = {'depth': 0, 'saved': {}}
+_SAVED = {}
 
 
-@contextlib.contextmanager
+def _set() -> None:
+    wanted = settings()
+    _SAVED.clear()
+    _SAVED.update({path: dace.Config.get(*path) for path in wanted})
+    for path, value in wanted.items():
+        dace.Config.set(*path, value=value)
+
+
+def _restore() -> None:
+    for path, value in _SAVED.items():
+        dace.Config.set(*path, value=value)
+    _SAVED.clear()
+
+
+_SCOPE = CountedScope(_set, _restore)
+
+
 def applied():
-    """DaCe's configuration for naming and building one of our programs (see above)."""
-    with _LOCK:
-        if _STATE['depth'] == 0:
-            wanted = settings()
-            _STATE['saved'] = {path: dace.Config.get(*path) for path in wanted}
-            for path, value in wanted.items():
-                dace.Config.set(*path, value=value)
-        _STATE['depth'] += 1
-    try:
-        yield
-    finally:
-        with _LOCK:
-            _STATE['depth'] -= 1
-            if _STATE['depth'] == 0:
-                for path, value in _STATE['saved'].items():
-                    dace.Config.set(*path, value=value)
-                _STATE['saved'] = {}
+    """DaCe's configuration for naming and building one of our programs (see above; a
+    context manager)."""
+    return _SCOPE
 
 
 def active() -> bool:
     """Whether one of our programs is being named or built now (in any thread)."""
-    return _STATE['depth'] > 0
+    return _SCOPE.depth > 0
