@@ -9,7 +9,18 @@ os.environ.setdefault('OPENBLAS_NUM_THREADS', '1')  # as the benchmark runs NumP
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+import dace  # noqa: E402
+
 import sdfgsparse  # noqa: E402,F401  (applies the DaCe patches before any test module parses a program)
+from sdfgsparse.build import policy  # noqa: E402
+
+# The tests' own plain dense DaCe programs are built without -ffast-math, as a user who wants
+# IEEE subnormals in the process sets it: DaCe's default flags (left as they are by sdfgsparse)
+# link crtfastmath.o, whose constructor sets flush-to-zero for the whole process, and the
+# tests of what our programs leave to the caller (subnormals, NaN) share the workers' processes.
+# tests/runtime/test_dense_programs_unchanged.py runs DaCe's defaults in processes of its own.
+if 'DACE_compiler_cpu_args' not in os.environ:
+    dace.Config.set('compiler', 'cpu', 'args', value=policy.without_fast_math(dace.Config.get('compiler', 'cpu', 'args')))
 
 
 def pytest_collection_modifyitems(config, items):

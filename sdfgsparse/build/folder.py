@@ -44,7 +44,7 @@ from sdfgsparse._dace_compat import wrap
 from sdfgsparse.build import cache, policy
 from sdfgsparse.build.lock import FileLock
 from sdfgsparse.build.naming import canonical_edge_order, content_hash, source_fingerprint
-from sdfgsparse.formats.format import is_ours, widen_size_symbols
+from sdfgsparse.formats.format import is_ours, mark_ours, widen_size_symbols
 
 __all__ = ['install']
 
@@ -95,7 +95,10 @@ def install() -> None:
             if not is_ours(self):
                 return orig_compile(self, *args, **kwargs)
             with policy.applied():
-                return _compile(self, orig_compile, named_by_content, args, kwargs)
+                result = _compile(self, orig_compile, named_by_content, args, kwargs)
+            if getattr(result, 'sdfg', None) is not None:  # (a complete build loaded from its folder: a copy)
+                mark_ours(result.sdfg)
+            return result
 
         return compile
 

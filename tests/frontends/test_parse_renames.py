@@ -1,7 +1,6 @@
 """``_dace_compat`` patch 17: the frontend's renames of transients to their Python names
 are applied in one pass; the parsed SDFG is the one DaCe's one-by-one renames make
 (aliases ``b = a``, sparse results with their members, dense temporaries) and runs."""
-import inspect
 import json
 import re
 
@@ -56,8 +55,8 @@ def test_batched_renames_make_the_same_sdfg(monkeypatch):
     assert max(pending) >= 6, pending  # the renames waited for one pass
     assert '_ss_renames' not in batched.__dict__
     # DaCe's own renames, one replace_dict per variable
-    monkeypatch.setattr(dace.SDFG, 'replace_dict', inspect.getclosurevars(dace.SDFG.replace_dict).nonlocals['replace'])
-    monkeypatch.setattr(newast, 'propagate_states', inspect.getclosurevars(flush).nonlocals['propagate'])
+    monkeypatch.setattr(dace.SDFG, 'replace_dict', dace.SDFG.replace_dict.__wrapped__)  # (patch 3's, under 17's)
+    monkeypatch.setattr(newast, 'propagate_states', flush.__wrapped__)
     one_by_one = _program().to_sdfg(simplify=False)
     assert _stripped(batched) == _stripped(one_by_one)
     assert {'scores', 'weights', 'doubled'} <= set(batched.arrays)
