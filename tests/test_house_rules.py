@@ -30,7 +30,7 @@ PACKAGES = {'sdfgsparse': ROOT / 'sdfgsparse', 'sdfgsparse.transformations': ROO
 #: Rank of each top-level part of the package: a module may import only parts of lower or
 #: equal rank. The faces (rank 9) use the public API (rank 8.5) and each other.
 RANKS = {
-    '_dace_compat': 0, '_symbolic': 0, '_warnings': 0, 'errors': 0, 'notes': 0,
+    '_dace_compat': 0, '_scoped': 0, '_symbolic': 0, '_warnings': 0, 'errors': 0, 'notes': 0,
     'formats': 1,
     'build': 2, 'lowering': 2,
     'ops': 3,
