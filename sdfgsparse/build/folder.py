@@ -68,13 +68,16 @@ def _loaded(folder: str, sdfg):
     return found if cache.intact(folder, sdfg.name) else None
 
 
+def _named_by_content(sdfg) -> bool:
+    """Whether our ``sdfg`` gets a content-named folder: none set by hand, and the hash cache
+    (what :func:`sdfgsparse.build.policy.applied` sets unless ``DACE_cache`` says otherwise)."""
+    return '_build_folder' not in sdfg.__dict__ and dace.Config.get('cache') == 'hash'
+
+
 def install() -> None:
     """Wrap ``SDFG.build_folder``, ``SDFG.compile`` and DaCe's ``get_program_handle``, for our
     programs only (:func:`sdfgsparse.formats.is_ours`; any other SDFG is named, built and
     loaded as DaCe does it); once."""
-
-    def named_by_content(sdfg) -> bool:  # ours, no folder set by hand, the hash cache (policy.applied)
-        return '_build_folder' not in sdfg.__dict__ and dace.Config.get('cache') == 'hash'
 
     def make_folder(orig):
 
@@ -82,7 +85,7 @@ def install() -> None:
             if not is_ours(self):
                 return orig(self)
             with policy.applied():
-                if not named_by_content(self):
+                if not _named_by_content(self):
                     return orig(self)
                 base = dace.Config.get('default_build_folder')
                 return os.path.join(base, f'{self.name}_{content_hash(self)}_ss{source_fingerprint()}')
@@ -95,7 +98,7 @@ def install() -> None:
             if not is_ours(self):
                 return orig_compile(self, *args, **kwargs)
             with policy.applied():
-                result = _compile(self, orig_compile, named_by_content, args, kwargs)
+                result = _compile(self, orig_compile, args, kwargs)
             if getattr(result, 'sdfg', None) is not None:  # (a complete build loaded from its folder: a copy)
                 mark_ours(result.sdfg)
             return result
@@ -107,11 +110,11 @@ def install() -> None:
     _install_program_handle()
 
 
-def _compile(sdfg, orig_compile, named_by_content, args, kwargs):
+def _compile(sdfg, orig_compile, args, kwargs):
     """One of our programs compiled (under the build policy): its folder named by content,
     built under the folder's lock, a complete build loaded as it is."""
     widen_size_symbols(sdfg)  # before the folder is named: the types are part of the code
-    if not named_by_content(sdfg):
+    if not _named_by_content(sdfg):
         return orig_compile(sdfg, *args, **kwargs)
     canonical_edge_order(sdfg)
     folder = sdfg.build_folder
