@@ -1,9 +1,11 @@
 """Symbolic helpers shared by formats, lowering and runtime."""
+from typing import Optional
+
 import dace
 import sympy
 from sympy.printing.str import StrPrinter
 
-__all__ = ['pyexpr', 'integral', 'free_symbol_names', 'evaluate', 'integer_function']
+__all__ = ['pyexpr', 'integral', 'free_symbol_names', 'evaluate', 'integer_function', 'integer_code', 'CODE_OPS']
 
 
 class _PyPrinter(StrPrinter):
@@ -188,3 +190,57 @@ def integer_function(e, minimum=min, maximum=max):
     if isinstance(e, (sympy.Min, sympy.Max)):
         return _fold(args, minimum if isinstance(e, sympy.Min) else maximum)
     raise ValueError(f'integer_function: {e} ({name}) is not an integer expression of symbols')
+
+
+#: The operations of :func:`integer_code`, by name: their numbers in the code (the compiled
+#: binder's, sdfgsparse/runtime/_binder.c, reads the same numbers).
+CODE_OPS = {'const': 0, 'sym': 1, 'add': 2, 'mul': 3, 'floor': 4, 'ceil': 5, 'mod': 6, 'min': 7, 'max': 8, 'pow': 9}
+_INT64 = (-2**63, 2**63)
+
+
+def integer_code(e, index) -> Optional[list]:
+    """Symbolic integer expression ``e`` as reverse Polish code for the compiled binder: a
+    flat list of ``(operation, operand)`` pairs (:data:`CODE_OPS`; a constant's operand is its
+    value, a symbol's its position ``index(name)``, a power's its exponent). The expressions
+    :func:`integer_function` takes, with the same meaning; None where ``e`` has another part,
+    a constant past 64 bits, or a symbol ``index`` does not know (None from it)."""
+    ops = CODE_OPS
+    e = integral(sympy.sympify(e))
+    if e.is_Integer:
+        v = int(e)
+        return [ops['const'], v] if _INT64[0] <= v < _INT64[1] else None
+    if e.is_Symbol:
+        i = index(str(e))
+        return None if i is None else [ops['sym'], i]
+    parts = None
+    if e.is_Mul:
+        coeff, rest = e.as_coeff_Mul()
+        if coeff.is_Rational and not coeff.is_Integer:  # (p * rest) // q, as integer_function
+            inner = integer_code(rest, index)
+            if inner is None or not all(_INT64[0] <= int(x) < _INT64[1] for x in (coeff.p, coeff.q)):
+                return None
+            return [ops['const'], int(coeff.p)] + inner + [ops['mul'], 0, ops['const'], int(coeff.q), ops['floor'], 0]
+    if e.is_Rational:
+        return None
+    name = type(e).__name__
+    if e.is_Add or e.is_Mul or isinstance(e, (sympy.Min, sympy.Max)):
+        op = ops['add'] if e.is_Add else ops['mul'] if e.is_Mul else ops['min' if isinstance(e, sympy.Min) else 'max']
+        parts = [integer_code(a, index) for a in e.args]
+        if any(p is None for p in parts):
+            return None
+        code = parts[0]
+        for p in parts[1:]:
+            code = code + p + [op, 0]
+        return code
+    if e.is_Pow and e.exp.is_Integer and int(e.exp) >= 0:
+        base = integer_code(e.base, index)
+        return None if base is None else base + [ops['pow'], int(e.exp)]
+    if name in ('int_floor', 'int_ceil') or isinstance(e, sympy.Mod):
+        a, b = (integer_code(x, index) for x in e.args)
+        op = ops['floor'] if name == 'int_floor' else ops['ceil'] if name == 'int_ceil' else ops['mod']
+        return None if a is None or b is None else a + b + [op, 0]
+    if isinstance(e, sympy.floor):
+        num, den = sympy.fraction(sympy.together(e.args[0]))
+        a, b = integer_code(num, index), integer_code(den, index)
+        return None if a is None or b is None else a + b + [ops['floor'], 0]
+    return None

@@ -1,6 +1,8 @@
 """The parts of a call plan (:mod:`sdfgsparse.runtime.plan`): one slot per argument —
 where its arrays come from, what they must be, the symbols it defines — and one per
-return value; shared with the generated warm call (:mod:`sdfgsparse.runtime.specialise`)."""
+return value. The plan describes them to its compiled binder (``runtime/_binder.c``);
+the binder calls back into :meth:`SparseSlot.binder_step`, :meth:`SparseReturn.allocate`
+and :meth:`SparseReturn.result` for the parts it does not do itself."""
 import ctypes
 from typing import Any, Dict, List, Optional
 
@@ -16,7 +18,6 @@ from sdfgsparse.runtime.convert import scipy_members
 from sdfgsparse.runtime.fastcheck import StorageCheck
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.results import return_allocator, struct_to_python
-from sdfgsparse.runtime.symexpr import compile_int
 
 __all__ = ['MISS', 'NoPlan', 'SparseSlot', 'DenseSlot', 'ScalarSlot', 'DenseReturn', 'SparseReturn', 'Holder']
 
@@ -135,11 +136,30 @@ class SparseSlot:
                 return None
         obj = self.struct_cls(*[data_pointer(arrays[f]) if is_array else values[f] for f, is_array in self.fields])
         keep.append(arrays)
+        keep.append(obj)
         if origin is not None:  # capacity symbols read the arguments
             arg = marshal.SparseArg(self.name, v, self.type)
             arg.arrays, arg.shape, arg.sizes = arrays, (rows, cols), sizes
             origin[self.name] = arg
         return obj
+
+    def binder_step(self, fields: bool):
+        """The binder's step for this argument: ``step(v, syms, origin, keep, in_kernel)`` ->
+        None (take the full path) or ``(words, spans)``: the record's words for it (the
+        struct's ``fields`` and ``parent, n, extent`` of a check the entry does not make,
+        else the struct's address) and the byte ranges of its arrays."""
+        names = [f for f, _ in self.fields]
+
+        def step(v, syms, origin, keep, in_kernel):
+            obj = self.bind(v, syms, origin, keep, in_kernel)
+            if obj is None:
+                return None
+            spans = tuple((p, p + a.nbytes) for a in keep[-2].values() for p in (data_pointer(a), ))
+            if fields:
+                return tuple(getattr(obj, f) or 0 for f in names) + (0, 0, 0), spans
+            return (ctypes.addressof(obj), ), spans
+
+        return step
 
 
 class DenseSlot:
@@ -158,7 +178,7 @@ class DenseSlot:
             self.torch = (type(sample), marshal._torch_attr(self.dtype.name), marshal._torch_attr('strided'))
         elif not isinstance(sample, np.ndarray):
             raise NoPlan(f'argument {name} of type {type(sample).__name__}')
-        self.dims = []  # (dimension, symbol to define) or (dimension, f(symbols) to match)
+        self.dims = []  # (dimension, symbol to define, None) or (dimension, None, the size it must have)
         if not isinstance(annotation, dace.data.Array) or isinstance(annotation, dace.data.View):
             annotation = desc  # unannotated: DaCe compiled the shape of the first call's array
         if len(annotation.shape) != self.ndim:
@@ -170,28 +190,8 @@ class DenseSlot:
             else:
                 free = {str(s) for s in getattr(expr, 'free_symbols', ())}
                 if free <= defined:
-                    self.dims.append((d, None, compile_int(expr)))
+                    self.dims.append((d, None, expr))
                 # else: undecidable before the call, as in the full path
-
-    def bind(self, v, syms: Dict[str, int]) -> Optional[int]:
-        if self.torch is not None:
-            cls, dtype, strided = self.torch
-            if type(v) is not cls or v.dtype != dtype or v.dim() != self.ndim or not v.is_cpu or \
-                    v.layout is not strided or not v.is_contiguous():
-                return None
-        elif type(v) is not np.ndarray or v.dtype != self.dtype or v.ndim != self.ndim or not v.flags.c_contiguous:
-            return None  # (a C-ordered view is passed as it is; other layouts: the full path copies)
-        shape = v.shape
-        for d, sym, fn in self.dims:
-            if sym is not None:
-                syms[sym] = shape[d]
-            elif fn(syms) != shape[d]:
-                return None
-        return data_pointer(v) if self.torch is None else v.data_ptr()
-
-    def span(self, v, p: int):
-        """The bytes ``[p, end)`` of ``v`` (bound: C-contiguous, starting at ``p``)."""
-        return ((p, p + (v.nbytes if self.torch is None else v.numel() * v.element_size())), )
 
 
 class ScalarSlot:
@@ -204,15 +204,8 @@ class ScalarSlot:
             raise NoPlan(f'scalar argument {name} of type {type(sample).__name__}')
         self.index, self.name = index, name
         self.kind = type(sample)
-        self.ctype = desc.dtype.as_ctypes()
-
-    #: (passed by value: no memory to overlap)
-    span = None
-
-    def bind(self, v, syms: Dict[str, int]):
-        if type(v) is not self.kind:
-            return None
-        return self.ctype(v)
+        #: passed as a double (else as a 64-bit integer)
+        self.is_float = bool(np.issubdtype(desc.dtype.type, np.floating))
 
 
 # ---------------------------------------------------------------------- returns
@@ -232,16 +225,8 @@ class DenseReturn:
         if any(dace.symbolic.simplify(a - b) != 0 for a, b in zip(strides, c_strides)) or \
                 dace.symbolic.simplify(total - acc) != 0:
             raise NoPlan('return with non-C strides')
-        self.shape = [compile_int(e) for e in shape]
+        self.shape = shape  # (symbolic: the binder evaluates it)
         self.dtype = np.dtype(desc.dtype.as_numpy_dtype())
-
-    def allocate(self, syms):
-        arr = np.empty(tuple(f(syms) for f in self.shape), self.dtype)
-        return arr, data_pointer(arr)
-
-    @staticmethod
-    def result(obj):
-        return obj
 
 
 class SparseReturn:

@@ -2,6 +2,7 @@
 import dace
 import pytest
 
+from sdfgsparse.runtime import call as call_mod
 from sdfgsparse.runtime import plan as plan_mod
 
 
@@ -17,14 +18,25 @@ def build(tmp_path, monkeypatch):
 
 @pytest.fixture
 def plan_calls(monkeypatch):
-    """Counts the calls a plan finished and those it handed to the full path."""
+    """Counts the warm calls the plans finished and those they handed to the full path."""
     count = {'done': 0, 'missed': 0}
-    run = plan_mod.CallPlan.run
+    run_plans = call_mod._run_plans
 
-    def counting(self, args):
-        res = run(self, args)
-        count['missed' if res is plan_mod.MISS else 'done'] += 1
-        return res
+    def counted(binder):
+        def run(*args):
+            res = binder(*args)
+            count['missed' if res is plan_mod.MISS else 'done'] += 1
+            return res
 
-    monkeypatch.setattr(plan_mod.CallPlan, 'run', counting)
+        run.counted = True
+        return run
+
+    def counting(plans, *args, **kwargs):  # each plan's binder counted (restored after the test)
+        for ps in plans.values():
+            for p in ps:
+                if not getattr(p.run, 'counted', False):
+                    monkeypatch.setattr(p, 'run', counted(p.run))
+        return run_plans(plans, *args, **kwargs)
+
+    monkeypatch.setattr(call_mod, '_run_plans', counting)
     return count

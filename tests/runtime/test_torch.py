@@ -104,10 +104,10 @@ def test_torch_dense_arguments_checked(rng):
     np.testing.assert_allclose(y.numpy(), D @ x[:9].numpy(), rtol=1e-12)
 
 
-def test_torch_warm_calls_take_the_specialised_plan(rng):
-    """Torch CSR / CSC with torch vectors: warm calls run the plan's specialised function
-    (before, a dense torch argument sent every call down the full path: ~1.4 ms), and it
-    refuses what the generic walk refuses."""
+def test_torch_warm_calls_take_the_compiled_binder(rng):
+    """Torch CSR / CSC with torch vectors: warm calls run the plan's binder, which reads the
+    tensors in C (before plans, a dense torch argument sent every call down the full path:
+    ~1.4 ms), and refuses what its twin with the slots' Python steps refuses."""
     from sdfgsparse.runtime.plan import MISS
     for layout in ('csr', 'csc'):
         A = _csr32(rng) if layout == 'csr' else torch.from_numpy(_dense(rng)).to_sparse_csc()
@@ -117,13 +117,14 @@ def test_torch_warm_calls_take_the_specialised_plan(rng):
             y = prog(A, x)
         np.testing.assert_allclose(y.numpy(), A.to_dense().numpy() @ x.numpy(), rtol=1e-12)
         plans = [p for key, ps in prog._ss_plans.items() for p in ps if key[1][0] is torch.Tensor]
-        assert len(plans) == 1 and plans[0].specialised is not None
+        assert len(plans) == 1 and plans[0].steps == {'A': 'sparse', 'x': 'torch'}
         plan = plans[0]
+        twin = plan.python_twin()
         fast = plan.run((A, x))
         assert isinstance(fast, torch.Tensor)
-        np.testing.assert_array_equal(fast.numpy(), plan.run_generic((A, x)).numpy())
+        np.testing.assert_array_equal(fast.numpy(), twin((A, x)).numpy())
         for bad in (x[:8].clone(), x.float(), torch.cat([x, x])[::2], x.to_sparse()):
-            assert plan.specialised((A, bad)) is MISS and plan.run_generic((A, bad)) is MISS
+            assert plan.run((A, bad)) is MISS and twin((A, bad)) is MISS
         other = A.to_sparse_csc() if layout == 'csr' else A.to_sparse_csr()
         pos = A.crow_indices() if layout == 'csr' else A.ccol_indices()
         crd = A.col_indices() if layout == 'csr' else A.row_indices()
@@ -133,6 +134,6 @@ def test_torch_warm_calls_take_the_specialised_plan(rng):
         broken[0] = 99
         for B in (other, A.to(torch.float32), make(pos.to(wide), crd.to(wide), A.values(), size=A.shape),
                   make(pos, broken, A.values(), size=A.shape, check_invariants=False)):
-            assert plan.specialised((B, x)) is MISS and plan.run_generic((B, x)) is MISS
+            assert plan.run((B, x)) is MISS and twin((B, x)) is MISS
         same = make(pos.clone(), crd.clone(), A.values().clone(), size=A.shape)
-        np.testing.assert_array_equal(plan.specialised((same, x)).numpy(), fast.numpy())
+        np.testing.assert_array_equal(plan.run((same, x)).numpy(), fast.numpy())

@@ -32,7 +32,6 @@ those of :mod:`sdfgsparse.runtime.specialise`.
 """
 import ctypes
 import hashlib
-import struct
 from typing import List, Optional, Tuple
 
 import dace
@@ -61,6 +60,12 @@ def _plain_compressed(desc) -> bool:
             np.dtype(st.index_dtype.type) in INDEX_CTYPES)
 
 
+def _by_fields(name: str, desc) -> bool:
+    """Whether the entry assembles this parameter's struct from the record (a CSR / CSC
+    argument; a sparse result's struct, which the program fills, comes by its address)."""
+    return is_sparse_desc(desc) and not name.startswith('__return') and _plain_compressed(desc)
+
+
 def _fields(desc) -> List[Tuple[str, str]]:
     """(name, C type) of each field of a sparse argument's struct, in declaration order."""
     return [(f, t.ctype) for f, t in desc.dtype.base_type.fields.items()]
@@ -70,13 +75,13 @@ def _layout(sdfg: dace.SDFG, arglist) -> Optional[str]:
     """The text the entry's key hashes: the program's parameter list and its structs; None
     when an argument is of a kind the entry does not pass."""
     parts = [sdfg.signature(arglist=arglist)]
-    if sum(is_sparse_desc(d) for d in arglist.values()) > MAX_SPARSE:
+    if sum(_by_fields(n, d) for n, d in arglist.items()) > MAX_SPARSE:
         return None
     for name, desc in arglist.items():
         if is_sparse_desc(desc):
-            if not _plain_compressed(desc):
-                return None
-            parts.append(f'{name}:{desc.dtype.base_type.ctype}:' + ','.join(f'{f} {t}' for f, t in _fields(desc)))
+            kind = 'fields' if _by_fields(name, desc) else 'address'
+            parts.append(f'{name}:{kind}:{desc.dtype.base_type.ctype}:' +
+                         ','.join(f'{f} {t}' for f, t in _fields(desc)))
         elif isinstance(desc, dace.data.Structure) or not isinstance(desc, (dace.data.Array, dace.data.Scalar)):
             return None
         elif isinstance(desc, dace.data.Array) and desc.storage not in (dace.StorageType.Default,
@@ -104,10 +109,12 @@ def _slot_code(desc) -> Optional[str]:
 def _slots(arglist) -> Optional[str]:
     """The ``struct`` format of the record the entry reads (after state and checks)."""
     codes = []
-    for desc in arglist.values():
-        if is_sparse_desc(desc):
+    for name, desc in arglist.items():
+        if _by_fields(name, desc):
             codes += ['Q' if isinstance(t, dace.pointer) else 'q' for t in desc.dtype.base_type.fields.values()]
             codes += ['q', 'q', 'q']
+        elif is_sparse_desc(desc):
+            codes.append('Q')  # the address of its struct
         else:
             code = _slot_code(desc)
             if code is None:
@@ -134,8 +141,11 @@ def _entry_code(sdfg: dace.SDFG, arglist) -> Optional[str]:
         if not is_sparse_desc(desc):
             call.append(read(f'{desc.dtype.ctype}*' if isinstance(desc, dace.data.Array) else desc.dtype.ctype))
             continue
-        st = sparse_type_of(desc)
         sname = desc.dtype.base_type.ctype
+        if not _by_fields(arg, desc):  # its struct, assembled by the caller
+            call.append(read(f'{sname}*'))
+            continue
+        st = sparse_type_of(desc)
         level = st.fmt.levels[1]
         T = INDEX_CTYPES[np.dtype(st.index_dtype.type)][1]
         local = f'_s{k}'
@@ -179,13 +189,15 @@ install()
 
 
 class Entry:
-    """A program's entry, found in its loaded library: ``func`` (ctypes, one ``bytes``
-    argument), ``record`` (a :class:`struct.Struct` packing the state's address, the check
-    bits and the parameters' slots) and ``sparse``, the names of the sparse arguments in
-    parameter order (bit ``k`` of the checks is the ``k``-th of them)."""
+    """A program's entry, found in its loaded library: ``address`` (of ``int entry(const
+    char *record)``), ``slots`` (the ``struct`` code of each parameter slot after the four
+    of the header: ``Q`` an address, ``q`` an integer, ``d`` a double) and ``sparse``, the
+    names of the CSR / CSC arguments in parameter order (bit ``k`` of the checks is the
+    ``k``-th of them; each takes its struct's fields and ``parent, n, extent``: other
+    sparse arguments take the address of their struct)."""
 
-    def __init__(self, func, record: struct.Struct, sparse: List[str]):
-        self.func, self.record, self.sparse = func, record, sparse
+    def __init__(self, address: int, slots: str, sparse: List[str]):
+        self.address, self.slots, self.sparse = address, slots, sparse
 
 
 def find(csdfg) -> Optional[Entry]:
@@ -201,5 +213,5 @@ def find(csdfg) -> Optional[Entry]:
     func = library_function(csdfg._lib, _PREFIX + _key(layout), ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p))
     if func is None:
         return None
-    sparse = [a for a, d in arglist.items() if is_sparse_desc(d)]
-    return Entry(func, struct.Struct('=QqQq' + slots), sparse)
+    sparse = [a for a, d in arglist.items() if _by_fields(a, d)]
+    return Entry(ctypes.cast(func, ctypes.c_void_p).value, slots, sparse)
