@@ -24,6 +24,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -42,6 +43,12 @@ typedef struct {
 #define NP_C_CONTIGUOUS 0x0001
 #define MAXDIM 32
 #define STACK 48
+
+#define NAMES(X) X(_COMPILED_SDFG_CALL_HOOKS) X(_format) X(_initialized) X(_lib) X(_libhandle) X(_shape) X(arrays) X(data) X(data_ptr) X(dim) X(do_not_execute) X(dtype) X(format) X(indices) X(indptr) X(is_conj) X(is_contiguous) X(is_cpu) X(is_neg) X(layout) X(on) X(shape) X(value) X(values)
+#define NAME_ENUM(n) NAME_##n,
+enum { NAMES(NAME_ENUM) NAME_COUNT };
+static PyObject *NAME_OBJ[NAME_COUNT]; /* interned attribute names, made on import */
+#define NM(n) NAME_OBJ[NAME_##n]
 
 /* ------------------------------------------------------------------ expressions */
 /* An integer expression: reverse Polish code of (op, operand) pairs over the symbol table,
@@ -158,6 +165,7 @@ typedef struct {
     PyObject *sym_names; /* tuple of str */
     int (*entry)(const char *);
     int nargs, nsyms, need_dict, nwritten, ngiven;
+    long long done, missed; /* calls it finished, calls it handed to the full path */
     int64_t *constants; /* value per symbol, or INT64_MIN */
     Step *steps;
     int nsteps;
@@ -342,7 +350,10 @@ typedef struct {
     Binder *b;
     int64_t *syms;
     PyObject *dict;    /* the symbol table as a dict (need_dict), else NULL */
-    PyObject *keep;    /* a list: objects that must live until the program returned */
+    PyObject **held;   /* objects that must live until the program returned */
+    int nheld, capheld;
+    PyObject *heldbuf[16];
+    PyObject *keep;    /* a list for the Python steps' objects (need_dict), else NULL */
     PyObject *origin;  /* for capacities: name -> argument (a dict), or NULL */
     PyObject *in_kernel; /* a list (Python steps append to it) */
     int kernel_checks;   /* a C step leaves the entries to the kernels */
@@ -355,9 +366,21 @@ typedef struct {
 
 static int keep(Call *c, PyObject *o) { /* steals o */
     if (o == NULL) return -1;
-    int r = PyList_Append(c->keep, o);
-    Py_DECREF(o);
-    return r;
+    if (c->nheld == c->capheld) {
+        int cap = 2 * c->capheld;
+        PyObject **h = PyMem_Malloc(cap * sizeof(PyObject *));
+        if (h == NULL) {
+            Py_DECREF(o);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(h, c->held, c->nheld * sizeof(PyObject *));
+        if (c->held != c->heldbuf) PyMem_Free(c->held);
+        c->held = h;
+        c->capheld = cap;
+    }
+    c->held[c->nheld++] = o;
+    return 0;
 }
 
 static int add_span(Call *c, int arg, int64_t start, int64_t size) {
@@ -426,13 +449,9 @@ static int np_vector(Binder *b, PyObject *a, PyObject *dtype) {
     return x->nd == 1 && (x->flags & NP_C_CONTIGUOUS) && same_dtype(x->descr, dtype);
 }
 
-static PyObject *call0(PyObject *o, const char *name) {
-    return PyObject_CallMethod(o, name, NULL);
-}
-
 /* truth of o.name() (or of the attribute o.name where attr): 1, 0, -1 */
-static int truth(PyObject *o, const char *name, int attr) {
-    PyObject *r = attr ? PyObject_GetAttrString(o, name) : call0(o, name);
+static int truth(PyObject *o, PyObject *name, int attr) {
+    PyObject *r = attr ? PyObject_GetAttr(o, name) : PyObject_CallMethodNoArgs(o, name);
     if (r == NULL) return -1;
     int t = PyObject_IsTrue(r);
     Py_DECREF(r);
@@ -449,22 +468,22 @@ static int64_t long_of(PyObject *r) { /* steals; -1 with an error set on failure
 /* A torch member tensor: dtype, one dimension, contiguous; its data pointer, entries and
  * first and last entries' addresses. 1 ok, 0 miss, -1 error */
 static int torch_vector(PyObject *t, PyObject *dtype, int64_t *ptr, int64_t *n) {
-    PyObject *dt = PyObject_GetAttrString(t, "dtype");
+    PyObject *dt = PyObject_GetAttr(t, NM(dtype));
     if (dt == NULL) return -1;
     int ok = same_dtype(dt, dtype);
     Py_DECREF(dt);
     if (!ok) return 0;
-    int64_t dim = long_of(call0(t, "dim"));
+    int64_t dim = long_of(PyObject_CallMethodNoArgs(t, NM(dim)));
     if (dim == -1 && PyErr_Occurred()) return -1;
     if (dim != 1) return 0;
-    int c = truth(t, "is_contiguous", 0);
+    int c = truth(t, NM(is_contiguous), 0);
     if (c <= 0) return c;
-    PyObject *shape = PyObject_GetAttrString(t, "shape");
+    PyObject *shape = PyObject_GetAttr(t, NM(shape));
     if (shape == NULL) return -1;
     *n = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == 1 ? PyLong_AsLongLong(PyTuple_GET_ITEM(shape, 0)) : -1;
     Py_DECREF(shape);
     if (PyErr_Occurred()) return -1;
-    *ptr = long_of(call0(t, "data_ptr"));
+    *ptr = long_of(PyObject_CallMethodNoArgs(t, NM(data_ptr)));
     if (*ptr == -1 && PyErr_Occurred()) return -1;
     return 1;
 }
@@ -498,34 +517,38 @@ static int bind_sparse(Call *c, const Step *s, PyObject *v, uint64_t *w) {
     int64_t rows, cols, p_pos, p_crd, p_vals, n_pos, n_crd, n_vals;
     int r;
     if (s->source == SRC_TORCH) {
-        PyObject *layout = PyObject_GetAttrString(v, "layout");
+        PyObject *layout = PyObject_GetAttr(v, NM(layout));
         if (layout == NULL) goto error_or_miss;
         int same = layout == s->fmt;
         Py_DECREF(layout);
         if (!same) return 0;
-        if ((r = truth(v, "is_cpu", 1)) <= 0) return r;
+        if ((r = truth(v, NM(is_cpu), 1)) <= 0) return r;
         pos = PyObject_CallMethodNoArgs(v, s->pos_name);
         crd = PyObject_CallMethodNoArgs(v, s->crd_name);
-        vals = call0(v, "values");
+        vals = PyObject_CallMethodNoArgs(v, NM(values));
         if (keep(c, pos) || keep(c, crd) || keep(c, vals)) return -1; /* (kept alive by the list) */
-        if ((r = shape2(PyObject_GetAttrString(v, "shape"), &rows, &cols)) <= 0) return r;
+        if ((r = shape2(PyObject_GetAttr(v, NM(shape)), &rows, &cols)) <= 0) return r;
     } else {
-        if (s->source == SRC_SCIPY) {
-            PyObject *f = PyObject_GetAttrString(v, "format");
+        if (s->source == SRC_SCIPY) { /* (scipy's format and shape properties return these) */
+            PyObject *f = PyObject_GetAttr(v, NM(_format));
+            if (f == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                PyErr_Clear();
+                f = PyObject_GetAttr(v, NM(format));
+            }
             if (f == NULL) goto error_or_miss;
             int same = PyUnicode_Check(f) && PyUnicode_Compare(f, s->fmt) == 0;
             Py_DECREF(f);
             if (!same) return 0;
-            pos = PyObject_GetAttrString(v, "indptr");
-            crd = PyObject_GetAttrString(v, "indices");
-            vals = PyObject_GetAttrString(v, "data");
+            pos = PyObject_GetAttr(v, NM(indptr));
+            crd = PyObject_GetAttr(v, NM(indices));
+            vals = PyObject_GetAttr(v, NM(data));
         } else {
-            PyObject *f = PyObject_GetAttrString(v, "format");
+            PyObject *f = PyObject_GetAttr(v, NM(format));
             if (f == NULL) goto error_or_miss;
             int same = f == s->fmt;
             Py_DECREF(f);
             if (!same) return 0;
-            PyObject *arrays = PyObject_GetAttrString(v, "arrays");
+            PyObject *arrays = PyObject_GetAttr(v, NM(arrays));
             if (arrays == NULL || !PyDict_Check(arrays)) {
                 Py_XDECREF(arrays);
                 goto error_or_miss;
@@ -545,15 +568,21 @@ static int bind_sparse(Call *c, const Step *s, PyObject *v, uint64_t *w) {
             goto error_or_miss;
         }
         if (keep(c, pos) || keep(c, crd) || keep(c, vals)) return -1;
-        if ((r = shape2(PyObject_GetAttrString(v, "shape"), &rows, &cols)) <= 0) return r;
+        PyObject *shape = NULL;
+        if (s->source == SRC_SCIPY) {
+            shape = PyObject_GetAttr(v, NM(_shape));
+            if (shape == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear();
+        }
+        if (shape == NULL && !PyErr_Occurred()) shape = PyObject_GetAttr(v, NM(shape));
+        if ((r = shape2(shape, &rows, &cols)) <= 0) return r;
     }
     if ((s->rows_want >= 0 && rows != s->rows_want) || (s->cols_want >= 0 && cols != s->cols_want)) return 0;
     if (rows < 0 || cols < 0 || rows > s->imax || cols > s->imax) return 0;
     if (s->source == SRC_TORCH) {
         if ((r = torch_vector(vals, s->vdt, &p_vals, &n_vals)) <= 0) return r;
         if (n_vals > s->imax) return 0;
-        if ((r = truth(vals, "is_conj", 0)) != 0) return r < 0 ? -1 : 0;
-        if ((r = truth(vals, "is_neg", 0)) != 0) return r < 0 ? -1 : 0;
+        if ((r = truth(vals, NM(is_conj), 0)) != 0) return r < 0 ? -1 : 0;
+        if ((r = truth(vals, NM(is_neg), 0)) != 0) return r < 0 ? -1 : 0;
         if ((r = torch_vector(crd, s->idt, &p_crd, &n_crd)) <= 0) return r;
         if ((r = torch_vector(pos, s->idt, &p_pos, &n_pos)) <= 0) return r;
     } else {
@@ -566,7 +595,7 @@ static int bind_sparse(Call *c, const Step *s, PyObject *v, uint64_t *w) {
     }
     int64_t n1 = n_crd, dims[2] = {rows, cols};
     int64_t parent = dims[s->parent_dim], extent = dims[s->extent_dim];
-    PyObject *on = PyDict_GetItemString(b->validate, "on");
+    PyObject *on = PyDict_GetItemWithError(b->validate, NM(on));
     int validate = on != NULL && PyObject_IsTrue(on) > 0;
     if (validate) {
         if (n_vals != n1 || n_pos != parent + 1) return 0;
@@ -646,23 +675,23 @@ static int bind_numpy(Call *c, const Step *s, PyObject *v, uint64_t *w) {
 
 static int bind_torch(Call *c, const Step *s, PyObject *v, uint64_t *w) {
     if ((PyObject *)Py_TYPE(v) != s->cls) return 0;
-    PyObject *dt = PyObject_GetAttrString(v, "dtype");
+    PyObject *dt = PyObject_GetAttr(v, NM(dtype));
     if (dt == NULL) return -1;
     int ok = same_dtype(dt, s->dtype);
     Py_DECREF(dt);
     if (!ok) return 0;
-    int64_t dim = long_of(call0(v, "dim"));
+    int64_t dim = long_of(PyObject_CallMethodNoArgs(v, NM(dim)));
     if (dim == -1 && PyErr_Occurred()) return -1;
     if (dim != s->ndim) return 0;
     int r;
-    if ((r = truth(v, "is_cpu", 1)) <= 0) return r;
-    PyObject *layout = PyObject_GetAttrString(v, "layout");
+    if ((r = truth(v, NM(is_cpu), 1)) <= 0) return r;
+    PyObject *layout = PyObject_GetAttr(v, NM(layout));
     if (layout == NULL) return -1;
     ok = layout == s->strided;
     Py_DECREF(layout);
     if (!ok) return 0;
-    if ((r = truth(v, "is_contiguous", 0)) <= 0) return r;
-    PyObject *shp = PyObject_GetAttrString(v, "shape");
+    if ((r = truth(v, NM(is_contiguous), 0)) <= 0) return r;
+    PyObject *shp = PyObject_GetAttr(v, NM(shape));
     if (shp == NULL) return -1;
     int64_t shape[MAXDIM], size = 1;
     for (int i = 0; i < s->ndim && i < MAXDIM; i++) {
@@ -672,7 +701,7 @@ static int bind_torch(Call *c, const Step *s, PyObject *v, uint64_t *w) {
     Py_DECREF(shp);
     if (PyErr_Occurred()) return -1;
     if ((r = bind_dims(c, s, shape)) <= 0) return r;
-    int64_t p = long_of(call0(v, "data_ptr"));
+    int64_t p = long_of(PyObject_CallMethodNoArgs(v, NM(data_ptr)));
     if (p == -1 && PyErr_Occurred()) return -1;
     if (c->b->nwritten && add_span(c, s->index, p, size * s->itemsize)) return -1;
     w[0] = (uint64_t)p;
@@ -762,19 +791,19 @@ static PyObject *binder_vectorcall(PyObject *self, PyObject *const *argv, size_t
 }
 
 static int state_ok(Binder *b) {
-    PyObject *lib = PyObject_GetAttrString(b->csdfg, "_lib");
+    PyObject *lib = PyObject_GetAttr(b->csdfg, NM(_lib));
     if (lib == NULL) return -1;
-    PyObject *inner = PyObject_GetAttrString(lib, "_lib");
+    PyObject *inner = PyObject_GetAttr(lib, NM(_lib));
     Py_DECREF(lib);
     if (inner == NULL) return -1;
     int ok = inner == b->lib;
     Py_DECREF(inner);
     if (!ok) return 0;
-    int t = truth(b->csdfg, "_initialized", 1);
+    int t = truth(b->csdfg, NM(_initialized), 1);
     if (t <= 0) return t;
-    t = truth(b->csdfg, "do_not_execute", 1);
+    t = truth(b->csdfg, NM(do_not_execute), 1);
     if (t != 0) return t < 0 ? -1 : 0;
-    t = truth(b->hooks, "_COMPILED_SDFG_CALL_HOOKS", 1);
+    t = truth(b->hooks, NM(_COMPILED_SDFG_CALL_HOOKS), 1);
     if (t != 0) return t < 0 ? -1 : 0;
     return 1;
 }
@@ -804,9 +833,11 @@ static PyObject *binder_run(Binder *b, PyObject *args, PyObject *out) {
     if (nargs != b->nargs + b->ngiven) goto miss;
     if ((ok = state_ok(b)) <= 0) goto check;
     memcpy(c.syms, b->constants, sizeof(int64_t) * b->nsyms);
-    if ((c.keep = PyList_New(0)) == NULL) goto done;
+    c.held = c.heldbuf;
+    c.capheld = 16;
     if (b->need_dict) {
-        if ((c.dict = PyDict_New()) == NULL || (c.in_kernel = PyList_New(0)) == NULL) goto done;
+        if ((c.keep = PyList_New(0)) == NULL || (c.dict = PyDict_New()) == NULL || (c.in_kernel = PyList_New(0)) == NULL)
+            goto done;
         for (int i = 0; i < b->nsyms; i++)
             if (b->constants[i] != INT64_MIN && put_sym(&c, i, b->constants[i], 1) < 0) goto done;
         if (b->capacities != Py_None && (c.origin = PyDict_New()) == NULL) goto done;
@@ -859,18 +890,21 @@ static PyObject *binder_run(Binder *b, PyObject *args, PyObject *out) {
     for (int j = 0; j < b->nrets; j++) {
         Return *r = &b->rets[j];
         if (r->sparse) continue;
-        if ((shapes[j] = PyTuple_New(r->ndim)) == NULL) goto free_shapes;
-        for (int d = 0; d < r->ndim; d++) {
-            int64_t x;
-            if ((ok = eval(&c, &r->shape[d], &x)) <= 0 || x < 0) {
+        int64_t ext[MAXDIM];
+        for (int d = 0; d < r->ndim && d < MAXDIM; d++)
+            if ((ok = eval(&c, &r->shape[d], &ext[d])) <= 0 || ext[d] < 0) {
                 if (ok >= 0) ok = 0;
                 goto free_shapes;
             }
-            PyObject *o = PyLong_FromLongLong(x);
-            if (o == NULL) {
-                ok = -1;
-                goto free_shapes;
-            }
+        ok = -1;
+        if (r->ndim == 1 && out == Py_None) { /* (np.empty(n): no tuple) */
+            if ((shapes[j] = PyLong_FromLongLong(ext[0])) == NULL) goto free_shapes;
+            continue;
+        }
+        if ((shapes[j] = PyTuple_New(r->ndim)) == NULL) goto free_shapes;
+        for (int d = 0; d < r->ndim; d++) {
+            PyObject *o = PyLong_FromLongLong(ext[d]);
+            if (o == NULL) goto free_shapes;
             PyTuple_SET_ITEM(shapes[j], d, o);
         }
     }
@@ -948,9 +982,9 @@ free_shapes:
     for (int j = 0; j < b->nrets; j++) Py_XDECREF(shapes[j]);
     if (ok <= 0) goto check;
     /* the record: the program's parameters in order */
-    PyObject *handle = PyObject_GetAttrString(b->csdfg, "_libhandle");
+    PyObject *handle = PyObject_GetAttr(b->csdfg, NM(_libhandle));
     if (handle == NULL) goto done;
-    PyObject *hv = PyObject_GetAttrString(handle, "value");
+    PyObject *hv = PyObject_GetAttr(handle, NM(value));
     Py_DECREF(handle);
     if (hv == NULL) goto done;
     c.words[0] = hv == Py_None ? 0 : (uint64_t)PyLong_AsUnsignedLongLongMask(hv);
@@ -975,7 +1009,7 @@ free_shapes:
         status = b->entry((const char *)c.words);
         Py_END_ALLOW_THREADS
     } else { /* the program's own function through ctypes (which releases the GIL) */
-        PyObject *h = PyObject_GetAttrString(b->csdfg, "_libhandle");
+        PyObject *h = PyObject_GetAttr(b->csdfg, NM(_libhandle));
         PyObject *t = h == NULL ? NULL : PyTuple_New(b->nwords + 1);
         if (t == NULL) {
             Py_XDECREF(h);
@@ -1052,7 +1086,13 @@ miss:
     result = b->miss;
     Py_INCREF(result);
 done:
+    if (result == b->miss)
+        b->missed++;
+    else if (result != NULL)
+        b->done++;
     for (int j = 0; j < b->nrets; j++) Py_XDECREF(rets[j]);
+    for (int i = 0; i < c.nheld; i++) Py_DECREF(c.held[i]);
+    if (c.held != c.heldbuf) PyMem_Free(c.held);
     Py_XDECREF(c.keep);
     Py_XDECREF(c.dict);
     Py_XDECREF(c.origin);
@@ -1216,6 +1256,12 @@ static PyObject *binder_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     return (PyObject *)b;
 }
 
+static PyMemberDef binder_members[] = {
+    {"done", T_LONGLONG, offsetof(Binder, done), READONLY, "calls it finished"},
+    {"missed", T_LONGLONG, offsetof(Binder, missed), READONLY, "calls it handed to the full path"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyTypeObject BinderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "sdfgsparse.runtime._binder.Binder",
@@ -1228,7 +1274,36 @@ static PyTypeObject BinderType = {
     .tp_dealloc = (destructor)binder_dealloc,
     .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(Binder, vectorcall),
+    .tp_members = binder_members,
 };
+
+/* dispatch(table, args, miss): the warm call of a program called with positional arguments
+ * only: the binder that ``table`` (a dict) holds for the arguments' types (a tuple of
+ * them), called; ``miss`` where it holds none or the binder misses */
+static PyObject *dispatch(PyObject *self, PyObject *const *argv, Py_ssize_t n) {
+    if (n != 3 || !PyDict_Check(argv[0]) || !PyTuple_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "dispatch(table: dict, args: tuple, miss)");
+        return NULL;
+    }
+    PyObject *args = argv[1];
+    Py_ssize_t k = PyTuple_GET_SIZE(args);
+    PyObject *types = PyTuple_New(k);
+    if (types == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *t = (PyObject *)Py_TYPE(PyTuple_GET_ITEM(args, i));
+        Py_INCREF(t);
+        PyTuple_SET_ITEM(types, i, t);
+    }
+    PyObject *hit = PyDict_GetItemWithError(argv[0], types);
+    Py_DECREF(types);
+    if (hit == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_INCREF(argv[2]);
+        return argv[2];
+    }
+    if (Py_TYPE(hit) == &BinderType) return binder_run((Binder *)hit, args, Py_None);
+    return PyObject_CallOneArg(hit, args);
+}
 
 /* probe(array) -> (data address, ndim, shape, C-contiguous flag, descr): what this module
  * reads of a NumPy array, for the Python side to compare with NumPy's own answers */
@@ -1268,6 +1343,8 @@ static PyObject *evaluate(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"probe", probe, METH_O, "What the binder reads of a NumPy array (checked against NumPy on import)."},
+    {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL,
+     "dispatch(table, args, miss): the binder table holds for the types of args, called; else miss."},
     {"evaluate", evaluate, METH_VARARGS, "An integer expression's value as the binder computes it, or None."},
     {NULL, NULL, 0, NULL},
 };
@@ -1278,6 +1355,9 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__binder(void) {
+#define NAME_MAKE(n) if ((NM(n) = PyUnicode_InternFromString(#n)) == NULL) return NULL;
+    NAMES(NAME_MAKE)
+#undef NAME_MAKE
     if (PyType_Ready(&BinderType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;

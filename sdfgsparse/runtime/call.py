@@ -87,7 +87,7 @@ def _call_key(out: Dict[str, Any], descs: Dict[str, Optional[dace.data.Data]]):
     return tuple(key)
 
 
-def call_program(prog, orig_call, args, kwargs):
+def call_program(prog, orig_call, args, kwargs, tried=False):
     """Run a ``@dace.program`` whose arguments may be sparse.
 
     The first call of a signature goes through DaCe (parse, compile, DaCe's cache); later
@@ -101,12 +101,14 @@ def call_program(prog, orig_call, args, kwargs):
     program's lock (:func:`lock_of`): DaCe's program object and its compiled program keep
     the parsed SDFG, the arguments and the return arrays of the last call, so two threads
     there received each other's results; and a second thread making the same first call
-    waits for the first one's build and then takes its plan instead of parsing again."""
+    waits for the first one's build and then takes its plan instead of parsing again.
+
+    ``tried``: the hook already ran the one plan of these argument types (it missed)."""
     params = prog.signature.parameters
     out = take_out(kwargs, params) if OUT in kwargs else None  # (runtime/outputs.py)
     plans = prog.__dict__.get('_ss_plans')
     if plans:
-        result = _run_plans(plans, prog.argnames, args, kwargs, prog.__dict__.get('_ss_by_type'), out)
+        result = _run_plans(plans, prog.argnames, args, kwargs, prog.__dict__.get('_ss_by_type'), out, tried)
         if result is not MISS:
             return result
     names = list(prog.argnames)
@@ -232,11 +234,12 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=N
     return to_torch(result) if torch_in else result
 
 
-def _run_plans(plans, argnames, args, kwargs, by_type=None, out=None):
+def _run_plans(plans, argnames, args, kwargs, by_type=None, out=None, tried=False):
     """The result of the first plan that finishes the call, or MISS. Plans are keyed by the
     types and dtypes of *all* arguments, so a call that leaves some out matches none.
     ``by_type`` (:func:`_add_plan`) holds the same plans by the types alone: where the types
-    have one plan, the dtypes can select no other, and that plan runs without reading them."""
+    have one plan, the dtypes can select no other, and that plan runs without reading them
+    (unless ``tried``: the caller ran it already)."""
     pos, given = (args, []) if not kwargs else _positional(argnames, args, kwargs)
     if pos is None:
         return MISS
@@ -244,6 +247,8 @@ def _run_plans(plans, argnames, args, kwargs, by_type=None, out=None):
     if by_type:
         same = by_type.get(tuple(map(type, pos)))
         if same is not None and len(same) == 1 and (not given or same[0].given == given):
+            if tried and not kwargs and out is None:
+                return MISS
             return same[0].run(pos) if out is None else same[0].run(pos, out)
     for plan in plans.get(_raw_key(pos), ()):
         if given and plan.given != given:
@@ -302,6 +307,12 @@ def _keep_plan(store: dict, raw: tuple, plan) -> None:
         same = by_type.get(types, ())
         if len(same) < 16:
             by_type[types] = same + (plan, )
+            # by position, where the types have one plan: its binder, for _binder.dispatch
+            warm = store.setdefault('_ss_warm', {})
+            if len(by_type[types]) == 1 and not plan.given:
+                warm[types] = plan.run
+            else:
+                warm.pop(types, None)
 
 
 def _matches(sdfg: dace.SDFG, out: Dict[str, Any]) -> bool:

@@ -7,8 +7,9 @@
   ``@dace.program`` goes through :func:`sdfgsparse.runtime.call.call_program`, which
   validates sparse arguments and passes them as argument structs (member pointers,
   zero-copy) plus the size symbols they determine; warm calls of a known signature run
-  its plan (:mod:`sdfgsparse.runtime.plan`), calling the compiled function itself; other
-  calls go to DaCe unchanged.
+  its plan's compiled binder (:mod:`sdfgsparse.runtime.plan`), found by the arguments'
+  types in C (``_binder.dispatch``) when the call passes them by position; other calls go
+  to DaCe unchanged.
 - ``DaceProgram._get_type_annotations``: the size symbols a sparse annotation makes
   (``ss<site>_n1``: number of stored entries) belong to the annotation, so one alias
   annotating two parameters (``T = ss.CSR[...]``; ``def f(A: T, B: T)``) gave both one
@@ -55,8 +56,10 @@ from sdfgsparse._dace_compat import wrap
 from sdfgsparse.formats import is_ours, is_sparse_desc, own_size_symbols
 from sdfgsparse.ops.shape_checks import rules as shape_rules
 from sdfgsparse.ops.shape_checks import violation
+from sdfgsparse.runtime._binder import dispatch
 from sdfgsparse.runtime.call import call_program, lock_of
 from sdfgsparse.runtime.capacity import PREFIX, fill_capacities
+from sdfgsparse.runtime.plan import MISS
 from sdfgsparse.runtime.results import allocate_on_device, allocate_return, is_sparse_return, struct_to_python
 from sdfgsparse.runtime.symexpr import compile_rules
 
@@ -77,6 +80,13 @@ def _install_program_call():
     def make(orig):
 
         def __call__(self, *args, **kwargs):
+            if not kwargs:  # a warm call by position: its binder, found by the arguments' types in C
+                warm = self.__dict__.get('_ss_warm')
+                if warm:
+                    result = dispatch(warm, args, MISS)
+                    if result is not MISS:
+                        return result
+                    return call_program(self, orig, args, kwargs, tried=True)
             return call_program(self, orig, args, kwargs)
 
         return __call__

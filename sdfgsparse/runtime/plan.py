@@ -23,6 +23,7 @@ argument shares with another) makes the binder return :data:`MISS` before anythi
 and the caller takes the full path, which converts, warns or raises the typed error.
 """
 import ctypes
+import weakref
 from typing import Any, Dict, List, Optional, Sequence
 
 import dace
@@ -60,6 +61,9 @@ def _probe() -> bool:
 
 #: Whether warm plans are made (the binder agrees with NumPy on this machine's arrays).
 ENABLED = _probe()
+
+#: Every plan made (weakly): tests add up their binders' ``done`` and ``missed`` counts.
+PLANS: 'weakref.WeakSet[CallPlan]' = weakref.WeakSet()
 
 _FIELD = {'pos1': 0, 'crd1': 1, 'vals': 2, 'rows': 3, 'cols': 4, 'n1': 5}
 _KEY = {'rows': 0, 'cols': 1, 'n1': 2}
@@ -134,10 +138,12 @@ class CallPlan:
         written = access_of(sdfg).written
         self.written = [i for i, n in enumerate(argnames) if n in written]
         # Arguments whose kernels check their storage: the counter tells after the call
-        failures = None
+        #: the library's count of storage problems its kernels found (None: they check none)
+        self.failures = failures = None
         found = kernel_checks.symbols(csdfg._lib, [s.name for s in sparse_slots]) if sparse_slots else None
         if found is not None:
             failures, checked = found
+            self.failures = failures
             for slot in sparse_slots:
                 slot.in_kernel_from = checked.get(slot.name)
         from sdfgsparse.runtime.capacity import PREFIX
@@ -164,6 +170,7 @@ class CallPlan:
         #: (another sparse format: the slot's step), 'numpy', 'torch' or 'scalar'
         self.steps: Dict[str, str] = {}
         self.run = _binder.Binder(self._spec(*self._made))
+        PLANS.add(self)
 
     def python_twin(self):
         """A second binder of this plan whose sparse arguments all take the slots' Python

@@ -117,7 +117,7 @@ def test_a_library_without_the_entry_of_its_arguments(rng, monkeypatch):
     plan = _plan(entry_spmv, A, x)
     monkeypatch.setattr(entry, '_key', lambda layout: 'f' * 16)
     assert entry.find(plan.csdfg) is None
-    for cache in ('_ss_plans', '_ss_by_type', '_ss_plan_built'):  # plans are built again
+    for cache in ('_ss_plans', '_ss_by_type', '_ss_warm', '_ss_plan_built'):  # plans are built again
         monkeypatch.setitem(entry_spmv.__dict__, cache, {})
     again = _plan(entry_spmv, A, x)
     assert again is not plan and again.entry is None
