@@ -257,9 +257,8 @@ def test_kernels_run_no_generated_source():
 
 
 #: The files that still run generated Python source, and why; this list only shrinks (the
-#: warm call's plan becomes compiled code, the torch segments SDFGs built directly).
+#: torch segments become SDFGs built directly).
 RUNS_SOURCE = {
-    'sdfgsparse/runtime/specialise.py': 'the warm call plan, until the compiled binder replaces it',
     'frontends/torch_graph.py': 'each torch graph segment as program text DaCe parses',
 }
 
@@ -336,7 +335,7 @@ def _target_branches(source: str) -> List[int]:
 def test_the_call_path_has_no_target_branches():
     """What differs per target lives in its ``Runtime`` (runtime/targets.py); the call path
     (``CompiledProgram``, the @dace.program hook, the warm plans) holds no ``target ==``."""
-    for name in ('call.py', 'plan.py', 'specialise.py', 'hooks.py', 'arguments.py'):
+    for name in ('call.py', 'plan.py', 'hooks.py', 'arguments.py'):
         text = (PACKAGES['sdfgsparse'] / 'runtime' / name).read_text()
         assert _target_branches(text) == [], name
     assert _target_branches("if target == 'gpu':\n    pass\nok = self.target in ('fpga', 'cpu')\n"

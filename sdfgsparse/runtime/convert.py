@@ -18,8 +18,8 @@ from sdfgsparse.runtime.structured import structured_storage
 __all__ = ['to_storage', 'storage_to_coo', 'slot_coordinates', 'scipy_members', 'to_scipy_twin', 'has_scipy_twin']
 
 
-#: The scipy attribute holding each member of a CSR / CSC twin (the warm call's
-#: specialised functions read them by these names too, runtime/specialise.py).
+#: The scipy attribute holding each member of a CSR / CSC twin (the warm call's binder
+#: reads them by these names too, runtime/_binder.c).
 SCIPY_COMPRESSED = {'pos1': 'indptr', 'crd1': 'indices', 'vals': 'data'}
 
 

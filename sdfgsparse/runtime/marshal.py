@@ -83,7 +83,7 @@ def format_of_value(obj) -> SparseFormat:
 
 
 #: The accessors of the positions and indices of torch's compressed layouts (the warm
-#: call's specialised functions call them too, runtime/specialise.py).
+#: call's binder calls them too, runtime/_binder.c).
 TORCH_COMPRESSED = {'sparse_csr': ('crow_indices', 'col_indices'), 'sparse_csc': ('ccol_indices', 'row_indices')}
 
 

@@ -13,7 +13,7 @@ C-ordered, writable and in this machine's byte order; a sparse or scalar result 
 program ran into a fresh array, so the result is the one without ``out`` (as NumPy's
 ufuncs do). The first call of a signature (which DaCe parses and builds) also fills
 ``out`` by a copy; later ones write into it directly, through the signature's warm plan
-where it has a specialised one (:func:`plan_outputs`), else through the full path.
+where its results are dense arrays (:func:`plan_outputs`), else through the full path.
 """
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -204,7 +204,7 @@ def call_compiled(what: str, csdfg, call: Dict[str, Any], out, symbols: Dict[str
 
 
 def plan_outputs(out, args, specs) -> Optional[list]:
-    """For a warm plan (:mod:`sdfgsparse.runtime.specialise`): the array to write each
+    """For a warm plan's binder (:mod:`sdfgsparse.runtime.plan`): the array to write each
     result into, in the caller's order (None: allocate), where every array of ``out`` is
     a NumPy array exactly as the result needs it (``specs``: ``(dtype, shape)`` per
     result) and can share no memory with an argument's arrays or another ``out`` array;

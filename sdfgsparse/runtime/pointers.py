@@ -10,7 +10,7 @@ import ctypes
 
 import numpy as np
 
-__all__ = ['data_pointer', 'HEADER_OFFSET']
+__all__ = ['data_pointer']
 
 _read = ctypes.c_void_p.from_address
 _OFFSET = object.__basicsize__
@@ -37,8 +37,3 @@ def _pick():
 #: ``data_pointer(array) -> int``: the address of the array's first element (exact
 #: ``np.ndarray`` instances; the call path checks the type first).
 data_pointer = _pick()
-
-#: Where the data pointer lies in an array object (bytes after its address), when the
-#: check on import found it there (compiled code may then read it: targets/cpu/entry.py),
-#: else None.
-HEADER_OFFSET = _OFFSET if data_pointer is _by_header else None

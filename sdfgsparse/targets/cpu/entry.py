@@ -3,32 +3,28 @@
 A warm call of a program with CSR / CSC arguments made three foreign calls through ctypes:
 the storage check of each sparse argument, the construction of each argument's struct
 (a ``ctypes.Structure``), and the program. On a 100 x 100 SpMV each cost more than the
-kernel itself: 1.5 us of argument conversion per check call, 0.8-1.4 us per struct, 1.8 us
-for the program (docs/performance.md). Every such program's library therefore exports one
+kernel itself (docs/performance.md). Every such program's library therefore exports one
 more function, ``__ss_entry_<key>``, written right after ``__program_<name>`` by DaCe's
 frame code generator (:func:`install` wraps its footer) with the same parameter list.
 
-The entry takes one argument: a record of 8-byte slots that the call plan packs with
-``struct`` (:attr:`Entry.record`; ``include/sdfgsparse_entry.h`` reads it). Slots 0-3: the
-program's state, the check bits (bit ``k``: check the ``k``-th sparse argument), a mask of
-the parameters passed as NumPy array objects (their addresses, ``id(array)``: the entry
-reads each data pointer at the offset :data:`~sdfgsparse.runtime.pointers.HEADER_OFFSET`
-that the runtime verified on import) and that offset. Then one slot per program parameter,
-where a sparse argument takes its struct's fields in declaration order followed by
-``parent, n, extent`` of its storage check (``sdfgsparse::check_compressed``; ``ordered``
-and ``unique`` come from the format). The entry assembles the structs on its stack, runs
-the checks asked for and calls the program; it returns 0 after the program ran, else the
-1-based position of the first sparse argument whose check failed (the program did not run:
-the full path then raises the typed error).
+The entry takes one argument: a record of 8-byte slots that the call plan's compiled
+binder fills (``runtime/_binder.c``; ``include/sdfgsparse_entry.h`` reads it). Slots 0-3:
+the program's state, the check bits (bit ``k``: check the ``k``-th CSR / CSC argument) and
+two reserved slots (0). Then the program's parameters in order: an array's data address, a
+scalar as a 64-bit integer or a double, a CSR / CSC argument its struct's fields in
+declaration order followed by ``parent, n, extent`` of its storage check
+(``sdfgsparse::check_compressed``; ``ordered`` and ``unique`` come from the format), any
+other sparse argument and a sparse result the address of its struct. The entry assembles
+the CSR / CSC structs on its stack, runs the checks asked for and calls the program; it
+returns 0 after the program ran, else the 1-based position of the first argument whose
+check failed (the program did not run: the full path then raises the typed error).
 
 ``key`` hashes the parameter list and the layout of each struct, and :func:`find` looks the
 entry up under the key of the *compiled* program's arguments: a library generated for other
-arguments has no entry of that key, and the call plan keeps its three calls.
+arguments has no entry of that key, and the binder calls the program's own function.
 
-Only programs whose every sparse argument is one dense and one compressed level (CSR, CSC
-and their unordered kin), with at most :data:`MAX_SPARSE` of them, and whose kernels
-brought sdfgsparse's include path get an entry; the call plans that use it are exactly
-those of :mod:`sdfgsparse.runtime.specialise`.
+Programs whose kernels brought sdfgsparse's include path (:class:`~sdfgsparse.targets.cpu.environment.SdfgsparseCPU`)
+get an entry, with at most :data:`MAX_SPARSE` CSR / CSC arguments.
 """
 import ctypes
 import hashlib

@@ -1,12 +1,8 @@
 // The warm call's entry into a program (targets/cpu/entry.py): its arguments arrive as one
-// record of 8-byte slots (Python's struct.pack of the call's values), read here by type.
+// record of 8-byte slots (filled by the call's binder, runtime/_binder.c), read here by type.
 //
-// Slots 0-3: the program's state, the check bits, a mask of the parameters given as NumPy
-// arrays, and the offset of the data pointer in such an array object; then one slot per
-// parameter. A parameter whose bit is set in the mask holds the address of a NumPy array
-// object (Python's id()), whose data pointer is read at that offset (PyArrayObject's
-// first field after the object header, the read NumPy's PyArray_DATA macro compiles to;
-// the Python side checked the layout on import, runtime/pointers.py).
+// Slots 0-3: the program's state, the check bits and two reserved slots; then the
+// parameters' slots.
 #ifndef SDFGSPARSE_ENTRY_H
 #define SDFGSPARSE_ENTRY_H
 #include <cstdint>
@@ -19,19 +15,15 @@ class EntryRecord {
   public:
     explicit EntryRecord(const char* rec) : rec_(rec) {
         std::memcpy(&checks_, rec + 8, 8);
-        std::memcpy(&arrays_, rec + 16, 8);
-        std::memcpy(&offset_, rec + 24, 8);
     }
     long long checks() const { return checks_; }
     void* state() const { return (void*)(std::uintptr_t)word(rec_); }
 
-    // parameter i as T: a pointer from an address (or from a NumPy array, see above), an
-    // integer (or bool) from a signed 64-bit value, a floating-point value from a double
+    // parameter i as T: a pointer from an address, an integer (or bool) from a signed 64-bit
+    // value, a floating-point value from a double
     template <typename T>
     typename std::enable_if<std::is_pointer<T>::value, T>::type get(int i) const {
-        std::uint64_t v = word(rec_ + 32 + 8 * i);
-        if (i < 64 && ((arrays_ >> i) & 1)) v = word((const char*)(std::uintptr_t)v + offset_);
-        return (T)(std::uintptr_t)v;
+        return (T)(std::uintptr_t)word(rec_ + 32 + 8 * i);
     }
     template <typename T>
     typename std::enable_if<std::is_integral<T>::value, T>::type get(int i) const {
@@ -51,8 +43,7 @@ class EntryRecord {
         return v;
     }
     const char* rec_;
-    long long checks_ = 0, offset_ = 0;
-    std::uint64_t arrays_ = 0;
+    long long checks_ = 0;
 };
 
 }  // namespace sdfgsparse
