@@ -439,6 +439,7 @@ class CompiledProgram:
         out, symbols, sparse, copies = marshal_arguments({n: v for n, v in values.items() if n not in device},
                                                          {n: d for n, d in descs.items() if n not in device})
         out.update(device)
+        self._runtime.prepare(self, sparse, symbols)
         separate(out, copies, self._access(), sparse)
         origin = {s: 'another argument' for s in symbols}
         for n, v in device.items():  # their sizes: symbols, or checked against them
@@ -448,19 +449,9 @@ class CompiledProgram:
                 elif evaluate(expr, symbols) not in (None, int(actual)):
                     raise errors.ShapeError(f'{n}: has shape {tuple(v.shape)}, the program expects '
                                             f'({", ".join(map(str, descs[n].shape))})')
-        needed = self.__dict__.get('_needed')
-        if needed is None:  # the SDFG is fixed once compiled: its symbols are computed once
-            needed = self._needed = set(map(str, self.sdfg.free_symbols)) | set(self.sdfg.symbols)
-        for n, v in values.items():
-            if n not in self.sdfg.arrays and n in needed:
-                symbols[n] = v
         _dense_shape_symbols(descs, values, symbols)
-        call = {k: v for k, v in out.items() if k in self.sdfg.arrays}
-        call.update({k: v for k, v in symbols.items() if k in needed})
         compiled = self.compiled
-        result, outputs = call_compiled(f'{self.sdfg.name}()', compiled, call, result_out, symbols, values)
-        if outputs is not None:
-            result = outputs.finish(result)
+        result = self._runtime.invoke(self, compiled, out, sparse, symbols, values, result_out)
         if copies:
             copy_back(copies, out, written_arguments(compiled.sdfg))
         torch_in = any(_torch_layout(v) is not None or hasattr(v, '_ss_torch') for v in values.values())

@@ -3,7 +3,11 @@
 :class:`~sdfgsparse.runtime.call.CompiledProgram` (``ss.compile``, ``ss.optimize``, the
 ``run`` command) holds no branch on its target: it asks its runtime to lower the SDFG
 (:meth:`Runtime.lower`), to build it (:meth:`Runtime.build`), to check a call before
-anything runs (:meth:`Runtime.before_call`) and to make the call (:meth:`Runtime.call`).
+anything runs (:meth:`Runtime.before_call`), to bind it (:meth:`Runtime.call`: the
+program's one full path, ``CompiledProgram._full_call``, with the device arrays it passes
+as they are), and inside that path how its marshalled arguments reach the built program
+(:meth:`Runtime.prepare`, :meth:`Runtime.invoke`). A target contributes how it lowers,
+allocates and calls; the binding, checks and results are the full path's.
 A new target adds a subclass here and an entry in :data:`RUNTIMES`; its code generation
 lives in its folder under :mod:`sdfgsparse.targets`.
 
@@ -16,14 +20,12 @@ import dace
 
 from sdfgsparse import errors
 from sdfgsparse._warnings import benign_dace_warnings
-from sdfgsparse.runtime.aliasing import separate
-from sdfgsparse.runtime.arguments import _dense_shape_symbols, copy_back, marshal_arguments, written_arguments
+from sdfgsparse.runtime.arguments import marshal_arguments
 from sdfgsparse.runtime.capacity import PREFIX as CAPACITY_PREFIX
 from sdfgsparse.runtime.capacity import fill_capacities
 from sdfgsparse.runtime.host_convert import convert
-from sdfgsparse.runtime.marshal import _torch_layout
-from sdfgsparse.runtime.outputs import return_names
-from sdfgsparse.runtime.results import allocate_return, struct_to_python, to_torch
+from sdfgsparse.runtime.outputs import call_compiled, return_names
+from sdfgsparse.runtime.results import allocate_return, struct_to_python
 from sdfgsparse.targets.cpu.dense_products import sparse_program_defaults
 
 __all__ = ['Runtime', 'CPU', 'GPU', 'FPGA', 'RUNTIMES']
@@ -63,6 +65,28 @@ class Runtime:
     def call(self, program, names, values):
         """Run ``program`` (a :class:`~sdfgsparse.runtime.call.CompiledProgram`) on the bound ``values``."""
         return program._full_call(names, values)
+
+    def prepare(self, program, sparse: Dict[str, Any], symbols: Dict[str, int]) -> None:
+        """Change the marshalled sparse arguments (``sparse``: name -> ``SparseArg``) and the
+        symbols they define where the built program takes them otherwise (before the
+        aliasing check)."""
+
+    def invoke(self, program, compiled, out: Dict[str, Any], sparse: Dict[str, Any], symbols: Dict[str, int],
+               values: Dict[str, Any], result_out=None):
+        """Call ``compiled`` with the marshalled arguments ``out`` (name -> argument struct,
+        array or value), the ``symbols`` the call determined and the caller's ``values``;
+        returns the results (``result_out``: the caller's ``out=``, runtime/outputs.py)."""
+        sdfg = program.sdfg
+        needed = program.__dict__.get('_needed')
+        if needed is None:  # the SDFG is fixed once compiled: its symbols are computed once
+            needed = program._needed = set(map(str, sdfg.free_symbols)) | set(sdfg.symbols)
+        for n, v in values.items():
+            if n not in sdfg.arrays and n in needed:
+                symbols[n] = v
+        call = {k: v for k, v in out.items() if k in sdfg.arrays}
+        call.update({k: v for k, v in symbols.items() if k in needed})
+        result, outputs = call_compiled(f'{sdfg.name}()', compiled, call, result_out, symbols, values)
+        return outputs.finish(result) if outputs is not None else result
 
 
 class CPU(Runtime):
@@ -136,21 +160,22 @@ class FPGA(Runtime):
         from sdfgsparse.targets.fpga.csim import compile_csim
         return compile_csim(lowered)
 
-    def call(self, program, names, values):
-        """Arguments checked as for the CPU, each sparse one passed as the member arrays the
-        lowering flattened it into."""
-        from sdfgsparse.targets.fpga.csim import check_error
-        from sdfgsparse.targets.fpga.lower import converted_arguments, flat_arguments
-        sdfg, lowered = program.sdfg, program.lowered
-        descs = {n: sdfg.arrays[n] for n in values if n in sdfg.arrays}
-        out, symbols, sparse, copies = marshal_arguments(values, descs)
-        for name, csr in converted_arguments(lowered).items():  # streamed as CSR: converted here
+    def prepare(self, program, sparse, symbols):
+        """Sparse arguments the lowering streams as CSR are converted here (their symbols
+        with them)."""
+        from sdfgsparse.targets.fpga.lower import converted_arguments
+        for name, csr in converted_arguments(program.lowered).items():
             if name in sparse:
                 _, more, arg, _ = marshal_arguments({name: convert(sparse[name].value, csr)}, {name: csr})
                 sparse[name] = arg[name]
                 symbols.update(more)
-        separate(out, copies, program._access(), sparse)
-        _dense_shape_symbols(descs, values, symbols)
+
+    def invoke(self, program, compiled, out, sparse, symbols, values, result_out=None):
+        """Each sparse argument passed as the member arrays the lowering flattened it into;
+        sparse results allocated here, their members filled by the program."""
+        from sdfgsparse.targets.fpga.csim import check_error
+        from sdfgsparse.targets.fpga.lower import flat_arguments
+        sdfg, lowered = program.sdfg, program.lowered
         shapes = program.__dict__.get('_fpga_symbols')
         if shapes is None:  # both SDFGs are fixed: their symbols are computed once
             caps = sorted(str(c) for c in sdfg.free_symbols if str(c).startswith(CAPACITY_PREFIX))
@@ -162,7 +187,7 @@ class FPGA(Runtime):
             symbols.update({c: sized[c] for c in caps})
         flat = flat_arguments(lowered)
         call = {}
-        results = {}  # sparse results: allocated here, their members filled by the program
+        results = {}
         for name, members in flat.items():
             if name.startswith('__return'):
                 results[name] = allocate_return(sdfg.arrays[name], symbols)
@@ -177,18 +202,16 @@ class FPGA(Runtime):
                 call[name] = v
             elif name in needed:
                 symbols[name] = v
+        for n, v in values.items():  # (symbols the caller gave by name)
+            if n not in sdfg.arrays and n in needed:
+                symbols[n] = v
         call.update({k: v for k, v in symbols.items() if k in needed})
-        compiled = program.compiled
         result = compiled(**call)
         check_error(compiled)
-        if copies:
-            copy_back(copies, out, written_arguments(compiled.sdfg))
         if results:  # the program's results in its order: dense ones as DaCe returns them
             dense = list(result) if isinstance(result, tuple) else [] if result is None else [result]
             whole = [struct_to_python(results[n]) if n in results else dense.pop(0) for n in return_names(sdfg)]
             result = whole[0] if len(whole) == 1 else tuple(whole)
-        if any(_torch_layout(v) is not None for v in values.values()):
-            result = to_torch(result)
         return result
 
 
