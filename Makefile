@@ -17,7 +17,7 @@ FUZZ_SECONDS ?= 300
 
 .PHONY: venv demo test fuzz clean gpu-check
 
-$(STAMP): setup.cfg pyproject.toml constraints.txt
+$(STAMP): setup.cfg setup.py pyproject.toml constraints.txt sdfgsparse/runtime/_binder.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints.txt -e '.[test,torch,vscode,mkl,mpi]'
 	$(PY) -m sdfgsparse.targets.fpga.toolchain --fetch-ap-types

@@ -56,10 +56,9 @@ from sdfgsparse._dace_compat import wrap
 from sdfgsparse.formats import is_ours, is_sparse_desc, own_size_symbols
 from sdfgsparse.ops.shape_checks import rules as shape_rules
 from sdfgsparse.ops.shape_checks import violation
-from sdfgsparse.runtime._binder import dispatch
 from sdfgsparse.runtime.call import call_program, lock_of
 from sdfgsparse.runtime.capacity import PREFIX, fill_capacities
-from sdfgsparse.runtime.plan import MISS
+from sdfgsparse.runtime.plan import MISS, dispatch
 from sdfgsparse.runtime.results import allocate_on_device, allocate_return, is_sparse_return, struct_to_python
 from sdfgsparse.runtime.symexpr import compile_rules
 

@@ -34,7 +34,13 @@ from sdfgsparse._symbolic import integer_code
 from sdfgsparse.formats import is_sparse_desc
 from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.ops import shape_checks
-from sdfgsparse.runtime import _binder, marshal
+from sdfgsparse.runtime import marshal
+
+try:
+    from sdfgsparse.runtime import _binder
+except ImportError as exc:  # pragma: no cover - a source tree that was never installed
+    raise ImportError('sdfgsparse.runtime._binder (the compiled warm call) is not built: install the package '
+                      '(`make venv`, or `pip install -e .`), which compiles it') from exc
 from sdfgsparse.runtime.aliasing import access_of
 from sdfgsparse.runtime.outputs import plan_outputs, return_names
 from sdfgsparse.runtime.results import to_torch
@@ -43,7 +49,11 @@ from sdfgsparse.runtime.slots import (MISS, DenseReturn, DenseSlot, Holder, NoPl
 from sdfgsparse.targets.cpu import entry as entries
 from sdfgsparse.targets.cpu import kernel_checks
 
-__all__ = ['CallPlan', 'build_plan', 'MISS']
+__all__ = ['CallPlan', 'build_plan', 'MISS', 'dispatch']
+
+#: ``dispatch(table, args, miss)``: the binder ``table`` holds for the types of ``args``, called
+#: (the hook's warm call by position, runtime/hooks.py); ``miss`` where none or it misses.
+dispatch = _binder.dispatch
 
 
 def _probe() -> bool:
