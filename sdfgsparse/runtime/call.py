@@ -23,7 +23,7 @@ from sdfgsparse.runtime.arguments import (_dense_shape_symbols, _merge, copy_bac
                                           written_arguments)
 from sdfgsparse.runtime.marshal import _torch_layout, is_sparse_value
 from sdfgsparse.runtime.outputs import OUT, Outputs, call_compiled, check_kinds, specs_of_result, take_out
-from sdfgsparse.runtime.plan import MISS, build_plan
+from sdfgsparse.runtime.plan import MISS, build_plan, dispatch
 from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.targets import RUNTIMES
 
@@ -410,11 +410,19 @@ class CompiledProgram:
         return self
 
     def __call__(self, *args, **kwargs):
+        tried = False
+        if not kwargs:  # by position: the binder of the arguments' types, found in C (runtime/hooks.py)
+            warm = self.__dict__.get('_ss_warm')
+            if warm:
+                result = dispatch(warm, args, MISS)
+                if result is not MISS:
+                    return result
+                tried = True
         plans = self.__dict__.get('_ss_plans')
         names = self._ss_names if plans else list(self.sdfg.arg_names)  # (kept when the plans were)
         out = take_out(kwargs, names) if OUT in kwargs else None  # (runtime/outputs.py)
         if plans:  # a warm call of a known signature (see call_program)
-            result = _run_plans(plans, names, args, kwargs, self._ss_by_type, out)
+            result = _run_plans(plans, names, args, kwargs, self._ss_by_type, out, tried)
             if result is not MISS:
                 return result
         values = _bind(self.sdfg.name, names, args, kwargs, keep_others=True)
