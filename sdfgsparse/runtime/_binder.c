@@ -823,6 +823,8 @@ static PyObject *binder_run(Binder *b, PyObject *args, PyObject *out) {
     Call c;
     memset(&c, 0, sizeof(c));
     c.b = b;
+    c.held = c.heldbuf;
+    c.capheld = 16;
     c.syms = b->nsyms <= 64 ? symbuf : PyMem_Malloc(sizeof(int64_t) * b->nsyms);
     c.words = b->nwords <= 124 ? wordbuf : PyMem_Calloc(b->nwords + 4, sizeof(uint64_t));
     int ok;
@@ -833,8 +835,6 @@ static PyObject *binder_run(Binder *b, PyObject *args, PyObject *out) {
     if (nargs != b->nargs + b->ngiven) goto miss;
     if ((ok = state_ok(b)) <= 0) goto check;
     memcpy(c.syms, b->constants, sizeof(int64_t) * b->nsyms);
-    c.held = c.heldbuf;
-    c.capheld = 16;
     if (b->need_dict) {
         if ((c.keep = PyList_New(0)) == NULL || (c.dict = PyDict_New()) == NULL || (c.in_kernel = PyList_New(0)) == NULL)
             goto done;
@@ -842,7 +842,7 @@ static PyObject *binder_run(Binder *b, PyObject *args, PyObject *out) {
             if (b->constants[i] != INT64_MIN && put_sym(&c, i, b->constants[i], 1) < 0) goto done;
         if (b->capacities != Py_None && (c.origin = PyDict_New()) == NULL) goto done;
     }
-    /* the header: state, check bits, no array objects (mask 0), offset 0 */
+    /* each argument's words of the record (the header's four: below) */
     for (int i = 0; i < b->nsteps; i++) {
         const Step *s = &b->steps[i];
         uint64_t *w = c.words + 4 + (s->kind == K_GIVEN ? 0 : b->arg_word[s->index]);
