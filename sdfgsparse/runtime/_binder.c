@@ -146,8 +146,8 @@ typedef struct {
     /* K_SCALAR */
     PyObject *type;
     int is_float;
-    /* K_GIVEN */
-    int position;
+    /* K_GIVEN: the value after the arguments at ``position`` defines symbol ``sym`` */
+    int position, sym;
 } Step;
 
 typedef struct {
@@ -161,7 +161,7 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     PyObject *csdfg, *lib, *hooks, *validate, *miss, *empty, *ndarray;
-    PyObject *plan_outputs, *to_torch, *failures, *capacities, *origin_needed;
+    PyObject *plan_outputs, *to_torch, *failures, *capacities;
     PyObject *sym_names; /* tuple of str */
     int (*entry)(const char *);
     int nargs, nsyms, need_dict, nwritten, ngiven;
@@ -181,7 +181,7 @@ typedef struct {
     int nsources;
     int *sources_at; /* the record word of each */
     PyObject *call;  /* without an entry: the program's ctypes function */
-    char *codes;     /* without an entry: each word as 'p' (address), 'q' (integer) or 'd' (double) */
+    char *codes;     /* without an entry: each word as 'Q' (address), 'q' (integer) or 'd' (double) */
     int *written_args;
     int *arg_word; /* first record word of each argument */
     int nwords;
@@ -320,7 +320,7 @@ static int parse_step(PyObject *d, Step *s) {
     } else if (s->kind == K_SCALAR) {
         if ((s->type = get_obj(d, "type")) == NULL || get_int(d, "is_float", &s->is_float)) return -1;
     } else if (s->kind == K_GIVEN) {
-        if (get_int(d, "position", &s->position) || get_int(d, "sym", &s->ndim)) return -1; /* ndim: the symbol */
+        if (get_int(d, "position", &s->position) || get_int(d, "sym", &s->sym)) return -1;
     } else {
         PyErr_SetString(PyExc_ValueError, "binder spec: unknown step kind");
         return -1;
@@ -860,7 +860,7 @@ static PyObject *binder_run(Binder *b, PyObject *args, PyObject *out) {
                     PyErr_Clear();
                     goto miss;
                 }
-                ok = put_sym(&c, s->ndim, x, 1);
+                ok = put_sym(&c, s->sym, x, 1);
                 break;
             }
             default: ok = -1; PyErr_SetString(PyExc_SystemError, "binder: bad step");
@@ -1024,7 +1024,7 @@ free_shapes:
                 memcpy(&d, &x, 8);
                 o = PyFloat_FromDouble(d);
             } else {
-                o = b->codes[i] == 'p' ? PyLong_FromUnsignedLongLong(x) : PyLong_FromLongLong((int64_t)x);
+                o = b->codes[i] == 'Q' ? PyLong_FromUnsignedLongLong(x) : PyLong_FromLongLong((int64_t)x);
             }
             if (o == NULL) {
                 Py_DECREF(t);
@@ -1233,7 +1233,6 @@ static void binder_dealloc(Binder *b) {
     Py_CLEAR(b->csdfg); Py_CLEAR(b->lib); Py_CLEAR(b->hooks); Py_CLEAR(b->validate); Py_CLEAR(b->miss);
     Py_CLEAR(b->empty); Py_CLEAR(b->ndarray); Py_CLEAR(b->plan_outputs); Py_CLEAR(b->to_torch);
     Py_CLEAR(b->failures); Py_CLEAR(b->capacities); Py_CLEAR(b->sym_names); Py_CLEAR(b->call);
-    Py_CLEAR(b->origin_needed);
     for (int i = 0; i < b->nsteps; i++) free_step(&b->steps[i]);
     PyMem_Free(b->steps);
     for (int i = 0; i < 2 * b->nrules; i++) free_expr(&b->rules[i]);

@@ -76,7 +76,6 @@ ENABLED = _probe()
 PLANS: 'weakref.WeakSet[CallPlan]' = weakref.WeakSet()
 
 _FIELD = {'pos1': 0, 'crd1': 1, 'vals': 2, 'rows': 3, 'cols': 4, 'n1': 5}
-_KEY = {'rows': 0, 'cols': 1, 'n1': 2}
 
 
 def _plain_compressed(slot: SparseSlot) -> bool:
@@ -218,30 +217,28 @@ class CallPlan:
             if a in index:
                 arg_word[index[a]] = len(codes)
                 if a in plain:
-                    n = len(desc.dtype.base_type.fields)
-                    codes += ['p' if isinstance(t, dace.pointer) else 'q'
+                    codes += ['Q' if isinstance(t, dace.pointer) else 'q'
                               for t in desc.dtype.base_type.fields.values()] + ['q'] * 3
-                    assert n + 3 == len(codes) - arg_word[index[a]]
-                elif a in sparse_names or isinstance(desc, dace.data.Array):
-                    codes.append('p')
+                elif a in sparse_names:
+                    codes.append('Q')
                 else:
-                    codes.append(_scalar_code(desc))
+                    codes.append(_slot_code(desc))
             elif a in retindex:
                 sources += [1, retindex[a]]
                 sources_at.append(len(codes))
-                codes.append('p')
+                codes.append('Q')
             elif a in defined and isinstance(desc, dace.data.Scalar):
                 sources += [2, syms(a)]
                 sources_at.append(len(codes))
-                codes.append(_scalar_code(desc))
+                codes.append(_slot_code(desc))
             else:
                 raise NoPlan(f'compiled argument {a}')
-        if entry is not None and ''.join('Q' if c == 'p' else c for c in codes) != entry.slots:
+        if entry is not None and ''.join(codes) != entry.slots:
             raise NoPlan('the entry\'s record differs from the plan\'s')
         for i in range(len(argnames)):  # arguments the program does not take: checked, words kept apart
             if argnames[i] not in csdfg._sig:
                 arg_word[i] = len(codes)
-                codes += ['p'] * 8
+                codes += ['Q'] * 8
         steps = [{'kind': _binder.GIVEN, 'index': 0, 'words': 0, 'written': 0, 'position': j, 'sym': syms(n)}
                  for j, n in enumerate(self.given)]
         defined_now = set(constants) | set(self.given)
@@ -324,13 +321,13 @@ def _capacity_step(caps: List[str]):
     return step
 
 
-def _scalar_code(desc) -> str:
-    t = desc.dtype.type
-    if t in (bool, np.bool_) or np.issubdtype(t, np.integer):
-        return 'q'
-    if np.issubdtype(t, np.floating):
-        return 'd'
-    raise NoPlan(f'a {desc.dtype} parameter')  # (complex values: the full path)
+def _slot_code(desc) -> str:
+    """The record slot of a dense parameter (:func:`~sdfgsparse.targets.cpu.entry.slot_code`:
+    an address, an integer or a double); another kind (a complex value) takes the full path."""
+    code = entries.slot_code(desc)
+    if code is None:
+        raise NoPlan(f'a {desc.dtype} parameter')
+    return code
 
 
 def _sparse_step(slot: SparseSlot, entry, syms: _Symbols, defined: set) -> dict:

@@ -202,9 +202,6 @@ class FPGA(Runtime):
                 call[name] = v
             elif name in needed:
                 symbols[name] = v
-        for n, v in values.items():  # (symbols the caller gave by name)
-            if n not in sdfg.arrays and n in needed:
-                symbols[n] = v
         call.update({k: v for k, v in symbols.items() if k in needed})
         result = compiled(**call)
         check_error(compiled)

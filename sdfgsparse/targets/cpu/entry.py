@@ -40,7 +40,7 @@ from sdfgsparse.formats.levels import Compressed, Dense
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 from sdfgsparse.targets.cpu.storage_check import INDEX_CTYPES, library_function
 
-__all__ = ['install', 'find', 'Entry', 'MAX_SPARSE']
+__all__ = ['install', 'find', 'Entry', 'MAX_SPARSE', 'slot_code']
 
 _PREFIX = '__ss_entry_'
 
@@ -90,7 +90,7 @@ def _key(layout: str) -> str:
     return hashlib.sha256(layout.encode()).hexdigest()[:16]
 
 
-def _slot_code(desc) -> Optional[str]:
+def slot_code(desc) -> Optional[str]:
     """The ``struct`` code of a program parameter's slot: an address, an integer or a double."""
     if isinstance(desc, dace.data.Array):
         return 'Q'
@@ -112,7 +112,7 @@ def _slots(arglist) -> Optional[str]:
         elif is_sparse_desc(desc):
             codes.append('Q')  # the address of its struct
         else:
-            code = _slot_code(desc)
+            code = slot_code(desc)
             if code is None:
                 return None
             codes.append(code)
