@@ -13,17 +13,17 @@ runs in torch (a graph break) or the compile fails, per ``fallback``.
 Consecutive translatable nodes form a :class:`Segment`: one program, whose arguments are
 the values it reads from before it and whose results are the values read after it.
 """
-import linecache
-import math
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import dace
 import torch
 
+import sdfgsparse as ss
 from sdfgsparse import errors
-from sdfgsparse.formats import parsing_ours
+from sdfgsparse.formats import get_format
+from sdfgsparse.frontends.torch_sdfg import Builder, Call, Num, Ref, SizeDims, binary, describe
 
 __all__ = ['Segment', 'plan_segments', 'translate', 'Untranslatable', 'TRANSLATIONS']
 
@@ -104,11 +104,11 @@ def _index_dtype(t) -> Optional[torch.dtype]:
 
 # ---------------------------------------------------------------------- translations
 class Context:
-    """What a translation sees: its node's arguments as values or Python constants, the
-    dimensions, and the names of the generated program."""
+    """What a translation sees: its node's arguments as values or Python constants, and
+    the dimensions."""
 
-    def __init__(self, dims: Dims, values: Dict[str, Value], names: Dict[str, str], node):
-        self.dims, self.values, self.names, self.node = dims, values, names, node
+    def __init__(self, dims: Dims, values: Dict[str, Value], node):
+        self.dims, self.values, self.node = dims, values, node
 
     def arg(self, k: int, default=None):
         args = self.node.args
@@ -119,15 +119,14 @@ class Context:
             raise Untranslatable(f'argument {a!r} is not a tensor')
         return self.values[a.name]
 
-    def code(self, a) -> str:
-        """``a`` in the program: a value's name, or a Python number."""
+    def expr(self, a):
+        """``a`` in an expression: a value, or a Python number."""
         if isinstance(a, torch.fx.Node):
             self.value(a)
-            return self.names[a.name]
+            return Ref(a.name)
         if isinstance(a, bool) or not isinstance(a, (int, float)):
             raise Untranslatable(f'argument {a!r} is neither a tensor nor a number')
-        return repr(float(a)) if isinstance(a, float) and math.isfinite(a) else (
-            repr(a) if isinstance(a, int) else _special_float(a))
+        return Num(a)
 
     def is_tensor(self, a) -> bool:
         return isinstance(a, torch.fx.Node) and a.name in self.values
@@ -139,10 +138,12 @@ class Context:
         return vals[0].dtype
 
 
-def _special_float(a: float) -> str:
-    if math.isnan(a):
-        return 'math.nan'
-    return 'math.inf' if a > 0 else '-math.inf'
+@dataclass
+class SparseLinear:
+    """``x @ W.T + b`` of a sparse ``W``: built feature-major (see :func:`_emit_step`)."""
+    w: str
+    x: str
+    b: Optional[str]
 
 
 def _dense(v: Value, what: str) -> Value:
@@ -178,7 +179,8 @@ def _matmul(ctx: Context, a, b, what: str):
     ctx.dims.unify(va.dims[1], vb.dims[0], what)
     dims = (va.dims[0], ) + tuple(vb.dims[1:])
     kind = va.kind if va.sparse and vb.sparse else 'dense'
-    return f'{ctx.code(a)} @ {ctx.code(b)}', Value(kind, dtype, dims, va.index_dtype if kind != 'dense' else None)
+    return Call('matmul', (ctx.expr(a), ctx.expr(b))), Value(kind, dtype, dims,
+                                                           va.index_dtype if kind != 'dense' else None)
 
 
 def t_mm(ctx):
@@ -191,9 +193,10 @@ def t_addmm(ctx):
     prod, v = _matmul(ctx, a, b, 'addmm')
     vb = _dense(ctx.value(bias), 'addmm bias')
     dims = _broadcast(ctx, vb, v, 'addmm bias')
-    scale = '' if alpha == 1 else f'{ctx.code(alpha)} * '
-    bscale = '' if beta == 1 else f'{ctx.code(beta)} * '
-    return f'{bscale}{ctx.code(bias)} + {scale}({prod})', Value('dense', v.dtype, dims)
+    if alpha != 1:
+        prod = binary('*', ctx.expr(alpha), prod)
+    shift = ctx.expr(bias) if beta == 1 else binary('*', ctx.expr(beta), ctx.expr(bias))
+    return binary('+', shift, prod), Value('dense', v.dtype, dims)
 
 
 def t_linear(ctx):
@@ -205,34 +208,32 @@ def t_linear(ctx):
         ctx.dims.unify(vx.dims[1], vw.dims[1], 'linear')
         if b is not None:
             ctx.dims.unify(_dense(ctx.value(b), 'linear bias').dims[-1], vw.dims[0], 'linear bias')
-        # (W @ x.T).T: written by _lines, which keeps the product feature-major (see _FEATURE_MAJOR)
-        return ('sparse_linear', ctx.code(w), ctx.code(x), None if b is None else ctx.code(b)), \
+        return SparseLinear(w.name, x.name, None if b is None else b.name), \
             Value('dense', ctx.same_dtype(vx, vw), (vx.dims[0], vw.dims[0]))
-    else:
-        if len(vx.dims) not in (1, 2) or len(vw.dims) != 2:
-            raise Untranslatable(f'linear of a {len(vx.dims)}-D input (1-D or 2-D only)')
-        _dense(vx, 'linear')
-        ctx.dims.unify(vx.dims[-1], vw.dims[1], 'linear')
-        expr = f'{ctx.code(x)} @ np.transpose({ctx.code(w)})'
+    if len(vx.dims) not in (1, 2) or len(vw.dims) != 2:
+        raise Untranslatable(f'linear of a {len(vx.dims)}-D input (1-D or 2-D only)')
+    _dense(vx, 'linear')
+    ctx.dims.unify(vx.dims[-1], vw.dims[1], 'linear')
+    expr = Call('matmul', (ctx.expr(x), Call('transpose', (ctx.expr(w), ))))
     dtype = ctx.same_dtype(vx, vw)
     dims = tuple(vx.dims[:-1]) + (vw.dims[0], )
     if b is not None:
         vb = _dense(ctx.value(b), 'linear bias')
         ctx.dims.unify(vb.dims[-1], vw.dims[0], 'linear bias')
-        expr = f'{expr} + {ctx.code(b)}'
+        expr = binary('+', expr, ctx.expr(b))
     return expr, Value('dense', dtype, dims)
 
 
-def _unary(dense_fmt: str, sparse_fn: Optional[str]):
+def _unary(form: str, sparse: bool):
 
     def translate(ctx):
         x = ctx.arg(0)
         v = ctx.value(x)
         if v.sparse:
-            if sparse_fn is None:
+            if not sparse:
                 raise Untranslatable(f'{ctx.node.target.__name__} of a sparse tensor')
-            return f'ss.{sparse_fn}({ctx.code(x)})', v
-        return dense_fmt.format(x=ctx.code(x)), v
+            return Call(f'sparse_{form}', (ctx.expr(x), )), v
+        return Call(form, (ctx.expr(x), )), v
 
     return translate
 
@@ -241,12 +242,11 @@ def t_gelu(ctx):
     x = ctx.arg(0)
     v = _dense(ctx.value(x), 'gelu')
     approximate = ctx.node.kwargs.get('approximate', ctx.arg(1, 'none') if len(ctx.node.args) > 1 else 'none')
-    n = ctx.code(x)
     if approximate == 'tanh':
-        return f'0.5 * {n} * (1.0 + np.tanh(0.7978845608028654 * ({n} + 0.044715 * {n} * {n} * {n})))', v
+        return Call('gelu_tanh', (ctx.expr(x), )), v
     if approximate != 'none':
         raise Untranslatable(f'gelu approximate={approximate!r}')
-    return ('map', 'gelu', n), v  # element-wise map with math.erf (no NumPy erf in DaCe)
+    return Call('gelu', (ctx.expr(x), ), {'sizes': SizeDims(v.dims)}), v  # a map with erf (NumPy's has none in DaCe)
 
 
 def _binary(op: str):
@@ -258,16 +258,16 @@ def _binary(op: str):
         if not tensors:
             raise Untranslatable(f'{op} of two numbers')
         dtype = ctx.same_dtype(*tensors)
-        ca, cb = ctx.code(a), ctx.code(b)
+        ea, eb = ctx.expr(a), ctx.expr(b)
         if alpha != 1:
-            cb = f'{ctx.code(alpha)} * {cb}'
+            eb = Num(alpha * eb.value) if isinstance(eb, Num) else binary('*', ctx.expr(alpha), eb)
         if len(tensors) == 1:  # tensor op number
             v = tensors[0]
             if v.sparse and (op in '+-' or (op == '/' and not ctx.is_tensor(a))):
                 raise Untranslatable(f'sparse {op} number changes the zeros')
             if v.sparse and op == '/':
-                return f'{ca} * (1.0 / {cb})', v
-            return f'{ca} {op} {cb}', v
+                return binary('*', ea, Num(1.0 / eb.value)), v
+            return binary(op, ea, eb), v
         va, vb = tensors
         dims = _broadcast(ctx, va, vb, op)
         if va.sparse or vb.sparse:
@@ -278,12 +278,12 @@ def _binary(op: str):
             if va.sparse and vb.sparse:
                 if va.kind != vb.kind or va.index_dtype != vb.index_dtype:
                     raise Untranslatable(f'{va.kind} {op} {vb.kind}')
-                return f'{ca} {op} {cb}', Value(va.kind, dtype, dims, va.index_dtype)
+                return binary(op, ea, eb), Value(va.kind, dtype, dims, va.index_dtype)
             if op == '*':
                 s = va if va.sparse else vb
-                return f'{ca} {op} {cb}', Value(s.kind, dtype, dims, s.index_dtype)
-            return f'{ca} {op} {cb}', Value('dense', dtype, dims)
-        return f'{ca} {op} {cb}', Value('dense', dtype, dims)
+                return binary(op, ea, eb), Value(s.kind, dtype, dims, s.index_dtype)
+            return binary(op, ea, eb), Value('dense', dtype, dims)
+        return binary(op, ea, eb), Value('dense', dtype, dims)
 
     return translate
 
@@ -302,20 +302,18 @@ def t_transpose(ctx):
         perm[d0], perm[d1] = perm[d1], perm[d0]
     dims = tuple(v.dims[p] for p in perm)
     if perm == sorted(perm):
-        return ctx.code(x), v
+        return ctx.expr(x), v
     if v.sparse:
         if len(v.dims) != 2:
             raise Untranslatable('permute of a sparse tensor that is not 2-D')
         # X.T is a zero-copy view in sdfgsparse (CSR seen as CSC)
-        return f'{ctx.code(x)}.T', Value({'CSR': 'CSC', 'CSC': 'CSR'}.get(v.kind, v.kind), v.dtype, dims,
-                                         v.index_dtype)
+        return Call('sparse_transpose', (ctx.expr(x), )), Value({
+            'CSR': 'CSC',
+            'CSC': 'CSR'
+        }.get(v.kind, v.kind), v.dtype, dims, v.index_dtype)
     if len(v.dims) == 2:
-        return f'np.transpose({ctx.code(x)})', Value('dense', v.dtype, dims)
-    return f'np.transpose({ctx.code(x)}, axes={tuple(perm)!r})', Value('dense', v.dtype, dims)
-
-
-def _size_code(d) -> str:
-    return str(d)
+        return Call('transpose', (ctx.expr(x), )), Value('dense', v.dtype, dims)
+    return Call('permute', (ctx.expr(x), ), {'axes': tuple(perm)}), Value('dense', v.dtype, dims)
 
 
 def t_reshape(ctx):
@@ -334,7 +332,7 @@ def t_reshape(ctx):
         if s != -1:
             known *= s
     out = tuple(total // known if s == -1 else s for s in shape)
-    return f'np.reshape({ctx.code(x)}, {out!r})', Value('dense', v.dtype, out)
+    return Call('reshape', (ctx.expr(x), ), {'shape': out}), Value('dense', v.dtype, out)
 
 
 def _root_example(dims: Dims, s: str) -> int:
@@ -357,7 +355,7 @@ def _reduce(fn: str):
         if dims_arg is None or (isinstance(dims_arg, (list, tuple)) and len(dims_arg) == 0):
             if v.sparse:
                 raise Untranslatable(f'{fn} of a whole sparse tensor')
-            return f'np.{fn}({ctx.code(x)})', Value('dense', v.dtype, ())
+            return Call(fn, (ctx.expr(x), )), Value('dense', v.dtype, ())
         axes = [d % len(v.dims) for d in (dims_arg if isinstance(dims_arg, (list, tuple)) else [dims_arg])]
         if len(axes) != 1:
             raise Untranslatable(f'{fn} over {len(axes)} dimensions at once')
@@ -366,12 +364,12 @@ def _reduce(fn: str):
         if v.sparse:
             if fn != 'sum':
                 raise Untranslatable(f'{fn} of a sparse tensor')
-            expr = f'{ctx.code(x)}.sum(axis={axis})'
+            expr = Call('sparse_sum_axis', (ctx.expr(x), ), {'axis': axis})
         else:
-            expr = f'np.{fn}({ctx.code(x)}, axis={axis})'
+            expr = Call(f'{fn}_axis', (ctx.expr(x), ), {'axis': axis})
         if keepdim:
             kept = tuple(1 if k == axis else d for k, d in enumerate(v.dims))
-            return ('reshape', expr, kept), Value('dense', v.dtype, kept)
+            return Call('reshape', (expr, ), {'shape': SizeDims(kept)}), Value('dense', v.dtype, kept)
         return expr, Value('dense', v.dtype, rest)
 
     return translate
@@ -383,10 +381,10 @@ def t_softmax(ctx, log=False):
     if v.sparse:
         if log or len(v.dims) != 2:
             raise Untranslatable('log-softmax of a sparse tensor' if log else 'softmax of a sparse tensor (not 2-D)')
-        return f'ss.softmax({ctx.code(x)}, axis={dim % 2})', v
+        return Call('sparse_softmax', (ctx.expr(x), ), {'axis': dim % 2}), v
     if len(v.dims) != 2:
         raise Untranslatable(f'softmax of a {len(v.dims)}-D tensor (2-D only)')
-    return ('softmax', ctx.code(x), dim % 2, log), v
+    return Call('softmax', (ctx.expr(x), ), {'axis': dim % 2, 'sizes': SizeDims(v.dims), 'log': log}), v
 
 
 def t_layer_norm(ctx):
@@ -399,13 +397,17 @@ def t_layer_norm(ctx):
     for p in (w, b):
         if p is not None:
             ctx.dims.unify(_dense(ctx.value(p), 'layer_norm').dims[-1], shape[0], 'layer_norm')
-    return ('layer_norm', ctx.code(x), None if w is None else ctx.code(w), None if b is None else ctx.code(b),
-            float(eps)), v
+    expr = Call('normalize', (ctx.expr(x), ), {'sizes': SizeDims(v.dims), 'eps': float(eps)})
+    if w is not None:
+        expr = binary('*', expr, ctx.expr(w))
+    if b is not None:
+        expr = binary('+', expr, ctx.expr(b))
+    return expr, v
 
 
 def t_identity(ctx):
     x = ctx.arg(0)
-    return ctx.code(x), ctx.value(x)
+    return ctx.expr(x), ctx.value(x)
 
 
 def t_dropout(ctx):
@@ -432,12 +434,13 @@ def t_sddmm(ctx):
     ctx.dims.unify(vs.dims[0], vx.dims[0], 'sampled_addmm')
     ctx.dims.unify(vx.dims[1], vy.dims[0], 'sampled_addmm')
     ctx.dims.unify(vy.dims[1], vs.dims[1], 'sampled_addmm')
-    pattern = f'ss.spones({ctx.code(S)})' + ('' if alpha == 1 else f' * {ctx.code(alpha)}')
-    expr = f'ss.sddmm({pattern}, {ctx.code(X)}, {ctx.code(Y)})'
+    pattern = Call('spones', (ctx.expr(S), ))
+    if alpha != 1:
+        pattern = binary('*', pattern, ctx.expr(alpha))
+    expr = Call('sddmm', (pattern, ctx.expr(X), ctx.expr(Y)))
     if beta != 0:
-        expr = f'{ctx.code(S)} + {expr}' if beta == 1 else f'{ctx.code(beta)} * {ctx.code(S)} + {expr}'
+        expr = binary('+', ctx.expr(S) if beta == 1 else binary('*', ctx.expr(beta), ctx.expr(S)), expr)
     return expr, Value(vs.kind, dtype, vs.dims, vs.index_dtype)
-
 
 _TO_SPARSE = {aten.to_sparse_csr.default: 'CSR', aten.to_sparse_csc.default: 'CSC'}
 
@@ -461,8 +464,8 @@ def t_to_sparse(ctx):
     if not v.sparse:
         raise Untranslatable('a dense tensor made sparse (its pattern is known only at run time)')
     if want == v.kind or want == 'COO':
-        return ctx.code(x), v
-    return f'ss.convert({ctx.code(x)}, ss.{want})', Value(want, v.dtype, v.dims, v.index_dtype)
+        return ctx.expr(x), v
+    return Call(f'to_{want.lower()}', (ctx.expr(x), )), Value(want, v.dtype, v.dims, v.index_dtype)
 
 
 TRANSLATIONS: Dict[Any, Callable] = {
@@ -471,11 +474,11 @@ TRANSLATIONS: Dict[Any, Callable] = {
     aten._sparse_mm.default: t_mm,
     aten.addmm.default: t_addmm,
     aten.linear.default: t_linear,
-    aten.relu.default: _unary('np.maximum({x}, 0)', 'relu'),
-    aten.sigmoid.default: _unary('1.0 / (1.0 + np.exp(-{x}))', 'sigmoid'),
-    aten.tanh.default: _unary('np.tanh({x})', 'tanh'),
-    aten.exp.default: _unary('np.exp({x})', 'exp'),
-    aten.neg.default: _unary('-{x}', None),
+    aten.relu.default: _unary('relu', True),
+    aten.sigmoid.default: _unary('sigmoid', True),
+    aten.tanh.default: _unary('tanh', True),
+    aten.exp.default: _unary('exp', True),
+    aten.neg.default: _unary('neg', False),
     aten.gelu.default: t_gelu,
     aten.add.Tensor: _binary('+'),
     aten.sub.Tensor: _binary('-'),
@@ -620,7 +623,7 @@ def plan_segments(graph, fallback: str, user_inputs: Sequence[str]) -> List[Segm
                 raise Untranslatable(f'its result is {type(val).__name__}, not one tensor')
             if val.dtype not in _DTYPES:
                 raise Untranslatable(f'dtype {val.dtype}')
-            code, value = fn(Context(dims, values, names, node))
+            code, value = fn(Context(dims, values, node))
             if (val.layout == torch.strided) != (value.kind == 'dense'):
                 raise Untranslatable(f'torch makes a {val.layout} result, the translation a {value.kind} one')
             step.code = code
@@ -697,8 +700,9 @@ def _placeholder_value(name: str, val, dims: Dims, free: bool) -> Value:
     return Value(kind, val.dtype, ds, _index_dtype(val))
 
 
-# ---------------------------------------------------------------------- source
+# ---------------------------------------------------------------------- building
 def _type(v: Value, dims: Dims) -> str:
+    """A value's type in the listing (``CompiledModel.source``)."""
     sizes = ', '.join(str(d) for d in dims.resolve(v.dims))
     dt = f'dace.{_DTYPES[v.dtype]}'
     if v.sparse:
@@ -708,118 +712,147 @@ def _type(v: Value, dims: Dims) -> str:
     return f'{dt}[{sizes}]'
 
 
+def _size(d):
+    return d if isinstance(d, int) else dace.symbol(d)
+
+
+def _descriptor(name: str, v: Value, dims: Dims):
+    """The data descriptor of an input: sizes are the segment's symbols (``S0``) or numbers;
+    a sparse input's entry counts are named after it (``N_t_a_n1``)."""
+    sizes = [_size(d) for d in dims.resolve(v.dims)]
+    dt = getattr(dace, _DTYPES[v.dtype])
+    if v.sparse:
+        fmt = get_format(v.kind)
+        return fmt.type(dt, *sizes, getattr(dace, _INDEX[v.index_dtype]),
+                        **{k: f'N_{name}_{k}' for k in fmt.size_keys}).structure()
+    return dace.data.Array(dt, tuple(sizes) or (1, ))
+
+
 #: Element-wise operations of one tensor that commute with a transpose: applied to the
-#: feature-major form of a sparse linear layer's output (see :func:`_lines`).
+#: feature-major form of a sparse linear layer's output (see :class:`_Emitter`).
 _FEATURE_MAJOR = {aten.relu.default, aten.sigmoid.default, aten.tanh.default, aten.exp.default, aten.neg.default}
 _IDENTITIES = {aten.clone.default, aten.contiguous.default, aten.alias.default, aten.detach.default,
                aten.dropout.default}
 
 
-def _lines(seg: Segment, step: Step) -> List[str]:
-    """The program lines of one step. ``x @ W.T`` with a sparse ``W`` is computed as
-    ``W @ x.T`` (an SpMM over W's rows) and transposed back; the feature-major result is
-    kept (``seg.feature_major``: name -> name of its transpose), so that element-wise
-    operations in :data:`_FEATURE_MAJOR` run on it and the next sparse layer reads it
-    without transposing: a chain of sparse layers transposes its input once and its output
-    once. Transposes nothing reads are removed by DaCe's dead-dataflow elimination."""
-    out = seg.names[step.node.name]
-    code = step.code
-    v = seg.values[step.node.name]
-    major = seg.__dict__.setdefault('feature_major', {})
-    if isinstance(code, str):
-        args = [a for a in _flat_nodes((step.node.args, step.node.kwargs))]
-        if len(args) == 1 and seg.names.get(args[0].name) in major:
-            x = seg.names[args[0].name]
-            if step.node.target in _IDENTITIES and code == x:
-                major[out] = major[x]
-            elif step.node.target in _FEATURE_MAJOR and len(seg.dims.resolve(v.dims)) == 2:
-                body = re.sub(r'\b' + re.escape(x) + r'\b', major[x], code)
-                major[out] = f'{out}_fm'
-                return [f'{out}_fm = {body}', f'{out} = np.transpose({out}_fm)']
-        return [f'{out} = {code}']
-    form = code[0]
-    if form == 'sparse_linear':
-        _, w, x, b = code
-        rows = str(seg.dims.resolve(v.dims)[1])
-        product = f'{w} @ {major.get(x, f"np.transpose({x})")}'
-        major[out] = f'{out}_fm'
-        return [f'{out}_fm = {product}' + (f' + np.reshape({b}, ({rows}, 1))' if b is not None else ''),
-                f'{out} = np.transpose({out}_fm)']
-    if form == 'reshape':
-        sizes = ', '.join(str(d) for d in seg.dims.resolve(code[2]))
-        return [f'{out} = np.reshape({code[1]}, ({sizes},))']
-    if form == 'softmax':
-        _, x, axis, log = code
-        m, n = (str(d) for d in seg.dims.resolve(v.dims))
-        keep = f'({m}, 1)' if axis == 1 else f'(1, {n})'
-        lines = [f'{out}_max = np.reshape(np.max({x}, axis={axis}), {keep})',
-                 f'{out}_shift = {x} - {out}_max',
-                 # exp over the flat array: one loop of m * n (vectorised with libmvec); over the
-                 # rows' few columns (a GCN's 7 classes) GCC left the 2-D loop's exp scalar
-                 f'{out}_exp = np.reshape(np.exp(np.reshape({out}_shift, ({m} * {n},))), ({m}, {n}))',
-                 f'{out}_sum = np.reshape(np.sum({out}_exp, axis={axis}), {keep})']
-        if log:
-            lines.append(f'{out} = {out}_shift - np.log({out}_sum)')
-        else:
-            lines.append(f'{out} = {out}_exp / {out}_sum')
-        return lines
-    if form == 'layer_norm':
-        _, x, w, b, eps = code
-        m, n = (str(d) for d in seg.dims.resolve(v.dims))
-        lines = [f'{out}_mean = np.reshape(np.mean({x}, axis=1), ({m}, 1))',
-                 f'{out}_cen = {x} - {out}_mean',
-                 f'{out}_var = np.reshape(np.mean({out}_cen * {out}_cen, axis=1), ({m}, 1))',
-                 f'{out} = {out}_cen / np.sqrt({out}_var + {eps!r})']
-        if w is not None:
-            lines.append(f'{out} = {out} * {w}')
-        if b is not None:
-            lines.append(f'{out} = {out} + {b}')
-        return lines
-    if form == 'map':
-        _, fn, x = code
-        sizes = seg.dims.resolve(v.dims)
-        idx = [f'i{k}' for k in range(len(sizes))]
-        rng = ', '.join(f'0:{s}' for s in sizes)
-        at = ', '.join(idx) if idx else '0'
-        body = {'gelu': '0.5 * u * (1.0 + erf(u * 0.7071067811865476))'}[fn]
-        return [f'{out} = np.empty_like({x})',
-                f'for {", ".join(idx)} in dace.map[{rng}]:',
-                '    with dace.tasklet:',
-                f'        u << {x}[{at}]',
-                f'        o >> {out}[{at}]',
-                f'        o = {body}']
-    raise AssertionError(form)
+def _substitute(expr, name: str, data: str):
+    """``expr`` with the value ``name`` read from the datum ``data`` instead."""
+    if isinstance(expr, Ref):
+        return data if expr.name == name else expr
+    if isinstance(expr, Call):
+        return Call(expr.form, tuple(_substitute(a, name, data) for a in expr.args), expr.params)
+    return expr
+
+
+class _Emitter:
+    """Builds a segment's steps into an SDFG (:class:`~frontends.torch_sdfg.Builder`).
+
+    ``x @ W.T`` with a sparse ``W`` is computed as ``W @ x.T`` (an SpMM over W's rows) and
+    transposed back; the feature-major result is kept (``major``: value -> the datum of its
+    transpose), so that element-wise operations in :data:`_FEATURE_MAJOR` run on it and the
+    next sparse layer reads it without transposing: a chain of sparse layers transposes its
+    input once and its output once. Transposes nothing reads are removed by DaCe's
+    dead-dataflow elimination."""
+
+    def __init__(self, seg: 'Segment', name: str):
+        self.seg = seg
+        self.b = Builder(name)
+        self.b.reserve(seg.names[n] for n in seg.inputs + [s.node.name for s in seg.steps])
+        self.data: Dict[str, str] = {}  # value -> its datum
+        self.major: Dict[str, str] = {}  # value -> the datum of its transpose
+        many = len(seg.outputs) > 1
+        self.rets = {n: f'__return_{k}' if many else '__return' for k, n in enumerate(seg.outputs)}
+        self.label: Dict[str, str] = {r: seg.names[n] for n, r in self.rets.items()}  # datum -> listing name
+        self.lines: List[str] = []
+        for n in seg.inputs:
+            self.b.add_input(seg.names[n], _descriptor(seg.names[n], seg.values[n], seg.dims))
+            self.data[n] = seg.names[n]
+
+    def resolve(self, p):
+        return tuple(_size(d) for d in self.seg.dims.resolve(p)) if isinstance(p, SizeDims) else p
+
+    def _name(self, datum: str) -> str:
+        return self.label.get(datum, datum)
+
+    def emit(self, expr, out: str, base: str, output: bool = False) -> str:
+        """Build ``expr``; its last operation writes ``out``, earlier ones new data named
+        after ``base``. Returns the datum that holds the value."""
+        if isinstance(expr, Ref):
+            return self.data[expr.name]
+        if isinstance(expr, str):
+            return expr
+        args = [self.emit(a, self.b.fresh(base), base) for a in expr.args]
+        params = {k: self.resolve(v) for k, v in expr.params.items()}
+        self.b.call(expr.form, args, params, out, output)
+        return out
+
+    def line(self, out: str, expr) -> None:
+        names = {n: self._name(d) for n, d in self.data.items()}
+        self.lines.append(f'{self._name(out)} = {describe(expr, names, self.resolve)}')
+
+    def step(self, step: Step) -> None:
+        seg, node = self.seg, step.node
+        name, expr = node.name, step.code
+        label = seg.names[name]
+        out = self.rets.get(name, label)
+        output = name in self.rets
+        args = [a.name for a in _flat_nodes((node.args, node.kwargs))]
+        if isinstance(expr, SparseLinear):
+            x = self.major.get(expr.x) or Call('transpose', (Ref(expr.x), ))
+            product = Call('matmul', (Ref(expr.w), x))
+            if expr.b is not None:
+                rows = seg.dims.resolve(seg.values[name].dims)[1]
+                product = binary('+', product, Call('reshape', (Ref(expr.b), ), {'shape': SizeDims((rows, 1))}))
+            self._feature_major(name, product, out, label, output)
+            return
+        if len(args) == 1 and args[0] in self.major:
+            x = args[0]
+            if node.target in _IDENTITIES and expr == Ref(x):
+                self.major[name] = self.major[x]
+            elif node.target in _FEATURE_MAJOR and len(seg.values[name].dims) == 2:
+                self._feature_major(name, _substitute(expr, x, self.major[x]), out, label, output)
+                return
+        if isinstance(expr, Ref):
+            self.data[name] = self.data[expr.name]
+            self.lines.append(f'{label} = {self._name(self.data[name])}')
+            return
+        self.data[name] = self.emit(expr, out, label, output)
+        self.line(out, expr)
+
+    def _feature_major(self, name: str, product, out: str, label: str, output: bool) -> None:
+        fm = self.b.fresh(f'{label}_fm')
+        self.emit(product, fm, fm)
+        self.line(fm, product)
+        self.major[name] = fm
+        self.data[name] = self.emit(Call('transpose', (fm, )), out, label, output)
+        self.line(out, Call('transpose', (fm, )))
+
+    def finish(self) -> dace.SDFG:
+        for n, ret in self.rets.items():  # a result that is another value: a copy of it
+            if self.data[n] != ret:
+                self.b.call('copy', [self.data[n]], {}, ret, output=True)
+        return self.b.finish()
+
+    def listing(self) -> str:
+        seg = self.seg
+        params = ', '.join(f'{seg.names[n]}: {_type(seg.values[n], seg.dims)}' for n in seg.inputs)
+        head = [f'# the operations of SDFG {self.b.sdfg.name}, one nested SDFG each (a listing: nothing runs it)',
+                f'def {self.b.sdfg.name}({params}):']
+        return '\n'.join(head + ['    ' + line for line in self.lines] +
+                         [f'    return {", ".join(seg.names[n] for n in seg.outputs)}']) + '\n'
 
 
 def translate(seg: Segment, name: str) -> Dict[str, float]:
-    """Write the segment's program, parse it with DaCe, optimise and build it; returns the
-    seconds of each step."""
-    import dace
-    import sdfgsparse as ss
-    symbols = set()
-    for n in seg.inputs + [s.node.name for s in seg.steps]:
-        for d in seg.dims.resolve(seg.values[n].dims):
-            if not isinstance(d, int):
-                symbols.add(d)
-    params = ', '.join(f'{seg.names[n]}: {_type(seg.values[n], seg.dims)}' for n in seg.inputs)
-    body = [line for s in seg.steps for line in _lines(seg, s)]
-    rets = [seg.names[n] for n in seg.outputs]
-    src = ['import math', 'import dace', 'import numpy as np', 'import sdfgsparse as ss', '']
-    src += [f'{s} = dace.symbol({s!r})' for s in sorted(symbols, key=lambda s: int(s[1:]))]
-    src += ['', '', f'def {name}({params}):']
-    src += ['    ' + line for line in body]
-    src += [f'    return {", ".join(rets)}']
-    seg.source = '\n'.join(src) + '\n'
-    filename = f'<sdfgsparse.torch {name}>'
-    linecache.cache[filename] = (len(seg.source), None, seg.source.splitlines(True), filename)
-    scope: Dict[str, Any] = {'__name__': '__main__'}  # DaCe names the SDFG after the function alone
-    exec(compile(seg.source, filename, 'exec'), scope)  # defines the function (DaCe reads its source)
-    prog = dace.program(scope[name])
+    """Build the segment's SDFG, optimise and build it; returns the seconds of each step."""
     seconds = {}
+    em = None
     try:
         t0 = time.perf_counter()
-        with parsing_ours():
-            sdfg = prog.to_sdfg()
+        em = _Emitter(seg, name)
+        for s in seg.steps:
+            em.step(s)
+        sdfg = em.finish()
+        seg.source = em.listing()
         t1 = time.perf_counter()
         seg.program = ss.optimize(sdfg)
         t2 = time.perf_counter()
@@ -828,7 +861,8 @@ def translate(seg: Segment, name: str) -> Dict[str, float]:
     except errors.SparseError:
         raise
     except Exception as e:
-        raise errors.UnsupportedOperationError(f'ss.torch.compile: DaCe could not compile the generated program '
-                                               f'{name} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})'
-                                               f'; its source:\n{seg.source}') from e
+        listing = em.listing() if em is not None else ''
+        raise errors.UnsupportedOperationError(f'ss.torch.compile: DaCe could not compile the segment {name} '
+                                               f'({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""})'
+                                               f'; its operations:\n{listing}') from e
     return seconds

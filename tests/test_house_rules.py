@@ -47,9 +47,10 @@ RANKS = {
 KNOWN_EXCEPTIONS = set()
 
 #: Modules that compile through the public API (``import sdfgsparse as ss``): the PyTorch
-#: frontend writes and optimises a ``@dace.program`` per graph segment, and per product of a
-#: layer in a catalogue layout (a face of its own).
-PUBLIC_API_USERS = {'sdfgsparse.frontends.torch_graph', 'sdfgsparse.frontends.torch_ops',
+#: frontend builds and optimises an SDFG per graph segment from operations that use ``ss.``
+#: functions, and a program per product of a layer in a catalogue layout (a face of its own).
+PUBLIC_API_USERS = {'sdfgsparse.frontends.torch_graph', 'sdfgsparse.frontends.torch_sdfg',
+                    'sdfgsparse.frontends.torch_ops',
                     'sdfgsparse.frontends.torch_layouts'}
 
 
@@ -256,11 +257,9 @@ def test_kernels_run_no_generated_source():
     assert _calls_of(ast.parse('exec(compile(src, "k", "exec"))'), {'exec', 'compile'}) == [1, 1]
 
 
-#: The files that still run generated Python source, and why; this list only shrinks (the
-#: torch segments become SDFGs built directly).
-RUNS_SOURCE = {
-    'frontends/torch_graph.py': 'each torch graph segment as program text DaCe parses',
-}
+#: The files that run generated Python source, and why: none (the torch frontend builds its
+#: segments' SDFGs node by node, frontends/torch_sdfg.py); this list stays empty.
+RUNS_SOURCE = {}
 
 
 def test_no_generated_source_is_run_beyond_the_known_places():
