@@ -751,8 +751,9 @@ class _Emitter:
     transposed back; the feature-major result is kept (``major``: value -> the datum of its
     transpose), so that element-wise operations in :data:`_FEATURE_MAJOR` run on it and the
     next sparse layer reads it without transposing: a chain of sparse layers transposes its
-    input once and its output once. Transposes nothing reads are removed by DaCe's
-    dead-dataflow elimination."""
+    input once and its output once. The transpose back is built when something reads the
+    value (``pending``: value -> its datum-to-be and the listing name), so a layer whose
+    output only the next sparse layer reads has none."""
 
     def __init__(self, seg: 'Segment', name: str):
         self.seg = seg
@@ -760,6 +761,7 @@ class _Emitter:
         self.b.reserve(seg.names[n] for n in seg.inputs + [s.node.name for s in seg.steps])
         self.data: Dict[str, str] = {}  # value -> its datum
         self.major: Dict[str, str] = {}  # value -> the datum of its transpose
+        self.pending: Dict[str, Tuple[str, str]] = {}  # value -> (its datum-to-be, listing name)
         many = len(seg.outputs) > 1
         self.rets = {n: f'__return_{k}' if many else '__return' for k, n in enumerate(seg.outputs)}
         self.label: Dict[str, str] = {r: seg.names[n] for n, r in self.rets.items()}  # datum -> listing name
@@ -778,13 +780,23 @@ class _Emitter:
         """Build ``expr``; its last operation writes ``out``, earlier ones new data named
         after ``base``. Returns the datum that holds the value."""
         if isinstance(expr, Ref):
-            return self.data[expr.name]
+            return self.datum(expr.name)
         if isinstance(expr, str):
             return expr
         args = [self.emit(a, self.b.fresh(base), base) for a in expr.args]
         params = {k: self.resolve(v) for k, v in expr.params.items()}
         self.b.call(expr.form, args, params, out, output)
         return out
+
+    def datum(self, name: str) -> str:
+        """The datum that holds the value ``name`` (its transpose back built now, where it
+        was pending)."""
+        if name in self.pending:
+            out, label = self.pending.pop(name)
+            expr = Call('transpose', (self.major[name], ))
+            self.data[name] = self.emit(expr, out, label, output=out in self.label)
+            self.line(out, expr)
+        return self.data[name]
 
     def line(self, out: str, expr) -> None:
         names = {n: self._name(d) for n, d in self.data.items()}
@@ -803,33 +815,35 @@ class _Emitter:
             if expr.b is not None:
                 rows = seg.dims.resolve(seg.values[name].dims)[1]
                 product = binary('+', product, Call('reshape', (Ref(expr.b), ), {'shape': SizeDims((rows, 1))}))
-            self._feature_major(name, product, out, label, output)
+            self._feature_major(name, product, out, label)
             return
         if len(args) == 1 and args[0] in self.major:
             x = args[0]
             if node.target in _IDENTITIES and expr == Ref(x):
                 self.major[name] = self.major[x]
+                if x in self.pending:  # its transpose back is pending too, with its own name
+                    self.pending[name] = (out, label)
+                    return
             elif node.target in _FEATURE_MAJOR and len(seg.values[name].dims) == 2:
-                self._feature_major(name, _substitute(expr, x, self.major[x]), out, label, output)
+                self._feature_major(name, _substitute(expr, x, self.major[x]), out, label)
                 return
         if isinstance(expr, Ref):
-            self.data[name] = self.data[expr.name]
+            self.data[name] = self.datum(expr.name)
             self.lines.append(f'{label} = {self._name(self.data[name])}')
             return
         self.data[name] = self.emit(expr, out, label, output)
         self.line(out, expr)
 
-    def _feature_major(self, name: str, product, out: str, label: str, output: bool) -> None:
+    def _feature_major(self, name: str, product, out: str, label: str) -> None:
         fm = self.b.fresh(f'{label}_fm')
         self.emit(product, fm, fm)
         self.line(fm, product)
         self.major[name] = fm
-        self.data[name] = self.emit(Call('transpose', (fm, )), out, label, output)
-        self.line(out, Call('transpose', (fm, )))
+        self.pending[name] = (out, label)
 
     def finish(self) -> dace.SDFG:
         for n, ret in self.rets.items():  # a result that is another value: a copy of it
-            if self.data[n] != ret:
+            if self.datum(n) != ret:
                 self.b.call('copy', [self.data[n]], {}, ret, output=True)
         return self.b.finish()
 

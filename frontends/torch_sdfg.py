@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Sequence, Tuple
 
 import dace
+from dace.sdfg.replace import replace_properties_dict
 import numpy as np
 
 import sdfgsparse as ss
+from sdfgsparse.build.naming import canonical_edge_order
 from sdfgsparse.formats import mark_ours, parsing_ours
 from sdfgsparse.runtime.capacity import PREFIX as CAPACITY_PREFIX
 from sdfgsparse.runtime.capacity import capacity_symbol
@@ -62,13 +64,14 @@ class Call:
 
 
 def binary(op: str, a, b) -> Any:
-    """``a op b`` of expressions; a number on either side becomes a constant."""
-    if isinstance(a, Num) and isinstance(b, Num):
-        raise ValueError('binary operation of two numbers')
+    """``a op b`` of expressions; a number becomes a constant (on the left of ``+`` or ``*``
+    only: ATen puts the tensor first, and ``c + x`` is ``x + c``)."""
+    if isinstance(a, Num) and op in '+*':
+        a, b = b, a
+    if isinstance(a, Num):
+        raise ValueError(f'a number {op} a tensor')
     if isinstance(b, Num):
         return Call(f'{op}_num', (a, ), {'c': b.value})
-    if isinstance(a, Num):
-        return Call(f'num_{op}', (b, ), {'c': a.value})
     return Call(op, (a, b))
 
 
@@ -128,38 +131,6 @@ def _div_num(c):
     return div_num
 
 
-def _num_add(c):
-
-    def num_add(b):
-        return c + b
-
-    return num_add
-
-
-def _num_sub(c):
-
-    def num_sub(b):
-        return c - b
-
-    return num_sub
-
-
-def _num_mul(c):
-
-    def num_mul(b):
-        return c * b
-
-    return num_mul
-
-
-def _num_div(c):
-
-    def num_div(b):
-        return c / b
-
-    return num_div
-
-
 def _relu(x):
     return np.maximum(x, 0)
 
@@ -201,21 +172,24 @@ def _gelu_tanh(x):
 
 
 def _gelu(sizes):
-    """gelu with ``erf`` (DaCe has no NumPy erf): one element-wise map over the flat array."""
+    """gelu with ``erf`` (DaCe has no NumPy erf): one element-wise map over the flat arrays,
+    written through a view of a new array of ``x``'s shape (a product reading the result
+    reads an array, not a view)."""
     n = 1
     for d in sizes:
         n = n * d
     flat = (n, )
 
     def gelu(x):
+        out = np.empty_like(x)
         u = np.reshape(x, flat)
-        out = np.empty_like(u)
+        w = np.reshape(out, flat)
         for i in dace.map[0:n]:
             with dace.tasklet:
                 v << u[i]  # noqa: F821 (tasklet syntax)
-                o >> out[i]  # noqa: F821
+                o >> w[i]  # noqa: F821
                 o = 0.5 * v * (1.0 + erf(v * 0.7071067811865476))  # noqa: F821,F841
-        return np.reshape(out, sizes)
+        return out
 
     return gelu
 
@@ -352,10 +326,6 @@ FORMS: Dict[str, Tuple[Callable, bool, str]] = {
     '-_num': (_sub_num, True, '{0} - {c!r}'),
     '*_num': (_mul_num, True, '{0} * {c!r}'),
     '/_num': (_div_num, True, '{0} / {c!r}'),
-    'num_+': (_num_add, True, '{c!r} + {0}'),
-    'num_-': (_num_sub, True, '{c!r} - {0}'),
-    'num_*': (_num_mul, True, '{c!r} * {0}'),
-    'num_/': (_num_div, True, '{c!r} / {0}'),
     'relu': (_relu, False, 'np.maximum({0}, 0)'),
     'sigmoid': (_sigmoid, False, '1.0 / (1.0 + np.exp(-{0}))'),
     'tanh': (_tanh, False, 'np.tanh({0})'),
@@ -406,6 +376,14 @@ def describe(expr, names: Dict[str, str], resolve: Callable = lambda p: p) -> st
 
 
 # ---------------------------------------------------------------------- the builder
+def _replace_in_members(desc, symrepl) -> None:
+    for member in getattr(desc, 'members', {}).values():
+        if not isinstance(member, dace.data.Data):  # a symbol (the structure's rows and cols)
+            continue
+        replace_properties_dict(member, {}, symrepl)
+        _replace_in_members(member, symrepl)
+
+
 class Builder:
     """The SDFG of one segment: its inputs, then one nested SDFG per operation in one state
     (each reads what earlier ones wrote), then :meth:`finish`."""
@@ -426,7 +404,7 @@ class Builder:
     def _add_data(self, name: str, desc, transient: bool) -> None:
         desc.transient = transient
         self.sdfg.add_datadesc(name, desc)
-        for s in desc.free_symbols:
+        for s in sorted(desc.free_symbols, key=str):  # sorted: one SDFG (one build) in every process
             self._add_symbol(s)
 
     def _add_symbol(self, s, dtype=None) -> None:
@@ -480,16 +458,23 @@ class Builder:
         for name in list(g.arrays):
             if name not in repl and name in self.sdfg.arrays:  # an inner datum named like one of ours
                 repl[name] = self.fresh(f'{name}_in')
-        symrepl = self._capacities(g, dict(zip(names, args)))
-        g.replace_dict({k: v for k, v in repl.items() if k != v}, symrepl=symrepl or None)  # DaCe drops k -> k
+        caps = self._capacities(g, dict(zip(names, args)))
+        g.replace_dict({k: v for k, v in repl.items() if k != v})  # (DaCe drops a datum renamed to itself)
+        if caps:  # a symbol's new name in the symbols, memlets and shapes; DaCe's replace skips structure members
+            g.replace_dict(caps)
+            symrepl = {dace.symbol(k): dace.symbol(v) for k, v in caps.items()}
+            for desc in g.arrays.values():
+                _replace_in_members(desc, symrepl)
         g.name = self.fresh(f'{form.replace("+", "add").replace("-", "sub").replace("*", "mul").replace("/", "div")}')
         g.arg_names = []
         ret = g.arrays[out]
         self._add_data(out, copy.deepcopy(ret), transient=not output)
-        for s in g.free_symbols:
-            self._add_symbol(s, g.symbols.get(str(s)))
+        inner = sorted(map(str, g.free_symbols))
+        for s in inner:
+            self._add_symbol(s, g.symbols.get(s))
         ins = {a: self._read(a) for a in args}
-        node = self.state.add_nested_sdfg(g, self.sdfg, set(args), {out}, {str(s): s for s in g.free_symbols})
+        node = self.state.add_nested_sdfg(g, self.sdfg, {a: None for a in args}, {out: None},
+                                          {s: dace.symbol(s, self.sdfg.symbols[s]) for s in inner})
         for a, acc in ins.items():
             self.state.add_edge(acc, None, node, a, dace.Memlet.from_array(a, self.desc(a)))
         w = self.state.add_write(out)
@@ -507,19 +492,21 @@ class Builder:
         """SpGEMM capacity symbols name their operands (runtime/capacity.py): rename them to
         the segment's data."""
         out = {}
-        for s in g.free_symbols:
-            name = str(s)
+        for name in sorted(map(str, g.free_symbols)):
             if not name.startswith(CAPACITY_PREFIX):
                 continue
             _, a, ta, b, tb = name.split('__')
             new = capacity_symbol(args.get(a, a), ta == '1', args.get(b, b), tb == '1',
-                                  taken=list(self.sdfg.symbols) + [str(v) for v in out.values()])
-            out[dace.symbol(name)] = dace.symbol(new, dace.int64)
+                                  taken=list(self.sdfg.symbols) + list(out.values()))
+            out[name] = new
         return out
 
     # ------------------------------------------------------------------ the end
     def finish(self) -> dace.SDFG:
-        """Inline the operations into one dataflow (DaCe's simplification) and validate."""
+        """Inline the operations into one dataflow (DaCe's simplification), put the edges in
+        one order (``ArrayElimination`` leaves them in an order that changes from process to
+        process: another build each time) and validate."""
         self.sdfg.simplify()
+        canonical_edge_order(self.sdfg)
         self.sdfg.validate()
         return self.sdfg
