@@ -9,11 +9,13 @@ How a model becomes an SDFG:
 
 1. ``torch.export.export`` captures the model as an ATen graph. It keeps sparse layouts
    (CSR / CSC / COO placeholders, ``aten._sparse_mm``), which ``torch.compile`` refuses.
-2. :mod:`frontends.torch_graph` translates the graph, node by node, into a NumPy-style
-   ``@dace.program`` — the same vocabulary a user writes (``A @ X``, ``ss.relu(A)``,
-   ``np.maximum``), so every sparse node, dense library node and fusion of the NumPy
-   frontend applies. Its source is kept (``compiled.source``) and can be read and run.
-   Dimensions are symbols: user inputs' sizes are free, parameters' sizes fixed, and each
+2. :mod:`frontends.torch_graph` translates the graph, node by node, into operations of
+   :mod:`frontends.torch_sdfg`, which builds the SDFG directly: each operation is a small
+   NumPy-style function of that module (``a @ b``, ``ss.relu(x)``, ``np.maximum(x, 0)``)
+   parsed for its arguments' descriptors and nested, then all are inlined into one
+   dataflow, so every sparse node, dense library node and fusion of the NumPy frontend
+   applies; no program text is written or run. ``compiled.source`` lists the operations in
+   NumPy notation (a listing; ``compiled.sdfg`` is the program). Dimensions are symbols: user inputs' sizes are free, parameters' sizes fixed, and each
    operation unifies the sizes it needs equal, so a new batch or graph size runs without
    recompiling. An ATen operation without a translation either runs in torch between
    two SDFGs (``fallback='torch'``, a graph break listed by ``report()``) or raises
@@ -99,7 +101,8 @@ class CompiledModel(torch.nn.Module):
     # ------------------------------------------------------------------ inspection
     @property
     def source(self) -> str:
-        """The generated ``@dace.program`` source of every compiled segment."""
+        """The operations of every compiled segment in NumPy notation, one line each: what
+        the SDFGs compute (they are built node by node; this text is a listing, not run)."""
         return '\n\n'.join(s.source for s in self._segments if s.compiled)
 
     @property

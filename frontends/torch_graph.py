@@ -1,17 +1,18 @@
-"""An exported ATen graph as NumPy-style ``@dace.program`` sources (``ss.torch.compile``).
+"""An exported ATen graph as SDFGs (``ss.torch.compile``).
 
 Every ATen node gets a *value*: its kind (dense or a sparse format), dtype and
 dimensions. Dimensions are :class:`Dims` classes: user inputs' sizes are free symbols,
 parameters' sizes are numbers, and each operation unifies the dimensions it needs equal
-(``mm``: ``a.shape[1] == b.shape[0]``), so the generated program has as few symbols as
-the model allows and any input size that satisfies the model runs without recompiling.
-A translation (:data:`TRANSLATIONS`) turns a node into one line of the program — the
-NumPy vocabulary of ``@dace.program`` and sdfgsparse (``A @ X``, ``ss.relu(A)``,
-``np.transpose(w)``) — or raises :class:`Untranslatable` with the reason; the node then
-runs in torch (a graph break) or the compile fails, per ``fallback``.
+(``mm``: ``a.shape[1] == b.shape[0]``), so the SDFG has as few symbols as the model
+allows and any input size that satisfies the model runs without recompiling. A
+translation (:data:`TRANSLATIONS`) turns a node into an expression of the operations of
+:mod:`frontends.torch_sdfg` (``Call('matmul', (Ref('a'), Ref('x')))``: the NumPy
+vocabulary of ``@dace.program`` and sdfgsparse) or raises :class:`Untranslatable` with the
+reason; the node then runs in torch (a graph break) or the compile fails, per ``fallback``.
 
-Consecutive translatable nodes form a :class:`Segment`: one program, whose arguments are
-the values it reads from before it and whose results are the values read after it.
+Consecutive translatable nodes form a :class:`Segment`: one SDFG, whose arguments are the
+values it reads from before it and whose results are the values read after it;
+:func:`translate` builds it (:class:`_Emitter`, :class:`~frontends.torch_sdfg.Builder`).
 """
 import time
 from dataclasses import dataclass, field
@@ -518,7 +519,7 @@ TRANSLATIONS: Dict[Any, Callable] = {
 @dataclass
 class Step:
     node: Any  # torch.fx.Node
-    code: Any = None  # the translation's result (a string, or a tuple for multi-line forms)
+    code: Any = None  # the translation's expression (frontends/torch_sdfg.py), or a SparseLinear
     error: Optional[str] = None  # why it is not translated
 
 
@@ -530,7 +531,7 @@ class Segment:
     steps: List[Step] = field(default_factory=list)
     inputs: List[str] = field(default_factory=list)
     outputs: List[str] = field(default_factory=list)
-    source: str = ''
+    source: str = ''  # the listing of its operations (CompiledModel.source)
     program: Any = None
     dims: Optional[Dims] = None
     values: Optional[Dict[str, Value]] = None

@@ -11,12 +11,15 @@ names and nested in the segment's one state; :meth:`Builder.finish` inlines them
 (DaCe's simplification). Numbers, axes and shapes are the operation's closure (constants of
 the parse), never program text: nothing is generated and run.
 """
+import collections
 import copy
 import inspect
+import json
 import re
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import dace
 from dace.sdfg.replace import replace_properties_dict
@@ -376,6 +379,30 @@ def describe(expr, names: Dict[str, str], resolve: Callable = lambda p: p) -> st
 
 
 # ---------------------------------------------------------------------- the builder
+_PARSED: 'collections.OrderedDict[tuple, dace.SDFG]' = collections.OrderedDict()
+_PARSED_MAX = 256
+_PARSED_LOCK = threading.Lock()
+
+
+def _parse(form: str, params: Dict[str, Any], fn: Callable, descs: List) -> dace.SDFG:
+    """``fn`` parsed by DaCe's frontend for ``descs``: a copy of the same operation's parse
+    for the same descriptors and parameters earlier in this process (the layers of a model
+    repeat), else a new one."""
+    key = (form, repr(sorted(params.items())), tuple(json.dumps(d.to_json(), sort_keys=True) for d in descs))
+    with _PARSED_LOCK:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            _PARSED.move_to_end(key)
+    if hit is None:
+        with parsing_ours():
+            hit = dace.program(fn).to_sdfg(*descs, simplify=False)
+        with _PARSED_LOCK:
+            _PARSED[key] = hit
+            while len(_PARSED) > _PARSED_MAX:
+                _PARSED.popitem(last=False)
+    return copy.deepcopy(hit)
+
+
 def _replace_in_members(desc, symrepl) -> None:
     for member in getattr(desc, 'members', {}).values():
         if not isinstance(member, dace.data.Data):  # a symbol (the structure's rows and cols)
@@ -448,8 +475,7 @@ class Builder:
             d.transient = False
             descs.append(d)
         t0 = time.perf_counter()
-        with parsing_ours():
-            g = dace.program(fn).to_sdfg(*descs, simplify=False)
+        g = _parse(form, params, fn, descs)
         self.parse_seconds += time.perf_counter() - t0
         if '__return' not in g.arrays:
             raise TypeError(f'{form} returned no single value')
