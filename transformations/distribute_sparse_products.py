@@ -327,6 +327,8 @@ class DistributeSparseProducts(ppl.Pass):
             used = any(isinstance(n, nodes.AccessNode) and n.data == name for n, _ in sdfg.all_nodes_recursive())
             if not used:
                 sdfg.remove_data(name, validate=False)
+                if name in sdfg.arg_names:  # no longer an argument (the callbacks hold the matrix)
+                    sdfg.arg_names.remove(name)
         for view in [n for n, d in sdfg.arrays.items() if isinstance(d, dace.data.View)]:
             if not any(isinstance(n, nodes.AccessNode) and n.data == view for n, _ in sdfg.all_nodes_recursive()):
                 sdfg.remove_data(view, validate=False)

@@ -19,6 +19,7 @@ import numpy as np
 
 from sdfgsparse import errors
 from sdfgsparse.formats import mark_ours, parsing_ours
+from sdfgsparse.runtime.call import CompiledProgram, bind_values
 from sdfgsparse.distributed.collective import agree, check_comm, checksum
 from sdfgsparse.distributed.matrix import DistributedMatrix, DistributedVector, distribute
 from sdfgsparse.distributed.products import _exchange_and_multiply, gather
@@ -62,7 +63,7 @@ class DistributedProgram:
         for sub in sdfg.all_sdfgs_recursive():
             sub.openmp_sections = False  # callbacks (collectives) one after another, in program order
         self.sdfg = sdfg
-        self._compiled = sdfg.compile()
+        self._compiled = CompiledProgram(sdfg).build()  # called through the one full path (runtime/call.py)
         self.params = list(self.prog.signature.parameters)
 
     def __call__(self, *args, **kwargs):
@@ -82,17 +83,13 @@ class DistributedProgram:
         return self._results(result, layout)
 
     def _bind(self, args, kwargs) -> Dict[str, Any]:
-        if len(args) > len(self.params):
-            raise errors.ArgumentError(f'{self.prog.name}: {len(args)} positional arguments, the program takes '
-                                       f'{len(self.params)}')
-        values = dict(zip(self.params, args))
-        for k, v in kwargs.items():
-            if k not in self.params or k in values:
-                raise errors.ArgumentError(f'{self.prog.name}: unexpected or repeated argument {k!r}')
-            values[k] = v
-        missing = [p for p in self.params if p not in values]
-        if missing:
-            raise errors.ArgumentError(f'{self.prog.name}: missing arguments {missing}')
+        """The program's parameters bound as every call binds them (runtime/call.py), before
+        the matrices are distributed; no size symbol by name (each process has its own)."""
+        values = bind_values(self.prog.name, self.params, args, kwargs, keep_others=True)
+        unexpected = sorted(set(values) - set(self.params))
+        if unexpected:
+            raise errors.ArgumentError(f'{self.prog.name}: unexpected argument{"s" if len(unexpected) > 1 else ""} '
+                                       f'{", ".join(unexpected)}')
         return values
 
     def _matrices(self, values) -> Dict[str, DistributedMatrix]:

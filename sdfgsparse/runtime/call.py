@@ -27,7 +27,7 @@ from sdfgsparse.runtime.plan import MISS, build_plan, dispatch
 from sdfgsparse.runtime.results import to_torch
 from sdfgsparse.runtime.targets import RUNTIMES
 
-__all__ = ['call_program', 'CompiledProgram', 'compile']
+__all__ = ['call_program', 'CompiledProgram', 'compile', 'bind_values']
 
 
 _LOCKS_LOCK = threading.Lock()
@@ -112,7 +112,7 @@ def call_program(prog, orig_call, args, kwargs, tried=False):
         if result is not MISS:
             return result
     names = list(prog.argnames)
-    values = _bind(f'{prog.name}()', names, args, kwargs,
+    values = bind_values(f'{prog.name}()', names, args, kwargs,
                    optional={n for n, p in params.items() if p.default is not p.empty})
     descs = _program_descs(prog)
     if not any(is_sparse_value(v) for v in values.values()) and \
@@ -149,7 +149,7 @@ def _too_large_constant(prog) -> str:
     return 'an integer constant '
 
 
-def _bind(what: str, names, args, kwargs, optional=(), keep_others=False) -> Dict[str, Any]:
+def bind_values(what: str, names, args, kwargs, optional=(), keep_others=False) -> Dict[str, Any]:
     """``{parameter: value}`` of a call of ``what`` (a name for errors), or
     :class:`~sdfgsparse.errors.ArgumentError` for too many positional arguments, a
     parameter given twice, or one missing that is not ``optional`` (has a default).
@@ -425,7 +425,7 @@ class CompiledProgram:
             result = _run_plans(plans, names, args, kwargs, self._ss_by_type, out, tried)
             if result is not MISS:
                 return result
-        values = _bind(self.sdfg.name, names, args, kwargs, keep_others=True)
+        values = bind_values(self.sdfg.name, names, args, kwargs, keep_others=True)
         self._runtime.before_call(self.sdfg, values)
         if out is not None:
             if not self._runtime.takes_out:

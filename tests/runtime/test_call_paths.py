@@ -6,6 +6,7 @@ import pathlib
 
 import dace
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 import sdfgsparse as ss
@@ -15,10 +16,9 @@ from sdfgsparse.runtime import targets
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 M, N = (dace.symbol(s) for s in 'MN')
 
-#: Call paths with a binding of their own, and why; this list only shrinks.
-OWN_BINDING = {
-    'sdfgsparse/distributed/program.py': 'every rank agrees on the arguments (MPI) and takes its rows of them',
-}
+#: Call paths with a binding of their own, and why: none (the distributed layer agrees on
+#: the arguments over MPI and takes its rows of them, then calls its CompiledProgram).
+OWN_BINDING = {}
 
 
 @dace.program
@@ -80,8 +80,7 @@ def _calls_built_code(tree) -> bool:
 
 def test_one_module_makes_binders():
     """Only the call plans (runtime/plan.py) read a compiled program's function and state
-    and make binders; the distributed layer's own binding is the one known exception,
-    and it calls DaCe's compiled program (no second warm path)."""
+    and make binders."""
     found = []
     for folder in ('sdfgsparse', 'frontends', 'transformations'):
         for p in sorted((ROOT / folder).rglob('*.py')):
@@ -90,3 +89,34 @@ def test_one_module_makes_binders():
     assert found == ['sdfgsparse/runtime/plan.py'], found
     for path in OWN_BINDING:
         assert (ROOT / path).exists(), path
+
+
+def test_distributed_programs_call_through_the_full_path(rng, monkeypatch):
+    """``ss.compile(prog, distributed=comm)``: each call, after the processes agree on the
+    arguments and take their rows, runs its ``CompiledProgram`` (one process here; the
+    cases under mpiexec are tests/distributed/test_mpi.py)."""
+    MPI = pytest.importorskip('mpi4py.MPI', reason='the [mpi] extra (mpi4py, mpich) is not installed')
+    from sdfgsparse.runtime.call import CompiledProgram
+    A = sp.random_array((30, 30), density=0.2, format='csr', rng=rng)
+    x = rng.standard_normal(30)
+    prog = ss.compile(paths_square_spmv, distributed=MPI.COMM_SELF, gather='all')
+    full = []
+    orig = CompiledProgram._full_call
+
+    def counted(self, *args, **kwargs):
+        full.append(self)
+        return orig(self, *args, **kwargs)
+
+    monkeypatch.setattr(CompiledProgram, '_full_call', counted)
+    for _ in range(2):
+        np.testing.assert_allclose(prog(A, x), A @ x, rtol=1e-12)
+    assert isinstance(prog._compiled, CompiledProgram) and full == [prog._compiled] * 2
+    with pytest.raises(ss.errors.DistributedError, match='ArgumentError: .*unexpected argument y'):
+        prog(A, x, y=x)
+    with pytest.raises(ss.errors.DistributedError, match='ArgumentError: .*missing argument x'):
+        prog(A)
+
+
+@dace.program
+def paths_square_spmv(A: ss.CSR[dace.float64, N, N], x: dace.float64[N]):
+    return A @ x
