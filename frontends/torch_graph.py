@@ -140,7 +140,7 @@ class Context:
 
 
 @dataclass
-class SparseLinear:
+class LinearOfSparse:
     """``x @ W.T + b`` of a sparse ``W``: built feature-major (see :func:`_emit_step`)."""
     w: str
     x: str
@@ -209,7 +209,7 @@ def t_linear(ctx):
         ctx.dims.unify(vx.dims[1], vw.dims[1], 'linear')
         if b is not None:
             ctx.dims.unify(_dense(ctx.value(b), 'linear bias').dims[-1], vw.dims[0], 'linear bias')
-        return SparseLinear(w.name, x.name, None if b is None else b.name), \
+        return LinearOfSparse(w.name, x.name, None if b is None else b.name), \
             Value('dense', ctx.same_dtype(vx, vw), (vx.dims[0], vw.dims[0]))
     if len(vx.dims) not in (1, 2) or len(vw.dims) != 2:
         raise Untranslatable(f'linear of a {len(vx.dims)}-D input (1-D or 2-D only)')
@@ -519,7 +519,7 @@ TRANSLATIONS: Dict[Any, Callable] = {
 @dataclass
 class Step:
     node: Any  # torch.fx.Node
-    code: Any = None  # the translation's expression (frontends/torch_sdfg.py), or a SparseLinear
+    code: Any = None  # the translation's expression (frontends/torch_sdfg.py), or a LinearOfSparse
     error: Optional[str] = None  # why it is not translated
 
 
@@ -810,7 +810,7 @@ class _Emitter:
         out = self.rets.get(name, label)
         output = name in self.rets
         args = [a.name for a in _flat_nodes((node.args, node.kwargs))]
-        if isinstance(expr, SparseLinear):
+        if isinstance(expr, LinearOfSparse):
             x = self.major.get(expr.x) or Call('transpose', (Ref(expr.x), ))
             product = Call('matmul', (Ref(expr.w), x))
             if expr.b is not None:
