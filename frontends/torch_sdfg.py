@@ -17,7 +17,6 @@ import inspect
 import json
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
@@ -421,7 +420,6 @@ class Builder:
         self._node: Dict[str, Any] = {}  # data -> its access node in the state
         self._count = 0
         self._taken = set()
-        self.parse_seconds = 0.0
 
     # ------------------------------------------------------------------ data
     def add_input(self, name: str, desc) -> None:
@@ -474,9 +472,7 @@ class Builder:
             d = copy.deepcopy(self.desc(a))
             d.transient = False
             descs.append(d)
-        t0 = time.perf_counter()
         g = _parse(form, params, fn, descs)
-        self.parse_seconds += time.perf_counter() - t0
         if '__return' not in g.arrays:
             raise TypeError(f'{form} returned no single value')
         repl = dict(zip(names, args))

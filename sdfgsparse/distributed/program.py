@@ -63,6 +63,7 @@ class DistributedProgram:
         for sub in sdfg.all_sdfgs_recursive():
             sub.openmp_sections = False  # callbacks (collectives) one after another, in program order
         self.sdfg = sdfg
+        self._free = {str(s) for s in sdfg.free_symbols}
         self._compiled = CompiledProgram(sdfg).build()  # called through the one full path (runtime/call.py)
         self.params = list(self.prog.signature.parameters)
 
@@ -131,7 +132,7 @@ class DistributedProgram:
         except Exception as exc:
             error = exc
         agree(self.comm, error)
-        call, symbols = {}, {}
+        call = {}
         # every other argument must be the same on every process (a whole vector each takes
         # its rows of, a scalar): compared by checksum in the agreement below
         digests = {name: 0 for name in sorted(values) if name not in matrices and name in self.descs}
@@ -149,17 +150,13 @@ class DistributedProgram:
                     call[name] = np.ascontiguousarray(local, desc.dtype.as_numpy_dtype())
                 else:
                     call[name] = value
-                arr = call[name]
-                for dim, size in zip(getattr(desc, 'shape', ()), getattr(arr, 'shape', ())):
-                    if isinstance(dim, dace.symbolic.symbol):
-                        symbols[str(dim)] = int(size)
-            if symbol is not None and layout is not None:
-                symbols[symbol] = len(layout)
         except Exception as exc:
             error = exc
         agree(self.comm, error, same={f'{name} (checksum; 0: a DistributedVector)': d for name, d in digests.items()})
-        free = {str(s) for s in self.sdfg.free_symbols}
-        call.update({k: v for k, v in symbols.items() if k in free})
+        # the other sizes the full path takes from the arrays; the distributed one may size
+        # only the matrix, which the callbacks hold
+        if symbol is not None and layout is not None and symbol in self._free:
+            call[symbol] = len(layout)
         return call, layout
 
     def _callback_values(self, matrices):
