@@ -28,8 +28,8 @@ def to_argv(args) -> List[str]:
         argv.append('--check')
     if getattr(args, 'with_mkl', False):
         argv.append('--with-mkl')
-    if getattr(args, 'busy', False):
-        argv.append('--busy')
+    if getattr(args, 'busy', 0):
+        argv += ['--busy', str(int(args.busy))]
     if getattr(args, 'suite', 'kernels') != 'kernels':
         argv += ['--suite', args.suite]
     if getattr(args, 'target', 'cpu') != 'cpu':

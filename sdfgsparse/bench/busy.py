@@ -1,4 +1,4 @@
-"""``sdfgsparse bench --busy``: the benchmark again while another process keeps a core busy.
+"""``sdfgsparse bench --busy [N]``: the benchmark again while N other processes keep cores busy.
 
 A machine is rarely quiet: a kernel whose threads wait for each other (a static OpenMP
 schedule, a barrier per row block) collapses when one of its cores is taken, and 2-thread
@@ -6,7 +6,10 @@ SpMV then ran 4-6x slower than on one thread (DESIGN.md). :func:`spinning` start
 process that spins in a loop, pinned (``os.sched_setaffinity``) to one core, by default
 the last one this process may use (:func:`spin_core`), and stops it when the block ends,
 also on an exception or Ctrl-C; the spinner also ends by itself when its parent is gone
-(it watches ``os.getppid()``), so no run leaves one behind.
+(it watches ``os.getppid()``), so no run leaves one behind. :func:`spinners` starts N of
+them on the cores :func:`spin_cores` names (the last core first, then downwards, round the
+cores again past the first: ``--busy 3`` on two cores puts two on the last one and one beside
+the benchmark).
 
 :func:`busy_summary` compares, per kernel and matrix and for each of our systems, the
 busy run's time with our own single-thread time on the quiet machine (``own 1-thread``
@@ -18,14 +21,14 @@ us no more than running on one thread) and with the fastest peer's busy time
 import os
 import subprocess
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from typing import Dict, Iterator, List, Optional
 
 from sdfgsparse.bench.report import fastest_peer
 from sdfgsparse.bench.results import JUDGED, BenchResult, Result
 
-__all__ = ['Spinner', 'spinning', 'spin_core', 'BusyRow', 'busy_summary', 'format_busy_summary', 'GOAL_SINGLE',
+__all__ = ['Spinner', 'spinning', 'spinners', 'spin_core', 'spin_cores', 'BusyRow', 'busy_summary', 'format_busy_summary', 'GOAL_SINGLE',
            'GOAL_PEER']
 
 #: Goal: our busy time at least this fast relative to our own single-thread quiet time.
@@ -63,6 +66,25 @@ def _stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def spin_cores(n: int) -> List[Optional[int]]:
+    """The cores of ``n`` spinners: this process's cores from the last one downwards, round
+    again past the first (None each where affinity is not available)."""
+    if n < 1:
+        raise ValueError(f'spin_cores: n must be at least 1, got {n}')
+    if not hasattr(os, 'sched_getaffinity'):
+        return [None] * n
+    cores = sorted(os.sched_getaffinity(0), reverse=True)
+    return [cores[k % len(cores)] for k in range(n)]
+
+
+@contextmanager
+def spinners(n: int) -> Iterator[List[Spinner]]:
+    """``n`` spinners (:func:`spinning`) on :func:`spin_cores`, all stopped when the block
+    ends in any way."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(spinning(core)) for core in spin_cores(n)]
 
 
 @contextmanager
@@ -140,10 +162,16 @@ def _goal(value: Optional[float], goal: float) -> str:
     return f'{value:.2f}' + ('' if value >= goal else ' BELOW')
 
 
-def format_busy_summary(rows: List[BusyRow], core: Optional[int] = None) -> str:
+def format_busy_summary(rows: List[BusyRow], core=None) -> str:
     """The busy summary as text: a line per row, the goals in the title, ``BELOW`` beside a
-    ratio short of its goal, and a last line counting them."""
-    where = f' on core {core}' if core is not None else ''
+    ratio short of its goal, and a last line counting them. ``core``: the spinner's core, or
+    the list of the spinners' cores."""
+    cores = list(core) if isinstance(core, (list, tuple)) else [core]
+    named = [c for c in cores if c is not None]
+    if len(cores) > 1:
+        where = f' ({len(cores)} processes' + (f' on cores {", ".join(map(str, named))})' if named else ')')
+    else:
+        where = f' on core {named[0]}' if named else ''
     head = ('kernel', 'matrix', 'system', 'busy ms', '1-thread ms', f'own 1-thread (>= {GOAL_SINGLE})',
             'fastest peer', f'vs peer (>= {GOAL_PEER})')
     table = [head]

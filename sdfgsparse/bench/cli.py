@@ -3,7 +3,7 @@
     sdfgsparse bench [--matrices DIR] [--kernels spmv,spmm,...] [--threads N] [--repeat R]
                      [--peers scipy,torch,graphblas,pydata,mkl] [--json FILE] [--plot FILE.png]
                      [--quick] [--no-progress] [--stream-mib MIB] [--optimize]
-                     [--isolation same|separate] [--march ARCH] [--check] [--with-mkl] [--busy]
+                     [--isolation same|separate] [--march ARCH] [--check] [--with-mkl] [--busy [N]]
                      [--target cpu|fpga [--board u280] [--clock-mhz 300]]
 
 ``--optimize`` adds the system ``sdfgsparse-opt`` (each kernel's program through
@@ -34,9 +34,9 @@ pair without a timed scipy result is reported as unchecked.
 MKL's products: the ``mkl`` implementation, needs the ``[mkl]`` extra); it is slower than
 the default implementations today, so it is timed only where asked.
 
-``--busy`` (:mod:`sdfgsparse.bench.busy`): the run (the quiet run) is followed by our
+``--busy [N]`` (:mod:`sdfgsparse.bench.busy`): the run (the quiet run) is followed by our
 single-thread run (a child process: ``--threads 1``, no peers) and by the same run again
-while a spinning process holds the last core (the busy run); both tables are printed, then a
+while N spinning processes (default 1) hold cores, the last one first (the busy run); both tables are printed, then a
 busy summary per kernel and matrix (our busy time against our own single-thread time, goal
 >= 0.9x, and against the fastest peer's busy time, goal >= 0.8x). ``--json`` then holds the
 quiet run with ``busy``, ``single_thread`` and ``busy_summary`` beside it.
@@ -78,7 +78,7 @@ from typing import Optional, Sequence
 import dace
 
 from sdfgsparse.bench.argv import to_argv
-from sdfgsparse.bench.busy import busy_summary, format_busy_summary, spinning
+from sdfgsparse.bench.busy import busy_summary, format_busy_summary, spinners
 from sdfgsparse.bench.check import check_against_scipy
 from sdfgsparse.bench.isolation import run_separate
 from sdfgsparse.bench.results import OURS, BenchResult
@@ -89,6 +89,25 @@ __all__ = ['add_parser', 'run', 'main', 'config_from_args', 'to_argv', 'thread_e
 
 CHILD_ENV = 'SDFGSPARSE_BENCH_CHILD'
 STREAM_MIB, QUICK_STREAM_MIB = 512, 256
+
+
+def _busy_count(text: str) -> int:
+    """``--busy N``: a number of spinning processes, at least 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'--busy takes a number of spinning processes, got {text!r}') from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f'--busy takes a number of spinning processes of at least 1, got {n}')
+    return n
+
+
+def _spinning_text(machine: dict) -> str:
+    """Which processes spun beside a busy run (its machine record)."""
+    cores = machine.get('busy_cores') or [machine.get('busy_core')]
+    if len(cores) == 1:
+        return f'another process spinning on core {cores[0]}'
+    return f'{len(cores)} other processes spinning on cores {", ".join(map(str, cores))}'
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -137,9 +156,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument('--with-mkl', action='store_true',
                    help='also time sdfgsparse-mkl: our programs with MKL\'s products (the mkl implementation; needs '
                    'the [mkl] extra)')
-    p.add_argument('--busy', action='store_true',
-                   help='run again while a spinning process holds the last core, and compare that busy run with our '
-                   'own single-thread time (goal >= 0.9x) and with the fastest peer (goal >= 0.8x)')
+    p.add_argument('--busy', nargs='?', type=_busy_count, const=1, default=0, metavar='N',
+                   help='run again while N spinning processes (default 1) hold cores (the last core first, then '
+                   'downwards), and compare that busy run with our own single-thread time (goal >= 0.9x) and with '
+                   'the fastest peer (goal >= 0.8x)')
     p.add_argument('--only', default=None, help=argparse.SUPPRESS)  # one system: a child of --isolation separate
     p.add_argument('--suite', choices=('kernels', 'ml', 'shape'), default='kernels',
                    help='kernels (default): sparse kernels against peer libraries; ml: sparse torch models '
@@ -267,10 +287,12 @@ def run(args) -> int:
         if busy:
             log('our single-thread time on the quiet machine: a child process with --threads 1 and no peers')
             single = _single_thread(args, log)
-            with spinning() as spinner:
-                log(f'busy run: the same run again while process {spinner.pid} spins on core {spinner.core}')
+            with spinners(busy) as spinning_now:
+                log('busy run: the same run again while ' + ', '.join(
+                    f'process {s.pid} spins on core {s.core}' for s in spinning_now))
                 busy_result = _measure(args, config, log)
-            busy_result.machine['busy_core'] = spinner.core
+            busy_result.machine['busy_core'] = spinning_now[0].core
+            busy_result.machine['busy_cores'] = [s.core for s in spinning_now]
             runs.append(('busy run', busy_result))
             rows = busy_summary(busy_result, single)
             extra = {'busy': busy_result.to_dict(), 'single_thread': single.to_dict() if single else None,
@@ -280,11 +302,11 @@ def run(args) -> int:
         return 2
     for label, res in runs:
         if label:
-            print(f'\n==== {label}' + (f' (another process spinning on core {res.machine["busy_core"]})'
-                                        if 'busy_core' in res.machine else ''), flush=True)
+            print(f'\n==== {label}' + (f' ({_spinning_text(res.machine)})' if 'busy_core' in res.machine else ''),
+                  flush=True)
         print(format_report(res), flush=True)
     if busy:
-        print('\n' + format_busy_summary(rows, core=busy_result.machine['busy_core']), flush=True)
+        print('\n' + format_busy_summary(rows, core=busy_result.machine['busy_cores']), flush=True)
     if args.json:
         result.write_json(args.json, extra=extra)
         print(f'sdfgsparse bench: results written to {args.json}')

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "sdfgsparse_load.h"
+
 namespace sdfgsparse {
 
 class EntryRecord {
@@ -50,9 +52,11 @@ class EntryRecord {
 
 // The entry function NAME (entry.py writes its body between the two: the sparse arguments'
 // structs filled from the record and checked where the check bits ask, returning the failing
-// argument's number + 1), ending with CALL, the program's own call.
+// argument's number + 1), ending with CALL, the program's own call. The checks and the program
+// run on as many threads as the machine can give now (sdfgsparse_load.h: LoadScope).
 #define SDFGSPARSE_ENTRY_BEGIN(NAME)             \
     DACE_EXPORTED int NAME(const char* _rec) {   \
+        const sdfgsparse::LoadScope _load;       \
         const sdfgsparse::EntryRecord _r(_rec); \
         const long long _checks = _r.checks();
 #define SDFGSPARSE_ENTRY_END(...) \

@@ -7,10 +7,13 @@
 // entries of crd lies in [0, extent); within a segment the entries increase (ordered;
 // strictly when unique). check_range(crd, n, extent): the entries lie in [0, extent).
 // check_runs(crd, n, extent, run): in range, and each run of `run` entries increasing strictly.
+// Large checks run in parallel on the threads the machine can give now (sdfgsparse_load.h).
 #ifndef SDFGSPARSE_STORAGE_CHECK_H
 #define SDFGSPARSE_STORAGE_CHECK_H
 #include <omp.h>
 #include <cstdint>
+
+#include "sdfgsparse_load.h"
 
 namespace sdfgsparse {
 
@@ -104,7 +107,7 @@ static inline int check_compressed(const T* pos, long long parent, const T* crd,
         bad = c.bad;
         diff = c.diff;
     } else {
-        #pragma omp parallel reduction(|:bad) reduction(+:diff)
+        #pragma omp parallel reduction(|:bad) reduction(+:diff) num_threads(machine_threads(omp_get_max_threads()))
         {
             const CheckPart c = check_compressed_part(pos, parent, crd, n, ext, ordered, unique, omp_get_thread_num(),
                                                       omp_get_num_threads());
@@ -126,7 +129,8 @@ static inline int check_range(const T* crd, long long n, long long extent) {
         #pragma omp simd reduction(|:bad)
         for (long long p = 0; p < n; ++p) bad |= (U)crd[p] >= ext;
     } else {
-        #pragma omp parallel for simd reduction(|:bad) schedule(static)
+        #pragma omp parallel for simd reduction(|:bad) schedule(static) \
+            num_threads(machine_threads(omp_get_max_threads()))
         for (long long p = 0; p < n; ++p) bad |= (U)crd[p] >= ext;
     }
     return bad;
@@ -142,7 +146,8 @@ static inline int check_runs(const T* crd, long long n, long long extent, long l
     const U ext = (U)(extent < HALF ? extent : HALF);
     const long long groups = n / run;
     int bad = 0;
-    #pragma omp parallel for reduction(|:bad) schedule(static) if (n > STORAGE_CHECK_PARALLEL)
+    #pragma omp parallel for reduction(|:bad) schedule(static) if (n > STORAGE_CHECK_PARALLEL) \
+        num_threads(machine_threads(omp_get_max_threads()))
     for (long long g = 0; g < groups; ++g) {
         const T* c = crd + g * run;
         int b = (U)c[0] >= ext;

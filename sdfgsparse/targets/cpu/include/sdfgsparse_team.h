@@ -21,6 +21,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sdfgsparse_load.h"
+
 namespace sdfgsparse {
 
 // below this many units of work (multiply-adds, about a nanosecond each: 20-30 us) a loop
@@ -220,7 +222,11 @@ static inline TeamSite& team_site(TeamSites& sites, long long entries, long long
 static inline void team_begin(TeamSites& sites, long long entries, long long scale, long long rows,
                               std::int64_t* slots) {
     TeamSite& site = team_site(sites, entries, scale, rows);
-    TeamCall c = team_choose(site, entries * scale + rows, omp_get_max_threads(), omp_in_parallel(), team_policy());
+    // the threads asked for, as many as the machine can give now (sdfgsparse_load.h)
+    const int asked = omp_get_max_threads(), policy = team_policy();
+    const int can = machine_threads(asked);
+    TeamCall c = team_choose(site, entries * scale + rows, can, omp_in_parallel(), (TeamPolicy)policy);
+    c.previous = asked;
     if (c.threads != c.previous) omp_set_num_threads(c.threads);
     c.t0 = omp_get_wtime();
     std::memcpy(slots, &c, sizeof(c));
