@@ -169,9 +169,9 @@ def format_busy_summary(rows: List[BusyRow], core=None) -> str:
     cores = list(core) if isinstance(core, (list, tuple)) else [core]
     named = [c for c in cores if c is not None]
     if len(cores) > 1:
-        where = f' ({len(cores)} processes' + (f' on cores {", ".join(map(str, named))})' if named else ')')
+        where = f'{len(cores)} other processes spinning' + (f' on cores {", ".join(map(str, named))}' if named else '')
     else:
-        where = f' on core {named[0]}' if named else ''
+        where = 'another process spinning' + (f' on core {named[0]}' if named else '')
     head = ('kernel', 'matrix', 'system', 'busy ms', '1-thread ms', f'own 1-thread (>= {GOAL_SINGLE})',
             'fastest peer', f'vs peer (>= {GOAL_PEER})')
     table = [head]
@@ -180,7 +180,7 @@ def format_busy_summary(rows: List[BusyRow], core=None) -> str:
                       '' if r.single_s is None else f'{r.single_s * 1e3:.4g}', _goal(r.vs_single, GOAL_SINGLE),
                       r.peer or '', _goal(r.vs_peer, GOAL_PEER)))
     widths = [max(len(t[i]) for t in table) for i in range(len(head))]
-    lines = [f'busy summary (another process spinning{where}): own 1-thread = our single-thread time on the quiet '
+    lines = [f'busy summary ({where}): own 1-thread = our single-thread time on the quiet '
              f'machine / our busy time, goal >= {GOAL_SINGLE}; vs peer = the fastest peer\'s busy time / ours, goal '
              f'>= {GOAL_PEER}']
     lines += ['  ' + '  '.join(c.ljust(w) if i < 3 or i == 6 else c.rjust(w) for i, (c, w) in enumerate(zip(t, widths)))

@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from sdfgsparse.bench.busy import GOAL_PEER, GOAL_SINGLE, busy_summary, format_busy_summary, spin_core, spinning
+from sdfgsparse.bench.busy import (GOAL_PEER, GOAL_SINGLE, busy_summary, format_busy_summary, spin_core, spin_cores,
+                                   spinners, spinning)
 from sdfgsparse.bench.results import BenchResult, Result
 
 pytestmark = pytest.mark.skipif(not hasattr(os, 'sched_getaffinity'), reason='core affinity is Linux-only')
@@ -66,3 +67,30 @@ def test_busy_summary_compares_with_our_single_thread_time_and_the_fastest_busy_
     assert '0.75 BELOW' in lines['spmm:64', 'a'] and lines['spmm:64', 'a'].endswith('2.00')
     assert text.splitlines()[-1] == 'busy goals: own 1-thread below 0.9: 1 of 2; vs peer below 0.8: 1 of 2'
     assert busy_summary(busy, None)[0].single_s is None  # the single-thread child failed
+
+
+def test_busy_takes_a_count_of_spinners_that_reaches_the_child_arguments():
+    import argparse
+
+    from sdfgsparse.bench import cli
+    parser = argparse.ArgumentParser(prog='sdfgsparse')
+    cli.add_parser(parser.add_subparsers(dest='command', required=True))
+    assert parser.parse_args(['bench']).busy == 0
+    assert parser.parse_args(['bench', '--busy']).busy == 1
+    args = parser.parse_args(['bench', '--busy', '3', '--peers', 'scipy'])
+    assert args.busy == 3
+    argv = cli.to_argv(args)
+    assert argv[argv.index('--busy') + 1] == '3' and vars(parser.parse_args(argv)) == vars(args)
+    for bad in ('0', 'many'):
+        with pytest.raises(SystemExit):
+            parser.parse_args(['bench', '--busy', bad])
+
+
+def test_several_spinners_on_the_named_cores_all_gone_afterwards():
+    n = len(os.sched_getaffinity(0)) + 1
+    with spinners(n) as running:
+        assert [s.core for s in running] == spin_cores(n)
+        assert all(_alive(s.pid) and os.sched_getaffinity(s.pid) == {s.core} for s in running)
+    assert not any(_alive(s.pid) for s in running)
+    text = format_busy_summary([], core=[1, 0, 1])
+    assert text.startswith('busy summary (3 other processes spinning on cores 1, 0, 1): ')
