@@ -139,8 +139,7 @@ class CpuKernel(Kernel):
             raise ValueError(f'row_step: unknown kind {kind!r}; use one of {sorted(ROW_STEPS)}')
         count, fill = ROW_STEPS[kind]
         vt = self.sdfg.arrays[out.vals].dtype
-        count_fill(self, label, rows, out, count, fill.format(v=vt.ctype, sign=int(sign)), inputs, fill_inputs,
-                   team=True)
+        count_fill(self, label, rows, out, count, fill.format(v=vt.ctype, sign=int(sign)), inputs, fill_inputs)
 
     def capacity(self, label: str, out: Rows) -> str:
         """A new scalar set, in a state of its own, to the capacity of ``out`` (its ``crd``'s
@@ -443,7 +442,7 @@ def coordinates(k: CpuKernel, A: Operand, row: str = 'ri', col: str = 'ci') -> T
 # ---------------------------------------------------------------------- rows of data-dependent length
 def count_fill(k: CpuKernel, label: str, rows, out: Rows, count: str, fill: str, inputs: Dict[str, str],
                fill_inputs: Dict[str, str], workspace: Optional[str] = None, guided: bool = False,
-               scalars: Dict[str, str] = None, team: bool = False) -> None:
+               scalars: Dict[str, str] = None) -> None:
     """Count, positions and fill of ``out`` (``rows`` rows) in ``k``: the two-pass shape of
     the row-parallel kernels whose result rows have data-dependent lengths (SpGEMM, the
     merges of :meth:`CpuKernel.row_step`). A parallel map counts each result row (a leaf
@@ -465,8 +464,6 @@ def count_fill(k: CpuKernel, label: str, rows, out: Rows, count: str, fill: str,
                     both leaves read.
     :param guided: OpenMP's guided schedule for the row maps (else dynamic chunks of
                    :data:`ROW_CHUNK` rows).
-    :param team: choose the row maps' thread count per call (:meth:`CpuKernel.team`) with
-                 the result's capacity as their work (SpGEMM's: its products).
     """
     cnt = k.transient(f'{label}_rowcnt', [rows], dace.int64)
     cap = k.capacity(label, out)
@@ -479,8 +476,6 @@ def count_fill(k: CpuKernel, label: str, rows, out: Rows, count: str, fill: str,
             sc.entries[0].map.omp_schedule = dtypes.OMPScheduleType.Guided
         else:
             k.balance(ROW)
-        if team:
-            k.team(ROW, TeamWork(cap, pyexpr(sympy.sympify(rows)), at='0'))
         row = local(k, sc, 'row', dace.int64, sympy.Symbol(ROW))
         if step == 'count':
             leaf(k, sc, f'{label}_count', f'_tcnt = {count};', scalars=values, arrays=dict(inputs),

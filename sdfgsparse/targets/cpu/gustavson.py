@@ -23,9 +23,7 @@ independent, so this lowering computes them in parallel
      column list, sorted.
 
 Both row loops prefetch the rows of B that the next entries of A's row will read (the
-product is bound by those scattered reads once B leaves the cache). Their thread count is
-chosen per call (:mod:`~sdfgsparse.targets.cpu.team`) with the products (the result's
-capacity) as their work: a small product runs on the calling thread alone.
+product is bound by those scattered reads once B leaves the cache).
 
 Each per-row step is a one-line tasklet inside a row map that calls ``gustavson_count`` /
 ``gustavson_fill`` of ``include/sdfgsparse_gustavson.h``
@@ -72,7 +70,7 @@ def gustavson(k: CpuKernel, cols, a: Rows, b: Rows, out: Rows, vt: dace.typeclas
     count_fill(k, 'gw', out.rows, out, f'sdfgsparse::gustavson_count<{types}>(_tws, _tnc, _ap, _ac, _bp, _bc, _ti)',
                f'sdfgsparse::gustavson_fill<{types}>(_tws, _tnc, _oc, _ov, _ap, _ac, _av, _bp, _bc, _bv, _op, _ti, '
                '_tcap)', {'_ap': a.pos, '_ac': a.crd, '_bp': b.pos, '_bc': b.crd}, {'_av': a.vals, '_bv': b.vals},
-               workspace=table, guided=True, scalars={'_tnc': nc}, team=True)
+               workspace=table, guided=True, scalars={'_tnc': nc})
     t = leaf(k, Scope.at(k.add_state('gw_release')), 'gw_release', 'ss_gw_release(_tws);',
              outs={'_tws': (table, None)})
     t.side_effects = True

@@ -36,20 +36,17 @@ SLOTS = 6
 
 @dataclass(frozen=True)
 class TeamWork:
-    """The work of one call of a row loop: ``pos[at] * scale + rows``.
+    """The work of one call of a row loop: ``pos[rows] * scale + rows``.
 
     :param pos: the name of the position array of the walk (its entry at ``rows`` is the
-                number of stored entries walked), or of a scalar holding the entries (or
-                products) the loop walks, read at ``at = '0'``.
+                number of stored entries walked).
     :param rows: expression (kernel source names) of the loop's row count.
     :param scale: expression of the multiply-adds per stored entry (``'1'`` for SpMV,
                   the dense column count for SpMM and SDDMM).
-    :param at: the element of ``pos`` read (default: ``rows``).
     """
     pos: str
     rows: str
     scale: str = '1'
-    at: str = ''
 
 
 def row_maps(sdfg: dace.SDFG, variables) -> List[Tuple[object, nodes.MapEntry]]:
@@ -97,8 +94,7 @@ def _wrap(sdfg: dace.SDFG, state, work: TeamWork) -> None:
         'team_begin', {'_tnnz'}, {'_trec'},
         f'sdfgsparse::team_begin<{site}ULL>((long long)_tnnz, (long long)({scale}), (long long)({rows}), _trec);',
         language=dace.Language.CPP, side_effects=True)
-    before.add_edge(before.add_read(work.pos), None, begin, '_tnnz',
-                    dace.Memlet(f'{work.pos}[{work.at or work.rows}]'))
+    before.add_edge(before.add_read(work.pos), None, begin, '_tnnz', dace.Memlet(f'{work.pos}[{work.rows}]'))
     before.add_edge(begin, '_trec', before.add_write(record), None, dace.Memlet(f'{record}[0:{SLOTS}]'))
     after = cfg.add_state_after(state, label=f'{state.label}_team_end')
     end = after.add_tasklet('team_end', {'_trec'}, set(), 'sdfgsparse::team_end(_trec);',
