@@ -28,7 +28,7 @@ from typing import Dict, Iterator, List, Optional
 from sdfgsparse.bench.report import fastest_peer
 from sdfgsparse.bench.results import JUDGED, BenchResult, Result
 
-__all__ = ['Spinner', 'spinning', 'spinners', 'spin_core', 'spin_cores', 'BusyRow', 'busy_summary', 'format_busy_summary', 'GOAL_SINGLE',
+__all__ = ['Spinner', 'spinning', 'spinners', 'spin_core', 'spin_cores', 'spinning_text', 'BusyRow', 'busy_summary', 'format_busy_summary', 'GOAL_SINGLE',
            'GOAL_PEER']
 
 #: Goal: our busy time at least this fast relative to our own single-thread quiet time.
@@ -162,16 +162,19 @@ def _goal(value: Optional[float], goal: float) -> str:
     return f'{value:.2f}' + ('' if value >= goal else ' BELOW')
 
 
+def spinning_text(cores: List[Optional[int]]) -> str:
+    """Which processes spun beside a busy run, from their cores (None: not pinned)."""
+    named = [c for c in cores if c is not None]
+    if len(cores) > 1:
+        return f'{len(cores)} other processes spinning' + (f' on cores {", ".join(map(str, named))}' if named else '')
+    return 'another process spinning' + (f' on core {named[0]}' if named else '')
+
+
 def format_busy_summary(rows: List[BusyRow], core=None) -> str:
     """The busy summary as text: a line per row, the goals in the title, ``BELOW`` beside a
     ratio short of its goal, and a last line counting them. ``core``: the spinner's core, or
     the list of the spinners' cores."""
-    cores = list(core) if isinstance(core, (list, tuple)) else [core]
-    named = [c for c in cores if c is not None]
-    if len(cores) > 1:
-        where = f'{len(cores)} other processes spinning' + (f' on cores {", ".join(map(str, named))}' if named else '')
-    else:
-        where = 'another process spinning' + (f' on core {named[0]}' if named else '')
+    where = spinning_text(list(core) if isinstance(core, (list, tuple)) else [core])
     head = ('kernel', 'matrix', 'system', 'busy ms', '1-thread ms', f'own 1-thread (>= {GOAL_SINGLE})',
             'fastest peer', f'vs peer (>= {GOAL_PEER})')
     table = [head]

@@ -78,7 +78,7 @@ from typing import Optional, Sequence
 import dace
 
 from sdfgsparse.bench.argv import to_argv
-from sdfgsparse.bench.busy import busy_summary, format_busy_summary, spinners
+from sdfgsparse.bench.busy import busy_summary, format_busy_summary, spinners, spinning_text
 from sdfgsparse.bench.check import check_against_scipy
 from sdfgsparse.bench.isolation import run_separate
 from sdfgsparse.bench.results import OURS, BenchResult
@@ -100,14 +100,6 @@ def _busy_count(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f'--busy takes a number of spinning processes of at least 1, got {n}')
     return n
-
-
-def _spinning_text(machine: dict) -> str:
-    """Which processes spun beside a busy run (its machine record)."""
-    cores = machine.get('busy_cores') or [machine.get('busy_core')]
-    if len(cores) == 1:
-        return f'another process spinning on core {cores[0]}'
-    return f'{len(cores)} other processes spinning on cores {", ".join(map(str, cores))}'
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -302,8 +294,8 @@ def run(args) -> int:
         return 2
     for label, res in runs:
         if label:
-            print(f'\n==== {label}' + (f' ({_spinning_text(res.machine)})' if 'busy_core' in res.machine else ''),
-                  flush=True)
+            print(f'\n==== {label}' + (f' ({spinning_text(res.machine["busy_cores"])})'
+                                        if 'busy_cores' in res.machine else ''), flush=True)
         print(format_report(res), flush=True)
     if busy:
         print('\n' + format_busy_summary(rows, core=busy_result.machine['busy_cores']), flush=True)

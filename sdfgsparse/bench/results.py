@@ -25,8 +25,8 @@ timings (it was not timed); ``note`` says when sdfgsparse copied an argument. ``
 ``machine.target`` is the compile target of the generated code
 (:func:`sdfgsparse.targets.cpu.march.describe`: ``{"cpu", "compiler", "compiler_version",
 "march", "native", "vector_bytes", "flags"}``). With ``--busy`` the file holds the quiet run
-as above and beside it ``busy`` (the busy run, same schema, ``machine.busy_core``: the core
-the spinner held), ``single_thread`` (our single-thread quiet run, same schema; null where
+as above and beside it ``busy`` (the busy run, same schema, ``machine.busy_cores``: the cores
+the spinners held, ``machine.busy_core`` the first of them), ``single_thread`` (our single-thread quiet run, same schema; null where
 it failed) and ``busy_summary`` (``[{"kernel", "matrix", "system", "busy_s", "single_s",
 "peer", "peer_busy_s", "vs_single", "vs_peer"}]``, :mod:`sdfgsparse.bench.busy`).
 """

@@ -13,9 +13,9 @@
 // last LOAD_WINDOW readings, so that the kernel's own threads, runnable for an instant now and
 // then (one extra task in most readings of a quiet VM), do not send calls to one thread: load
 // that lasts is seen after LOAD_WINDOW readings (12 ms), and gone at the next reading.
-// (Concurrent callers may both take a reading.) SDFGSPARSE_LOAD=ignore, or SDFGSPARSE_TEAM=team (always the
-// whole team), read once per library, turns it off. Other systems than Linux: the count asked
-// for.
+// (Concurrent callers may both take a reading.) SDFGSPARSE_LOAD=ignore, or SDFGSPARSE_TEAM=team
+// (always the whole team), read once per library, turns it off. Other systems than Linux: the
+// count asked for.
 //
 // Limit: in a container that sees the host's /proc/loadavg, other containers' tasks count.
 #ifndef SDFGSPARSE_LOAD_H

@@ -223,9 +223,8 @@ static inline void team_begin(TeamSites& sites, long long entries, long long sca
                               std::int64_t* slots) {
     TeamSite& site = team_site(sites, entries, scale, rows);
     // the threads asked for, as many as the machine can give now (sdfgsparse_load.h)
-    const int asked = omp_get_max_threads(), policy = team_policy();
-    const int can = machine_threads(asked);
-    TeamCall c = team_choose(site, entries * scale + rows, can, omp_in_parallel(), (TeamPolicy)policy);
+    const int asked = omp_get_max_threads();
+    TeamCall c = team_choose(site, entries * scale + rows, machine_threads(asked), omp_in_parallel(), team_policy());
     c.previous = asked;
     if (c.threads != c.previous) omp_set_num_threads(c.threads);
     c.t0 = omp_get_wtime();
