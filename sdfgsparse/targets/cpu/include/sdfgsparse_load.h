@@ -9,10 +9,14 @@
 // workers in state R: workers still spin after a region), and gives a call at most the cores
 // of its affinity mask left to it, at least one. Other libraries' threads spinning in this
 // process (another OpenMP runtime's team, MKL's) take cores as another process does, and count.
-// A reading (a few microseconds) stands for LOAD_REFRESH_NS; the cores free are the most of the
-// last LOAD_WINDOW readings, so that the kernel's own threads, runnable for an instant now and
-// then (one extra task in most readings of a quiet VM), do not send calls to one thread: load
-// that lasts is seen after LOAD_WINDOW readings (12 ms), and gone at the next reading.
+// A reading stands for LOAD_REFRESH_NS; the cores free are the most of the last LOAD_WINDOW
+// readings, so that the kernel's own threads, runnable for an instant now and then (one extra
+// task in most readings of a quiet VM), do not send calls to one thread: load that lasts is seen
+// after LOAD_WINDOW readings (60 ms), and gone at the next reading. A reading reads files of
+// /proc held open (/proc/loadavg; the stat of each worker of the caller's team: the caller itself
+// runs). Beside another library's spinning threads a reading cost ~100 us (opening the files
+// each time, and the caller's own stat): one per 4 ms made an SpMM of 0.5-0.8 ms called between
+// torch calls 10-22 % slower (docs/performance.md).
 // (Concurrent callers may both take a reading.) SDFGSPARSE_LOAD=ignore, or SDFGSPARSE_TEAM=team
 // (always the whole team), read once per library, turns it off. Other systems than Linux: the
 // count asked for.
@@ -39,7 +43,7 @@
 namespace sdfgsparse {
 
 // how long one reading of the machine's load stands (nanoseconds)
-constexpr long long LOAD_REFRESH_NS = 4000000;
+constexpr long long LOAD_REFRESH_NS = 20000000;
 
 static inline bool load_ignored() {
     static const bool ignored = [] {
@@ -57,12 +61,13 @@ static inline long long load_now_ns() {
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-// the first `n` bytes of a small file (NUL-terminated), or -1
-static inline int load_read(const char* path, char* buf, int n) {
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+// a file of /proc opened once and kept (-1 where it cannot be opened); read again from its start
+static inline int load_open(const char* path) { return open(path, O_RDONLY | O_CLOEXEC); }
+
+// the first `n` bytes of the file open as `fd`, read from its start (NUL-terminated), or -1
+static inline int load_read(int fd, char* buf, int n) {
     if (fd < 0) return -1;
-    const ssize_t got = read(fd, buf, (size_t)(n - 1));
-    close(fd);
+    const ssize_t got = pread(fd, buf, (size_t)(n - 1), 0);
     if (got <= 0) return -1;
     buf[got] = 0;
     return (int)got;
@@ -70,8 +75,9 @@ static inline int load_read(const char* path, char* buf, int n) {
 
 // the tasks running or runnable on the machine now: the numerator of "R/T" in /proc/loadavg
 static inline long load_running() {
+    static const int fd = load_open("/proc/loadavg");
     char buf[128];
-    if (load_read("/proc/loadavg", buf, sizeof buf) < 0) return -1;
+    if (load_read(fd, buf, sizeof buf) < 0) return -1;
     const char* slash = std::strchr(buf, '/');
     if (!slash) return -1;
     const char* p = slash;
@@ -79,38 +85,55 @@ static inline long load_running() {
     return std::strtol(p, nullptr, 10);
 }
 
-// whether task `tid` of this process is in state R (the state follows the ')' that closes the
-// name in its stat)
-static inline bool load_task_running(long tid) {
-    char path[64], buf[256];
-    std::snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
-    if (load_read(path, buf, sizeof buf) < 0) return false;
+// whether the task whose stat is open as `fd` is in state R (the state follows the ')' that
+// closes the name)
+static inline bool load_task_running(int fd) {
+    char buf[256];
+    if (load_read(fd, buf, sizeof buf) < 0) return false;
     const char* close_paren = std::strrchr(buf, ')');
     return close_paren && close_paren[1] == ' ' && close_paren[2] == 'R';
 }
 
-// The threads of the calling thread's OpenMP team, the caller first: learnt once per thread
-// (and again when more are asked for) by a parallel region that records each member's id.
-// GNU OpenMP keeps a thread's team between regions, so these are the threads its next regions
-// run on; spinning after a region, they are the team, not load.
-static inline const std::vector<long>& load_team(int wanted) {
-    static thread_local std::vector<long> tids;
-    if ((int)tids.size() < wanted) {
+// The threads of the calling thread's OpenMP team, the caller first, and their stat files held
+// open: learnt once per thread (and again when more are asked for) by a parallel region that
+// records each member's id. GNU OpenMP keeps a thread's team between regions, so these are the
+// threads its next regions run on; spinning after a region, they are the team, not load.
+struct LoadTeam {
+    std::vector<long> tids;
+    std::vector<int> stats;  // (the caller's: not opened)
+    void close_all() {
+        for (int fd : stats)
+            if (fd >= 0) close(fd);
+        stats.clear();
+    }
+    ~LoadTeam() { close_all(); }
+};
+static inline const LoadTeam& load_team(int wanted) {
+    static thread_local LoadTeam team;
+    if ((int)team.tids.size() < wanted) {
         std::vector<long> seen((size_t)wanted, 0);
         _Pragma("omp parallel num_threads(wanted)") {
             const int t = omp_get_thread_num();
             if (t < wanted) seen[(size_t)t] = (long)syscall(SYS_gettid);
         }
-        tids.swap(seen);
+        team.close_all();
+        team.tids.swap(seen);
+        team.stats.assign(team.tids.size(), -1);
+        for (size_t k = 1; k < team.tids.size(); ++k) {
+            char path[64];
+            std::snprintf(path, sizeof path, "/proc/self/task/%ld/stat", team.tids[k]);
+            if (team.tids[k] > 0) team.stats[k] = load_open(path);
+        }
     }
-    return tids;
+    return team;
 }
 
-// the running tasks (state R) among the calling thread's team (itself included)
+// the running tasks (state R) among the calling thread's team: the caller (it runs: its stat is
+// not read) and its workers in state R
 static inline long load_running_here(int wanted) {
-    long n = 0;
-    for (long tid : load_team(wanted))
-        if (tid > 0) n += load_task_running(tid);
+    const LoadTeam& team = load_team(wanted);
+    long n = 1;
+    for (size_t k = 1; k < team.stats.size(); ++k) n += load_task_running(team.stats[k]);
     return n;
 }
 
