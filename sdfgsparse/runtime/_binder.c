@@ -1340,11 +1340,70 @@ static PyObject *evaluate(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(out);
 }
 
+/* row_length_sum(pos, idx): the sum over the entries k of idx of pos[k + 1] - pos[k] (the
+ * products of an SpGEMM A @ B: idx = A's column indices, pos = B's row positions; an int, or
+ * None where an array is not a C-contiguous int32 / int64 buffer or an index is outside
+ * [0, len(pos) - 1), which the caller's NumPy path then reports). One pass in C: NumPy's
+ * gather np.diff(pos)[idx] cost 28 us on 12K entries and 184 us on 92K (4elt). */
+static int index_buffer(PyObject *o, Py_buffer *b) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return -1;
+    }
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (b->ndim == 1 && (b->itemsize == 4 || b->itemsize == 8) && f[1] == 0 &&
+        (*f == 'i' || *f == 'l' || *f == 'q'))
+        return 0;
+    PyBuffer_Release(b);
+    return -1;
+}
+
+#define SS_ROW_SUM(TP, TI)                                                         \
+    {                                                                              \
+        const TP *p = (const TP *)pb.buf;                                          \
+        const TI *x = (const TI *)ib.buf;                                          \
+        for (Py_ssize_t e = 0; e < ni; e++) {                                      \
+            const uint64_t k = (uint64_t)(int64_t)x[e];                            \
+            bad |= k >= rows;                                                      \
+            const uint64_t kk = k < rows ? k : 0;                                  \
+            sum += (int64_t)p[kk + 1] - (int64_t)p[kk];                            \
+        }                                                                          \
+    }
+
+static PyObject *row_length_sum(PyObject *self, PyObject *args) {
+    PyObject *pos, *idx;
+    if (!PyArg_ParseTuple(args, "OO", &pos, &idx)) return NULL;
+    Py_buffer pb, ib;
+    if (index_buffer(pos, &pb)) Py_RETURN_NONE;
+    if (index_buffer(idx, &ib)) {
+        PyBuffer_Release(&pb);
+        Py_RETURN_NONE;
+    }
+    const Py_ssize_t np_ = pb.len / pb.itemsize, ni = ib.len / ib.itemsize;
+    const uint64_t rows = np_ > 0 ? (uint64_t)(np_ - 1) : 0;
+    int64_t sum = 0;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (pb.itemsize == 4 && ib.itemsize == 4) SS_ROW_SUM(int32_t, int32_t)
+    else if (pb.itemsize == 4) SS_ROW_SUM(int32_t, int64_t)
+    else if (ib.itemsize == 4) SS_ROW_SUM(int64_t, int32_t)
+    else SS_ROW_SUM(int64_t, int64_t)
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&ib);
+    if (bad) Py_RETURN_NONE;
+    return PyLong_FromLongLong(sum);
+}
+#undef SS_ROW_SUM
+
 static PyMethodDef methods[] = {
     {"probe", probe, METH_O, "What the binder reads of a NumPy array (checked against NumPy on import)."},
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL,
      "dispatch(table, args, miss): the binder table holds for the types of args, called; else miss."},
     {"evaluate", evaluate, METH_VARARGS, "An integer expression's value as the binder computes it, or None."},
+    {"row_length_sum", row_length_sum, METH_VARARGS,
+     "row_length_sum(pos, idx): sum of pos[k + 1] - pos[k] over idx's entries k, or None (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 

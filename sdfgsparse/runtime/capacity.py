@@ -11,6 +11,7 @@ from typing import Dict
 import numpy as np
 
 from sdfgsparse import errors
+from sdfgsparse.runtime import _binder
 from sdfgsparse.runtime.convert import storage_to_coo
 
 __all__ = ['capacity_symbol', 'fill_capacities', 'spgemm_flops']
@@ -43,9 +44,9 @@ def _row_major(arg, transposed) -> bool:
 
 def spgemm_flops(a_arg, ta: bool, b_arg, tb: bool) -> int:
     """Number of products of A @ B: sum over A's entries (i, k) of the length of B's row k.
-    Row-major operands are read directly (one gather over A's entries); others through
-    their coordinates (reading row-major operands directly is far cheaper; figures in
-    docs/performance.md)."""
+    Row-major operands are read directly (one gather over A's entries, in C where both are
+    row-major: ``_binder.row_length_sum``); others through their coordinates (reading
+    row-major operands directly is far cheaper; figures in docs/performance.md)."""
     if _row_major(a_arg, ta):
         ak = a_arg.arrays['crd1']
     else:
@@ -53,7 +54,10 @@ def spgemm_flops(a_arg, ta: bool, b_arg, tb: bool) -> int:
     if not ak.size:
         return 0
     if _row_major(b_arg, tb):
-        rowlen = np.diff(b_arg.arrays['pos1'])
+        flops = _binder.row_length_sum(b_arg.arrays['pos1'], ak)
+        if flops is not None:
+            return flops
+        rowlen = np.diff(b_arg.arrays['pos1'])  # (NumPy reports what C does not take: an index out of range)
     else:
         br, _ = _entries(b_arg, tb)
         rowlen = np.bincount(br, minlength=b_arg.shape[1] if tb else b_arg.shape[0])

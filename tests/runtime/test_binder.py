@@ -138,3 +138,47 @@ def test_a_fortran_ordered_matrix_argument_and_a_column_view(rng):
     for _ in range(2):
         binder_spmv(A, X[:, 0].copy())
     np.testing.assert_allclose(binder_spmv(A, X[:, 1]), A @ X[:, 1], rtol=1e-12)
+
+
+def test_row_length_sum_counts_the_products_of_an_spgemm(rng):
+    """``row_length_sum(pos, idx)`` (SpGEMM's capacity, runtime/capacity.py) is NumPy's
+    ``np.diff(pos)[idx].sum()`` for every pair of int32 / int64 arrays, and None (NumPy's
+    path then reports) for an index outside [0, rows), arrays it does not read, or garbage."""
+    A = sp.random_array((300, 200), density=0.05, format='csr', rng=rng)
+    B = sp.random_array((200, 150), density=0.05, format='csr', rng=rng)
+    want = int(np.diff(B.indptr)[A.indices].sum())
+    for pt in (np.int32, np.int64):
+        for it in (np.int32, np.int64):
+            assert _binder.row_length_sum(B.indptr.astype(pt), A.indices.astype(it)) == want
+    pos = B.indptr.astype(np.int32)
+    assert _binder.row_length_sum(pos, np.array([199], np.int32)) == int(pos[200] - pos[199])
+    assert _binder.row_length_sum(pos, np.zeros(0, np.int64)) == 0
+    assert _binder.row_length_sum(np.zeros(1, np.int32), np.zeros(0, np.int32)) == 0
+    for bad in (np.array([200], np.int32), np.array([-1], np.int64), np.array([2**40], np.int64)):
+        assert _binder.row_length_sum(pos, bad) is None  # out of range: never read
+    assert _binder.row_length_sum(np.zeros(0, np.int32), np.array([0], np.int32)) is None  # no rows
+    for garbage in (pos.astype(np.float64), pos.astype(np.int16), pos[::2], 'abc', b'abcd', None, 3, [0, 1]):
+        assert _binder.row_length_sum(garbage, A.indices) is None
+        assert _binder.row_length_sum(pos, garbage) is None
+
+
+def test_spgemm_with_a_column_index_out_of_range_raises(rng):
+    """An index past B's rows reaches the capacity step before the storage checks: the
+    typed error, not a read outside pos, and the arguments untouched."""
+    N = dace.symbol('N')
+
+    @dace.program
+    def binder_spgemm(A: ss.CSR[dace.float64, N, N]):
+        return A @ A
+
+    A = sp.random_array((40, 40), density=0.2, format='csr', rng=rng)
+    A.sort_indices()
+    got = binder_spgemm(A)
+    assert abs(got - A @ A).max() < 1e-12
+    for bad in (40, -1, 2**31 - 1):
+        B = A.copy()
+        B.indices[3] = bad
+        before = B.indices.copy()
+        with pytest.raises(errors.InvalidIndexError):
+            binder_spgemm(B)
+        np.testing.assert_array_equal(B.indices, before)
