@@ -23,14 +23,14 @@ _FINGERPRINT = []
 
 
 def source_fingerprint() -> str:
-    """A short hash of every ``.py`` file (and C++ header, which generated code includes)
+    """A short hash of every ``.py`` file (and C++ / CUDA header, which generated code includes)
     of sdfgsparse, its transformations and its frontends (installed as
     ``sdfgsparse.transformations`` / ``sdfgsparse.frontends``)."""
     if not _FINGERPRINT:
         pkg = pathlib.Path(__file__).resolve().parent.parent  # sdfgsparse/
         h = hashlib.sha256()
         for root in (pkg, pkg.parent / 'transformations', pkg.parent / 'frontends'):
-            for f in sorted([*root.rglob('*.py'), *root.rglob('*.h')]) if root.is_dir() else ():
+            for f in sorted([*root.rglob('*.py'), *root.rglob('*.h'), *root.rglob('*.cuh')]) if root.is_dir() else ():
                 h.update(f.relative_to(root).as_posix().encode())
                 h.update(f.read_bytes())
         _FINGERPRINT.append(h.hexdigest()[:12])

@@ -163,13 +163,13 @@ def test_every_sparse_node_has_a_cuda_implementation_and_the_lowering_takes_it(m
     assert nodes and nodes <= set(expansions.NODES)
     assert all('cuda' in c.implementations for c in expansions.NODES)
     taken = []
-    portable = SpMV.implementations['pure'].expansion
+    cuda = SpMV.implementations['cuda'].expansion
 
-    def spy(node, state, sdfg, *a, **k):  # the pure walk, recording which implementation asked
+    def spy(node, state, sdfg, *a, **k):  # SpMV's cuda expansion, recording which implementation asked
         taken.append(node.implementation)
-        return portable(node, state, sdfg, *a, **k)
+        return cuda(node, state, sdfg, *a, **k)
 
-    monkeypatch.setattr(SpMV.implementations['pure'], 'expansion', staticmethod(spy))
+    monkeypatch.setattr(SpMV.implementations['cuda'], 'expansion', staticmethod(spy))
     lowered = lower.to_gpu(gpu_spmv.to_sdfg())
     assert taken == ['cuda'] and lower.is_lowered(lowered)
 

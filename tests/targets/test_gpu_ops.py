@@ -108,17 +108,25 @@ def _cases():
                          ids=['dense-results', 'sparse-results', 'dace-transformation'])
 def test_gpu_program_is_a_gpu_program(prog):
     """Every map that is not nested in another runs as a GPU kernel, every argument
-    array is in device memory, and no sparse library node or C++ tasklet is left."""
+    array is in device memory, and no sparse library node is left; the only C++ tasklets
+    are one-statement calls of the CUDA leaves (``include/*.cuh``) inside kernels: SpMV's
+    merge-path (``A @ x`` of a CSR matrix)."""
+    from dace.sdfg.scope import is_devicelevel_gpu
     sdfg = gpu_sdfg(prog)
     assert lower.is_lowered(sdfg)
-    kernels = 0
+    kernels, leaves = 0, set()
     for node, state in sdfg.all_nodes_recursive():
         assert not isinstance(node, ss.ops.SparseLibraryNode), node
-        if isinstance(node, dace.nodes.Tasklet):
-            assert node.language == dace.Language.Python, node.label
+        if isinstance(node, dace.nodes.Tasklet) and node.language != dace.Language.Python:
+            code = node.code.as_string.strip()
+            assert code.startswith('sdfgsparse::cuda::') and code.count(';') == 1, (node.label, code)
+            assert is_devicelevel_gpu(state.parent, state, node), node.label
+            leaves.add(code.split('<')[0])
         if isinstance(node, dace.nodes.MapEntry) and node.map.schedule == dace.ScheduleType.GPU_Device:
             kernels += 1
     assert kernels >= (4 if prog is dace_gpu_ops else 10)
+    assert leaves == {  # (each program computes an SpMV of a CSR matrix)
+        'sdfgsparse::cuda::spmv_merge_thread', 'sdfgsparse::cuda::spmv_merge_fixup_thread'}
     assert lower.host_accesses(sdfg) == []
     assert _device_to_device_copies(sdfg) == []
 

@@ -40,7 +40,7 @@ template <typename T, typename I> int run(const char* mode, FILE* in, FILE* out,
     if (!strcmp(mode, "merge")) {
         const SpmvPlan p = spmv_plan(rows, nnz, 1LL << 40);  // (forced onto the merge path)
         if (p.kind != SPMV_MERGE) return 4;
-        std::vector<long long> carry_row(p.carries > 0 ? p.carries : 1);
+        std::vector<int64_t> carry_row(p.carries > 0 ? p.carries : 1);
         std::vector<T> carry_value(p.carries > 0 ? p.carries : 1);
         for (long long t = 0; t < p.threads; ++t)
             spmv_merge_thread(t, p.items, rows, nnz, pos.data(), crd.data(), vals.data(), x.data(), y.data(),
@@ -230,7 +230,7 @@ def test_plans(driver):
 def test_kernels_compile_with_nvcc(tmp_path, arch):
     src = tmp_path / 'spmv.cu'
     calls = ''.join(
-        f'  if (spmv_launch<{t}, {i}>(p, 1, 1, ({i}*)0, ({i}*)0, ({t}*)0, ({t}*)0, ({t}*)0, (long long*)0, ({t}*)0, s)'
+        f'  if (spmv_launch<{t}, {i}>(p, 1, 1, ({i}*)0, ({i}*)0, ({t}*)0, ({t}*)0, ({t}*)0, (int64_t*)0, ({t}*)0, s)'
         ' != cudaSuccess) return 1;\n' for t in ('float', 'double') for i in ('int32_t', 'int64_t'))
     src.write_text('#include "sdfgsparse_cuda_spmv.cuh"\n'
                    'using namespace sdfgsparse::cuda;\n'

@@ -3,9 +3,10 @@
 Each node's ``cuda`` expansion is its level-walk SDFG (the ``pure`` builder's maps, loops
 and tasklets) with nothing in it that only a CPU runs: DaCe's ``GPUTransformSDFG`` then
 turns its maps into kernels, as it does for any SDFG (:func:`sdfgsparse.targets.cuda.lower.to_gpu`
-chooses ``cuda`` for every node, places the arguments and applies the transformation). No
-node has a tuned CUDA kernel yet; one goes here as a ``.cuh`` leaf header with its own
-expansion class, registered over the generic one, without touching :mod:`sdfgsparse.ops`.
+chooses ``cuda`` for every node, places the arguments and applies the transformation). A
+tuned kernel is a ``.cuh`` leaf header (``include/``) with its own expansion class,
+registered over the generic one, without touching :mod:`sdfgsparse.ops`: SpMV's merge-path
+(:mod:`sdfgsparse.targets.cuda.spmv`) so far.
 """
 from typing import List, Type
 

@@ -29,13 +29,18 @@ from dace.transformation.interstate import GPUTransformSDFG
 from sdfgsparse._dace_compat import wrap
 from sdfgsparse import errors
 
-__all__ = ['to_gpu', 'is_lowered', 'expand_sparse_nodes', 'arguments_on_device', 'structures_of_device_arrays', 'host_accesses',
+__all__ = ['to_gpu', 'is_lowered', 'LEAF_EXPANSIONS', 'expand_sparse_nodes', 'arguments_on_device', 'structures_of_device_arrays', 'host_accesses',
            'device_twins', 'copy_twins', 'device_storage_inward',
            'with_cpu_schedules', 'PORTABLE']
 
 # the expansion of every sparse node, shared with the FPGA target (sdfgsparse.targets)
 from sdfgsparse.targets import PORTABLE, expand_sparse_nodes  # noqa: E402
 from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION  # noqa: E402 (registers the cuda implementations)
+from sdfgsparse.targets.cuda.spmv import ExpandSpMVCUDA  # noqa: E402 (registers SpMV's over the generic one)
+
+#: The ``cuda`` expansions whose kernels are leaves of ``include/*.cuh`` (where they apply);
+#: every other node takes the generic level walk of :mod:`~sdfgsparse.targets.cuda.expansions`.
+LEAF_EXPANSIONS = (ExpandSpMVCUDA, )
 
 
 def arguments_on_device(sdfg: dace.SDFG) -> List[str]:

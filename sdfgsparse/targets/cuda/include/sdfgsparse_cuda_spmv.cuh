@@ -130,7 +130,7 @@ SS_HD MergeCoord merge_path_search(long long d, const I* row_ends, long long row
 // by exactly one thread; carries are added after all threads ran (spmv_merge_fixup).
 template <typename T, typename I>
 SS_HD void spmv_merge_thread(long long t, int items, long long rows, long long nnz, const I* pos, const I* crd,
-                             const T* vals, const T* x, T* y, long long* carry_row, T* carry_value) {
+                             const T* vals, const T* x, T* y, int64_t* carry_row, T* carry_value) {
     const long long total = rows + nnz;
     long long d0 = t * (long long)items;
     long long d1 = d0 + items;
@@ -150,6 +150,28 @@ SS_HD void spmv_merge_thread(long long t, int items, long long rows, long long n
     carry_row[t] = b.row;
     carry_value[t] = sum;
 }
+
+// One thread of the carries' pass: adds thread t's carry to its row (atomically: a row that
+// spans several threads gets a carry from each). On the host (a GPU SDFG run with CPU
+// schedules, lower.with_cpu_schedules) an OpenMP atomic.
+template <typename T>
+SS_HD void spmv_merge_fixup_thread(long long t, long long rows, const int64_t* carry_row, const T* carry_value,
+                                   T* y) {
+    const long long r = carry_row[t];
+    if (r >= rows) return;
+#if defined(__CUDA_ARCH__)
+    atomicAdd(y + r, carry_value[t]);
+#elif defined(_OPENMP)
+    _Pragma("omp atomic") y[r] += carry_value[t];
+#else
+    y[r] += carry_value[t];
+#endif
+}
+
+// A tasklet's operand as a pointer, whether DaCe passed the array (a pointer) or one element
+// by value (an array of one element: its memlet has volume 1)
+template <typename T> SS_HD const T* ss_cuda_in(const T* p) { return p; }
+template <typename T> SS_HD const T* ss_cuda_in(const T& v) { return &v; }
 
 // The sum one group of TPR threads computes for a row: lane l adds entries lo + l, lo + l +
 // TPR, ...; then shuffle-down halving (lane l += lane l + off, off = TPR / 2 ... 1): lane 0's
@@ -192,7 +214,7 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_merge_kernel(long long thread
                                                                 const I* __restrict__ crd,
                                                                 const T* __restrict__ vals,
                                                                 const T* __restrict__ x, T* __restrict__ y,
-                                                                long long* __restrict__ carry_row,
+                                                                int64_t* __restrict__ carry_row,
                                                                 T* __restrict__ carry_value) {
     const long long t = (long long)blockIdx.x * SPMV_BLOCK + threadIdx.x;
     if (t < threads) spmv_merge_thread(t, items, rows, nnz, pos, crd, vals, x, y, carry_row, carry_value);
@@ -200,17 +222,17 @@ __global__ void __launch_bounds__(SPMV_BLOCK) spmv_merge_kernel(long long thread
 
 template <typename T>
 __global__ void __launch_bounds__(SPMV_BLOCK) spmv_merge_fixup(long long threads, long long rows,
-                                                               const long long* __restrict__ carry_row,
+                                                               const int64_t* __restrict__ carry_row,
                                                                const T* __restrict__ carry_value, T* y) {
     const long long t = (long long)blockIdx.x * SPMV_BLOCK + threadIdx.x;
-    if (t < threads && carry_row[t] < rows) atomicAdd(y + carry_row[t], carry_value[t]);
+    if (t < threads) spmv_merge_fixup_thread(t, rows, carry_row, carry_value, y);
 }
 
 // Launch `plan` on `stream`: y = A @ x, every pointer in device memory; the merge path needs
 // plan.carries slots of carry_row and carry_value. Returns cudaSuccess or the launch's error.
 template <typename T, typename I>
 cudaError_t spmv_launch(const SpmvPlan& plan, long long rows, long long nnz, const I* pos, const I* crd,
-                        const T* vals, const T* x, T* y, long long* carry_row, T* carry_value,
+                        const T* vals, const T* x, T* y, int64_t* carry_row, T* carry_value,
                         cudaStream_t stream) {
     if (plan.error) return cudaErrorInvalidConfiguration;
     if (plan.blocks == 0) return cudaSuccess;
