@@ -110,7 +110,7 @@ def test_gpu_program_is_a_gpu_program(prog):
     """Every map that is not nested in another runs as a GPU kernel, every argument
     array is in device memory, and no sparse library node is left; the only C++ tasklets
     are one-statement calls of the CUDA leaves (``include/*.cuh``) inside kernels: SpMV's
-    merge-path (``A @ x`` of a CSR matrix)."""
+    merge-path (``A @ x`` of a CSR matrix) and SpMM's thread per element (``A @ B``)."""
     from dace.sdfg.scope import is_devicelevel_gpu
     sdfg = gpu_sdfg(prog)
     assert lower.is_lowered(sdfg)
@@ -125,8 +125,9 @@ def test_gpu_program_is_a_gpu_program(prog):
         if isinstance(node, dace.nodes.MapEntry) and node.map.schedule == dace.ScheduleType.GPU_Device:
             kernels += 1
     assert kernels >= (4 if prog is dace_gpu_ops else 10)
-    assert leaves == {  # (each program computes an SpMV of a CSR matrix)
-        'sdfgsparse::cuda::spmv_merge_thread', 'sdfgsparse::cuda::spmv_merge_fixup_thread'}
+    spmv = {'sdfgsparse::cuda::spmv_merge_thread', 'sdfgsparse::cuda::spmv_merge_fixup_thread'}
+    # (each program computes an SpMV of a CSR matrix; gpu_dense_ops an SpMM too)
+    assert leaves == (spmv | {'sdfgsparse::cuda::spmm_row_col'} if prog is gpu_dense_ops else spmv)
     assert lower.host_accesses(sdfg) == []
     assert _device_to_device_copies(sdfg) == []
 

@@ -37,10 +37,11 @@ __all__ = ['to_gpu', 'is_lowered', 'LEAF_EXPANSIONS', 'expand_sparse_nodes', 'ar
 from sdfgsparse.targets import PORTABLE, expand_sparse_nodes  # noqa: E402
 from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION  # noqa: E402 (registers the cuda implementations)
 from sdfgsparse.targets.cuda.spmv import ExpandSpMVCUDA  # noqa: E402 (registers SpMV's over the generic one)
+from sdfgsparse.targets.cuda.spmm import ExpandSpMMCUDA  # noqa: E402 (registers SpMM's over the generic one)
 
 #: The ``cuda`` expansions whose kernels are leaves of ``include/*.cuh`` (where they apply);
 #: every other node takes the generic level walk of :mod:`~sdfgsparse.targets.cuda.expansions`.
-LEAF_EXPANSIONS = (ExpandSpMVCUDA, )
+LEAF_EXPANSIONS = (ExpandSpMVCUDA, ExpandSpMMCUDA)
 
 
 def arguments_on_device(sdfg: dace.SDFG) -> List[str]:
