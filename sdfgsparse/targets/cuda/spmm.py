@@ -20,12 +20,12 @@ from dace import dtypes
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.graph import Kernel, Operand, Scope, local
-from sdfgsparse.ops.base import member_conn
+from sdfgsparse.lowering.graph import Scope, local
 from sdfgsparse.ops.spmm import B, SpMM, Y
-from sdfgsparse.targets.cpu.builder import leaf, row_walk
+from sdfgsparse.targets.cpu.builder import leaf
 from sdfgsparse.targets.cuda.environment import SdfgsparseCUDA
 from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION
+from sdfgsparse.targets.cuda.leaves import portable, start, takes
 from sdfgsparse.targets.registry import register
 
 __all__ = ['ExpandSpMMCUDA', 'BLOCK', 'applies']
@@ -33,19 +33,9 @@ __all__ = ['ExpandSpMMCUDA', 'BLOCK', 'applies']
 #: The kernel's block: 32 columns (a warp) by 8 rows.
 BLOCK = [32, 8, 1]
 
-_FLOATS = (dace.float32, dace.float64)
-_INDICES = (dace.int32, dace.int64)
-
-
 def applies(node: SpMM, state, sdfg) -> bool:
     """Whether the column-per-thread kernel takes this node (see the module)."""
-    st = node.operand_type(state, 'A')
-    b, y = (node.connected(state, c) for c in (B, Y))
-    if node.epilogue or st.dtype not in _FLOATS or not (st.dtype == b.dtype == y.dtype):
-        return False
-    if st.index_dtype not in _INDICES or any(len(d.shape) != 2 or str(d.strides[1]) != '1' for d in (b, y)):
-        return False
-    return row_walk(Operand(st, {m: member_conn('A', m) for m in st.fmt.member_names})) is not None
+    return all(len(node.connected(state, c).shape) == 2 for c in (B, Y)) and takes(node, state, (B, Y))
 
 
 @dace.library.expansion
@@ -57,11 +47,8 @@ class ExpandSpMMCUDA(ExpandTransformation):
     @staticmethod
     def expansion(node: SpMM, state, sdfg):
         if not applies(node, state, sdfg):
-            return type(node).implementations['pure'].expansion(node, state, sdfg)
-        k = Kernel(node, state, sdfg)
-        st = node.operand_type(state, 'A')
-        A = k.operand('A', st)
-        walk = row_walk(A)
+            return portable(node, state, sdfg)
+        k, st, A, walk = start(node, state, sdfg)
         b, y = k.sdfg.arrays[B], k.sdfg.arrays[Y]
         cols = y.shape[1]
         state = k.add_state('spmm')

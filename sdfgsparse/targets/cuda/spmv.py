@@ -27,11 +27,12 @@ import sympy
 from dace import dtypes
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.lowering.graph import Kernel, local, read
+from sdfgsparse.lowering.graph import local, read
 from sdfgsparse.ops.spmv import SpMV, X, Y
-from sdfgsparse.targets.cpu.builder import leaf, row_walk
+from sdfgsparse.targets.cpu.builder import leaf
 from sdfgsparse.targets.cuda.environment import SdfgsparseCUDA
 from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION
+from sdfgsparse.targets.cuda.leaves import portable, start, takes
 from sdfgsparse.targets.registry import register
 
 __all__ = ['ExpandSpMVCUDA', 'ITEMS', 'applies']
@@ -39,21 +40,10 @@ __all__ = ['ExpandSpMVCUDA', 'ITEMS', 'applies']
 #: Merge-path items per thread (``SPMV_ITEMS`` of the header).
 ITEMS = 8
 
-_FLOATS = (dace.float32, dace.float64)
-_INDICES = (dace.int32, dace.int64)
-
 
 def applies(node: SpMV, state, sdfg) -> bool:
     """Whether the merge-path kernel takes this node (see the module)."""
-    st = node.operand_type(state, 'A')
-    x, y = (node.connected(state, c) for c in (X, Y))
-    if node.epilogue or st.dtype not in _FLOATS or not (st.dtype == x.dtype == y.dtype):
-        return False
-    if st.index_dtype not in _INDICES or any(str(d.strides[-1]) != '1' for d in (x, y)):
-        return False
-    from sdfgsparse.lowering.graph import Operand
-    from sdfgsparse.ops.base import member_conn
-    return row_walk(Operand(st, {m: member_conn('A', m) for m in st.fmt.member_names})) is not None
+    return takes(node, state, (X, Y))
 
 
 @dace.library.expansion
@@ -65,11 +55,8 @@ class ExpandSpMVCUDA(ExpandTransformation):
     @staticmethod
     def expansion(node: SpMV, state, sdfg):
         if not applies(node, state, sdfg):
-            return type(node).implementations['pure'].expansion(node, state, sdfg)
-        k = Kernel(node, state, sdfg)
-        st = node.operand_type(state, 'A')
-        A = k.operand('A', st)
-        walk = row_walk(A)
+            return portable(node, state, sdfg)
+        k, st, A, walk = start(node, state, sdfg)
         entries = k.sdfg.arrays[walk.crd].shape[0]  # (bounds the entries, pos[rows])
         # (int_ceil: sympy's ceiling of a quotient became M / 8 + n / 8 in integers, too few)
         threads = dace.symbolic.int_ceil(sympy.sympify(walk.rows) + sympy.sympify(entries), ITEMS)

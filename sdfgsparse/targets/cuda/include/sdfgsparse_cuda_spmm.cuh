@@ -10,11 +10,7 @@
 #define SDFGSPARSE_CUDA_SPMM_CUH
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SS_HD __host__ __device__ __forceinline__
-#else
-#define SS_HD static inline
-#endif
+#include "sdfgsparse_cuda.cuh"
 
 namespace sdfgsparse {
 namespace cuda {
@@ -32,5 +28,4 @@ SS_HD void spmm_row_col(long long r, long long c, const I* pos, const I* crd, co
 }  // namespace cuda
 }  // namespace sdfgsparse
 
-#undef SS_HD
 #endif  // SDFGSPARSE_CUDA_SPMM_CUH

@@ -22,11 +22,7 @@
 #define SDFGSPARSE_CUDA_SPMV_CUH
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SS_HD __host__ __device__ __forceinline__
-#else
-#define SS_HD static inline
-#endif
+#include "sdfgsparse_cuda.cuh"
 
 namespace sdfgsparse {
 namespace cuda {
@@ -168,11 +164,6 @@ SS_HD void spmv_merge_fixup_thread(long long t, long long rows, const int64_t* c
 #endif
 }
 
-// A tasklet's operand as a pointer, whether DaCe passed the array (a pointer) or one element
-// by value (an array of one element: its memlet has volume 1)
-template <typename T> SS_HD const T* ss_cuda_in(const T* p) { return p; }
-template <typename T> SS_HD const T* ss_cuda_in(const T& v) { return &v; }
-
 // The sum one group of TPR threads computes for a row: lane l adds entries lo + l, lo + l +
 // TPR, ...; then shuffle-down halving (lane l += lane l + off, off = TPR / 2 ... 1): lane 0's
 // value, in the device's order of additions (the host emulation of spmv_vector_kernel's row).
@@ -257,5 +248,4 @@ cudaError_t spmv_launch(const SpmvPlan& plan, long long rows, long long nnz, con
 }  // namespace cuda
 }  // namespace sdfgsparse
 
-#undef SS_HD
 #endif  // SDFGSPARSE_CUDA_SPMV_CUH
