@@ -29,8 +29,8 @@ from dace.transformation.interstate import GPUTransformSDFG
 from sdfgsparse._dace_compat import wrap
 from sdfgsparse import errors
 
-__all__ = ['to_gpu', 'is_lowered', 'LEAF_EXPANSIONS', 'expand_sparse_nodes', 'arguments_on_device', 'structures_of_device_arrays', 'host_accesses',
-           'device_twins', 'copy_twins', 'device_storage_inward',
+__all__ = ['to_gpu', 'is_lowered', 'LEAF_EXPANSIONS', 'expand_sparse_nodes', 'arguments_on_device',
+           'structures_of_device_arrays', 'host_accesses', 'device_twins', 'copy_twins', 'device_storage_inward',
            'with_cpu_schedules', 'PORTABLE']
 
 # the expansion of every sparse node, shared with the FPGA target (sdfgsparse.targets)
