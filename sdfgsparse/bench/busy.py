@@ -28,8 +28,8 @@ from typing import Dict, Iterator, List, Optional
 from sdfgsparse.bench.report import fastest_peer
 from sdfgsparse.bench.results import JUDGED, BenchResult, Result
 
-__all__ = ['Spinner', 'spinning', 'spinners', 'spin_core', 'spin_cores', 'spinning_text', 'BusyRow', 'busy_summary', 'format_busy_summary', 'GOAL_SINGLE',
-           'GOAL_PEER']
+__all__ = ['Spinner', 'spinning', 'spinners', 'spin_core', 'spin_cores', 'spinning_text', 'BusyRow', 'busy_summary',
+           'format_busy_summary', 'GOAL_SINGLE', 'GOAL_PEER']
 
 #: Goal: our busy time at least this fast relative to our own single-thread quiet time.
 GOAL_SINGLE = 0.9

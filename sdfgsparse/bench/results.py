@@ -26,8 +26,8 @@ timings (it was not timed); ``note`` says when sdfgsparse copied an argument. ``
 (:func:`sdfgsparse.targets.cpu.march.describe`: ``{"cpu", "compiler", "compiler_version",
 "march", "native", "vector_bytes", "flags"}``). With ``--busy`` the file holds the quiet run
 as above and beside it ``busy`` (the busy run, same schema, ``machine.busy_cores``: the cores
-the spinners held, ``machine.busy_core`` the first of them), ``single_thread`` (our single-thread quiet run, same schema; null where
-it failed) and ``busy_summary`` (``[{"kernel", "matrix", "system", "busy_s", "single_s",
+the spinners held, ``machine.busy_core`` the first of them), ``single_thread`` (our
+single-thread quiet run, same schema; null where it failed) and ``busy_summary`` (``[{"kernel", "matrix", "system", "busy_s", "single_s",
 "peer", "peer_busy_s", "vs_single", "vs_peer"}]``, :mod:`sdfgsparse.bench.busy`).
 """
 import json

@@ -8,7 +8,6 @@ device's order of shuffle additions. Their results must be scipy's over a zoo of
 indices). The kernels themselves compile with nvcc for sm_80 and sm_90 (no device needed;
 skipped without nvcc). What they do on a device is measured by ``make gpu-check``.
 """
-import os
 import shutil
 import subprocess
 
@@ -17,9 +16,7 @@ import pytest
 import scipy.sparse as sp
 
 from sdfgsparse.targets.cuda import toolchain
-
-INCLUDE = os.path.join(os.path.dirname(toolchain.__file__), 'include')
-HEADER = os.path.join(INCLUDE, 'sdfgsparse_cuda_spmv.cuh')
+from sdfgsparse.targets.cuda.environment import INCLUDE
 
 DRIVER = r'''
 #include "sdfgsparse_cuda_spmv.cuh"
@@ -96,9 +93,6 @@ int main(int argc, char** argv) {
     return rc;
 }
 '''
-
-needs_gxx = pytest.mark.skipif(shutil.which('g++') is None, reason='needs g++')
-
 
 @pytest.fixture(scope='module')
 def driver(tmp_path_factory):

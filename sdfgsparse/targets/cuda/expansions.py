@@ -32,7 +32,7 @@ from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.ops.spmv import SpMV
 from sdfgsparse.targets.registry import register
 
-__all__ = ['IMPLEMENTATION', 'NODES', 'generic_expansion']
+__all__ = ['IMPLEMENTATION', 'NODES', 'generic_expansion', 'portable']
 
 #: The name of the implementations registered here.
 IMPLEMENTATION = 'cuda'
@@ -44,20 +44,23 @@ NODES: List[Type[SparseLibraryNode]] = [
 ]
 
 
+def portable(node, state, sdfg, *args, **kwargs):
+    """The node's portable level walk (its ``pure`` expansion), looked up at expansion time so
+    that a replaced ``pure`` expansion is the one run: the generic ``cuda`` expansion, and what
+    a leaf kernel (:mod:`sdfgsparse.targets.cuda.leaves`) does not take."""
+    return type(node).implementations['pure'].expansion(node, state, sdfg, *args, **kwargs)
+
+
 def generic_expansion(node_cls: Type[SparseLibraryNode]) -> Type[ExpandTransformation]:
     """The ``cuda`` expansion class of ``node_cls``: its portable level walk, to be scheduled
     on the GPU by DaCe's GPU transformation (one class per node class: DaCe binds an
     expansion to the node it was registered on)."""
-    def expansion(node, state, sdfg, *args, **kwargs):
-        # looked up at expansion time, so that a replaced ``pure`` expansion is the one run
-        return type(node).implementations['pure'].expansion(node, state, sdfg, *args, **kwargs)
-
     cls = type(f'Expand{node_cls.__name__}CUDA', (ExpandTransformation, ), {
         '__doc__': f'The level walk of :class:`{node_cls.__module__}.{node_cls.__name__}` for the GPU '
                    '(maps that DaCe\'s GPU transformation makes kernels).',
         '__module__': __name__,
         'environments': [],
-        'expansion': staticmethod(expansion),
+        'expansion': staticmethod(portable),
     })
     return dace.library.expansion(cls)
 

@@ -4,7 +4,7 @@ A leaf kernel takes a product of a sparse operand ``A`` walked by rows (CSR, or 
 ``A.T``: :func:`~sdfgsparse.targets.cpu.builder.row_walk`) with float32 or float64 values and
 int32 or int64 indices, dense operands and result of A's dtype, their last dimension of unit
 stride, and no fused epilogue; every other product keeps the generic level walk
-(:func:`~sdfgsparse.targets.cuda.expansions.generic_expansion`).
+(:func:`~sdfgsparse.targets.cuda.expansions.portable`).
 """
 import dace
 
@@ -12,7 +12,7 @@ from sdfgsparse.lowering.graph import Kernel, Operand
 from sdfgsparse.ops.base import member_conn
 from sdfgsparse.targets.cpu.builder import row_walk
 
-__all__ = ['FLOATS', 'INDICES', 'takes', 'portable', 'start']
+__all__ = ['FLOATS', 'INDICES', 'takes', 'start']
 
 FLOATS = (dace.float32, dace.float64)
 INDICES = (dace.int32, dace.int64)
@@ -27,11 +27,6 @@ def takes(node, state, dense) -> bool:
     if any(d.dtype != st.dtype or str(d.strides[-1]) != '1' for d in descs):
         return False
     return row_walk(Operand(st, {m: member_conn('A', m) for m in st.fmt.member_names})) is not None
-
-
-def portable(node, state, sdfg):
-    """The node's generic level walk (its ``pure`` expansion), for what a leaf does not take."""
-    return type(node).implementations['pure'].expansion(node, state, sdfg)
 
 
 def start(node, state, sdfg):

@@ -24,14 +24,15 @@ from sdfgsparse.lowering.graph import Scope, local
 from sdfgsparse.ops.spmm import B, SpMM, Y
 from sdfgsparse.targets.cpu.builder import leaf
 from sdfgsparse.targets.cuda.environment import SdfgsparseCUDA
-from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION
-from sdfgsparse.targets.cuda.leaves import portable, start, takes
+from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION, portable
+from sdfgsparse.targets.cuda.leaves import start, takes
 from sdfgsparse.targets.registry import register
 
 __all__ = ['ExpandSpMMCUDA', 'BLOCK', 'applies']
 
 #: The kernel's block: 32 columns (a warp) by 8 rows.
 BLOCK = [32, 8, 1]
+
 
 def applies(node: SpMM, state, sdfg) -> bool:
     """Whether the column-per-thread kernel takes this node (see the module)."""

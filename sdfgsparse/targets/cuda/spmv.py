@@ -31,8 +31,8 @@ from sdfgsparse.lowering.graph import local, read
 from sdfgsparse.ops.spmv import SpMV, X, Y
 from sdfgsparse.targets.cpu.builder import leaf
 from sdfgsparse.targets.cuda.environment import SdfgsparseCUDA
-from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION
-from sdfgsparse.targets.cuda.leaves import portable, start, takes
+from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION, portable
+from sdfgsparse.targets.cuda.leaves import start, takes
 from sdfgsparse.targets.registry import register
 
 __all__ = ['ExpandSpMVCUDA', 'ITEMS', 'applies']
