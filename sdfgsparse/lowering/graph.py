@@ -270,6 +270,23 @@ class Kernel:
             params.append(var)
         return Scope(state, entries, exits, params)
 
+    def grid(self, state: SDFGState, ranges: Sequence[Tuple[str, object, object]],
+             block: Optional[Sequence[int]] = None) -> Scope:
+        """One map over all of ``ranges`` (``(param, begin, end)``, end exclusive; bounds that
+        read no array), ``Default`` schedule: where :meth:`scope` opens a map per range (the
+        inner ones sequential), every dimension here is parallel. ``block``: the map's
+        ``gpu_block_size`` (DaCe's GPU code puts the last range on ``threadIdx.x``)."""
+        bounds = {}
+        for var, b, e in ranges:
+            b, e = sympy.sympify(b), sympy.sympify(e)
+            if _has_read(b) or _has_read(e):
+                raise NotImplementedError(f'grid bound of {var}: a bound that reads an array needs scope()')
+            bounds[var] = f'{_s(b)}:{_s(e)}'
+        me, mx = state.add_map(f'{self.sdfg.name}_{"".join(bounds)}', bounds, schedule=dtypes.ScheduleType.Default)
+        if block is not None:
+            me.map.gpu_block_size = list(block)
+        return Scope(state, [me], [mx], list(bounds))
+
     def entries(self, state: SDFGState, A: Operand, inner: Sequence[Tuple[str, object, object]] = (),
                 parallel: bool = True, outer: Optional[Scope] = None) -> Scope:
         """Maps over the stored entries of ``A`` (its levels' loops, outermost first), then

@@ -18,13 +18,16 @@ Pieces, each a few states appended to the kernel:
   indexed by the entry's value slot (a parallel map, no cursor); slots that hold no entry
   (ELL padding, out-of-range DIA slots, an intermediate result's capacity beyond its
   count) keep the *sentinel* ``(rows, cols)``.
+* :func:`scan` — a prefix sum in three steps (pieces' sums in parallel, their prefix,
+  pieces' positions in parallel), where a kernel class has no own (the cpu kernels' is
+  :func:`sequential_scan`).
 * :func:`counting_sort` — a stable counting sort of lists by a key in ``[0, extent]``
   (``extent``: the sentinels' bucket, last): a map counting with atomic ``wcr``, a
-  sequential prefix-sum loop, a sequential scatter loop.
+  :func:`scan`, a sequential scatter loop.
 * :func:`compress_lists` — lists sorted by column, then by row (two counting sorts:
   O(n + rows + cols), no comparisons), duplicates summed into a CSR storage.
 * :func:`count_fill` — the two-pass row-parallel shape: a parallel map counting each
-  result row (a Python tasklet per row), a sequential prefix sum into ``pos``, a parallel
+  result row (a Python tasklet per row), a prefix sum into ``pos`` (:func:`scan`), a parallel
   map filling each row at ``pos[row]``. :func:`dedupe_rows` (sum equal columns of sorted
   rows) and :func:`merge_rows` (union or intersection of two canonical row sets) use it
   through :func:`row_step`, where a kernel class may put its own steps (the cpu leaves).
@@ -46,7 +49,7 @@ from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import COUNTED, SEGMENT
 from sdfgsparse.lowering.graph import SUM, Kernel, Operand, Scope, read
 
-__all__ = ['Rows', 'EntryLists', 'row_major', 'tasklet', 'scan', 'new_lists', 'sentinel_fill', 'expand_entries',
+__all__ = ['Rows', 'EntryLists', 'row_major', 'tasklet', 'scan', 'sequential_scan', 'SCAN_CHUNK', 'new_lists', 'sentinel_fill', 'expand_entries',
            'counting_sort', 'compress_lists', 'count_fill', 'row_step', 'dedupe_rows', 'merge_rows', 'canonical_rows',
            'product_lists', 'ROW']
 
@@ -144,9 +147,49 @@ def tasklet(k: Kernel, scope: Scope, label: str, code: str, inputs: Dict[str, st
     return t
 
 
+#: Entries per piece of :func:`scan`'s chunked prefix sum.
+SCAN_CHUNK = 1024
+
+
 def scan(k: Kernel, label: str, counts: str, positions: str, n):
-    """``positions[0] = 0; positions[i + 1] = positions[i] + counts[i]`` for ``i < n``:
-    a sequential loop."""
+    """``positions[0] = 0; positions[i + 1] = positions[i] + counts[i]`` for ``i < n``, by
+    the kernel class's own ``scan`` where it has one (the cpu kernels: :func:`sequential_scan`),
+    else in pieces of :data:`SCAN_CHUNK` entries:
+
+    1. a parallel map over the pieces, each summing its counts (a Python tasklet's loop);
+    2. one tasklet: the pieces' sums' prefix (``ceil(n / SCAN_CHUNK)`` steps) and
+       ``positions[n]``;
+    3. a parallel map over the pieces, each writing its positions from its start.
+
+    Three steps whatever ``n``: on a GPU three kernels (a loop of states would launch one
+    kernel per entry), on a CPU parallel pieces."""
+    own = getattr(type(k), 'scan', None)
+    if own is not None:
+        return own(k, label, counts, positions, n)
+    n = sympy.sympify(n)
+    if n.is_Number and n < 2:  # (an array of one element reaches a tasklet as a scalar)
+        return sequential_scan(k, label, counts, positions, n)
+    pieces = dace.symbolic.int_ceil(n, SCAN_CHUNK)
+    # (one more slot than pieces: never an array of one element)
+    sums = k.transient(f'{label}_sums', [pieces + 1], dace.int64)
+    starts = k.transient(f'{label}_starts', [pieces + 1], dace.int64)
+    c = _name(k, f'{label}_c')
+    bounds = f'u_i = {c} * {SCAN_CHUNK}\nu_e = u_i + {SCAN_CHUNK}\nif u_e > {pyexpr(n)}:\n    u_e = {pyexpr(n)}\n'
+    sc = k.scope(k.add_state(f'{label}_sums'), [(c, 0, pieces)], [_PAR])
+    tasklet(k, sc, f'{label}_sums', bounds + 'u_s = 0\nwhile u_i < u_e:\n    u_s = u_s + _cnt[u_i]\n'
+            '    u_i = u_i + 1\n_sum = u_s\n', {'_cnt': counts}, {'_sum': f'{sums}[{c}]'})
+    tasklet(k, Scope.at(k.add_state(f'{label}_starts')), f'{label}_starts',
+            f'u_acc = 0\nu_j = 0\nwhile u_j < {pyexpr(pieces)}:\n    _st[u_j] = u_acc\n'
+            '    u_acc = u_acc + _sum[u_j]\n    u_j = u_j + 1\n_total = u_acc\n', {'_sum': sums},
+            {'_st': starts, '_total': f'{positions}[{pyexpr(n)}]'})
+    sc = k.scope(k.add_state(f'{label}_positions'), [(c, 0, pieces)], [_PAR])
+    tasklet(k, sc, f'{label}_positions', bounds + 'u_acc = _st\nwhile u_i < u_e:\n    _pos[u_i] = u_acc\n'
+            '    u_acc = u_acc + _cnt[u_i]\n    u_i = u_i + 1\n', {'_cnt': counts, '_st': f'{starts}[{c}]'},
+            {'_pos': positions})
+
+
+def sequential_scan(k: Kernel, label: str, counts: str, positions: str, n):
+    """:func:`scan` as one sequential loop of states (a state per entry)."""
     k.compute(Scope.at(k.add_state(f'{label}_start')), (positions, [0]), 0, label=f'{label}_start')
     i = sympy.Symbol(_name(k, f'{label}_i'))
     body = k.loop(f'{label}_scan', str(i), 0, n)
@@ -190,25 +233,28 @@ def counting_sort(k: Kernel, label: str, n, key: str, extent, moves: Sequence[Tu
     entries), if given, receives where each key's run begins (``starts[extent]``: the
     number of keys below ``extent``).
 
-    Counting is a parallel map (atomic ``wcr``), the prefix sum and the scatter are
-    sequential loops (the scatter keeps equal keys in list order)."""
-    cnt = k.transient(f'{label}_cnt', [sympy.sympify(extent) + 2], dace.int64)
-    k.fill(k.add_state(f'{label}_zero'), cnt)
+    Counting is a parallel map (atomic ``wcr``), the prefix sum a :func:`scan`, the
+    scatter a sequential loop of states (it keeps equal keys in list order; on a GPU a
+    kernel per entry)."""
+    hist = k.transient(f'{label}_hist', [sympy.sympify(extent) + 1], dace.int64)
+    k.fill(k.add_state(f'{label}_zero'), hist)
     state = k.add_state(f'{label}_count')
     q = sympy.Symbol(_name(k, f'{label}_q'))
     sc = k.scope(state, [(str(q), 0, n)], [_PAR])
-    k.compute(sc, (cnt, [read(key, q) + 1]), 1, wcr=SUM, label=f'{label}_count')
-    c = sympy.Symbol(_name(k, f'{label}_c'))
-    body = k.loop(f'{label}_prefix', str(c), 0, sympy.sympify(extent) + 1)
-    k.compute(Scope.at(body), (cnt, [c + 1]), read(cnt, c + 1) + read(cnt, c), label=f'{label}_prefix')
+    k.compute(sc, (hist, [read(key, q)]), 1, wcr=SUM, label=f'{label}_count')
+    cnt = k.transient(f'{label}_cnt', [sympy.sympify(extent) + 2], dace.int64)
+    scan(k, f'{label}_prefix', hist, cnt, sympy.sympify(extent) + 1)  # cnt[c]: the keys below c
     if starts is not None:
         state = k.add_state(f'{label}_starts')
         s = sympy.Symbol(_name(k, f'{label}_s'))
         sc = k.scope(state, [(str(s), 0, sympy.sympify(extent) + 1)], [_PAR])
         k.compute(sc, (starts, [s]), read(cnt, s), label=f'{label}_starts')
+    # a loop of states (the cursors live across iterations; as one tasklet's loop the cursors
+    # would be a transient written and never read afterwards, whose removal by DaCe 1.0.2's
+    # dead-dataflow pass fails on a Python tasklet's array connector); the slot into a local
+    # first: DaCe 1.0.2 garbles an array read inside an output's index
     p = _name(k, f'{label}_p')
     body = k.loop(f'{label}_scatter', p, 0, n)
-    # the slot into a local first: DaCe 1.0.2 garbles an array read inside an output's index
     code = ['u_d = _cin[_key]'] + [f'_o{j}[u_d] = _s{j}' for j in range(len(moves))] + ['_cout[_key] = u_d + 1']
     inputs = {'_key': f'{key}[{p}]', '_cin': cnt}
     inputs.update({f'_s{j}': f'{src}[{p}]' for j, (src, _) in enumerate(moves)})
@@ -239,7 +285,7 @@ def count_fill(k: Kernel, label: str, rows, out: Rows, count_code: str, fill_cod
     1. *count*: a parallel map over ``rows`` (parameter :data:`ROW`) whose Python tasklet
        runs ``count_code`` with ``inputs`` (connector -> whole array) and writes the row's
        count to ``_cnt``;
-    2. *positions*: ``out.pos`` as the prefix sum of the counts (a sequential loop);
+    2. *positions*: ``out.pos`` as the prefix sum of the counts (:func:`scan`);
     3. *fill*: a parallel map over ``rows`` running ``fill_code`` with ``inputs`` and
        ``fill_inputs`` (the values, which counting does not read), ``_op``
        (``out.pos``) and the outputs ``_oc`` / ``_ov`` (``out.crd`` / ``out.vals``), which
@@ -440,7 +486,7 @@ def product_lists(k: Kernel, label: str, A: Operand, B: Rows, n, vdtype, cols) -
 
     1. a parallel map over A's entries records, per value slot, the length and start of
        the row of B it meets, its row and its value (slots without an entry: length 0);
-    2. a sequential prefix sum of the lengths gives each slot's first product;
+    2. a prefix sum (:func:`scan`) of the lengths gives each slot's first product;
     3. a parallel map over the slots, with a map over the slot's products inside (a
        dynamic range), writes them."""
     na = A.nvals

@@ -2,7 +2,7 @@
 concatenation of canonical row sets (:func:`concat_rows`).
 
 Like :mod:`sdfgsparse.lowering.graph_compress`, everything is built with DaCe's SDFG API
-on :class:`~sdfgsparse.lowering.graph.Kernel` (maps, a sequential prefix sum, Python
+on :class:`~sdfgsparse.lowering.graph.Kernel` (maps, a prefix sum, Python
 tasklets), no C++ text.
 """
 from typing import Sequence, Tuple
@@ -43,7 +43,7 @@ def concat_rows(k: Kernel, label: str, parts: Sequence[Tuple[Rows, object, objec
     a canonical result; no sort.
 
     1. *count*: a parallel map per part writes (or adds) its row lengths at its rows;
-    2. *positions*: ``out.pos`` as their prefix sum (a sequential loop);
+    2. *positions*: ``out.pos`` as their prefix sum (:func:`~sdfgsparse.lowering.graph_compress.scan`);
     3. *fill*: a parallel map per part copies each of its rows at the row's cursor
        (``out.pos`` of the row, advanced past what an earlier part wrote there); a
        kernel class may build this step itself (``concat_fill(k, label, parts, cur,

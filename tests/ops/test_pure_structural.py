@@ -141,9 +141,12 @@ def check_pure_sdfg(prog, classes=OURS):
     assert {type(n) for n in ours} >= set(classes), {type(n).__name__ for n in ours}
     assert all(n.implementation == 'pure' for n in ours), [(n.label, n.implementation) for n in ours]
     expanded = expanded_pure(sdfg)
-    # the data-dependent steps are state-machine loops (prefix sums, stable scatters)
+    # the data-dependent steps are stable scatters (state-machine loops) and prefix sums in
+    # pieces (maps and a tasklet with a loop inside: no loop of states, on a GPU a kernel each)
     assert any(isinstance(e.data, dace.InterstateEdge) and e.data.assignments
                for g in expanded.all_sdfgs_recursive() for e in g.edges())
+    codes = [n.code.as_string for n, _ in expanded.all_nodes_recursive() if isinstance(n, dace.nodes.Tasklet)]
+    assert any('while (u_j <' in c for c in codes), 'no prefix sum in pieces'
 
 
 def _pairs(fmt, dtype):

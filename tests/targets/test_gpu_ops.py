@@ -110,7 +110,8 @@ def test_gpu_program_is_a_gpu_program(prog):
     """Every map that is not nested in another runs as a GPU kernel, every argument
     array is in device memory, and no sparse library node is left; the only C++ tasklets
     are one-statement calls of the CUDA leaves (``include/*.cuh``) inside kernels: SpMV's
-    merge-path (``A @ x`` of a CSR matrix) and SpMM's thread per element (``A @ B``)."""
+    merge-path (``A @ x`` of a CSR matrix), SpMM's thread per element (``A @ B``) and SDDMM's
+    warp per row."""
     from dace.sdfg.scope import is_devicelevel_gpu
     sdfg = gpu_sdfg(prog)
     assert lower.is_lowered(sdfg)
@@ -126,8 +127,9 @@ def test_gpu_program_is_a_gpu_program(prog):
             kernels += 1
     assert kernels >= (4 if prog is dace_gpu_ops else 10)
     spmv = {'sdfgsparse::cuda::spmv_merge_thread', 'sdfgsparse::cuda::spmv_merge_fixup_thread'}
-    # (each program computes an SpMV of a CSR matrix; gpu_dense_ops an SpMM too)
-    assert leaves == (spmv | {'sdfgsparse::cuda::spmm_row_col'} if prog is gpu_dense_ops else spmv)
+    # (each program computes an SpMV of a CSR matrix; gpu_dense_ops an SpMM and an SDDMM too)
+    dense = {'sdfgsparse::cuda::spmm_row_col', 'sdfgsparse::cuda::sddmm_row_lane'}
+    assert leaves == (spmv | dense if prog is gpu_dense_ops else spmv)
     assert lower.host_accesses(sdfg) == []
     assert _device_to_device_copies(sdfg) == []
 
@@ -342,3 +344,25 @@ def test_structured_gpu_program_runs_on_the_gpu(rng):
     got = built(**{k: ss.to_device(v) for k, v in args.items()})
     for k, (g, w) in enumerate(zip(got, structured_reference(**args))):
         np.testing.assert_allclose(_fetched(g).reshape(w.shape), w, **tol(np.float64), err_msg=f'result {k}')
+
+
+@dace.program
+def gpu_merges(A: T, B: ss.CSR[dace.float64, M, N]):
+    return A + B, A - B, A * B
+
+
+@pytest.mark.parametrize('rows', [1, 1023, 1024, 1025, 2600])  # (SCAN_CHUNK is 1024)
+def test_merges_on_the_gpu_launch_kernels_per_step_not_per_row(rows, rng):
+    """``A ± B`` and ``A * B`` on the GPU: count, prefix sum, fill as maps and tasklets (the
+    prefix sum in pieces of ``SCAN_CHUNK`` rows: three kernels, no loop of states, which
+    would launch a kernel per row); with CPU schedules they agree with scipy at the pieces'
+    boundaries."""
+    sdfg = gpu_sdfg(gpu_merges)
+    assert not [e for g in sdfg.all_sdfgs_recursive() for e in g.edges() if e.data.assignments]
+    cpu = _SDFGS.setdefault('gpu_merges_cpu', ss.compile(lower.with_cpu_schedules(sdfg)))
+    A = sp.random_array((rows, 37), density=0.1, format='csr', rng=rng)
+    B = sp.random_array((rows, 37), density=0.1, format='csr', rng=rng)
+    for got, want in zip(cpu(A=A, B=B), (A + B, A - B, A * B)):
+        got = sp.csr_array(got)
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_allclose(got.toarray(), want.toarray(), rtol=1e-14, atol=0)

@@ -226,16 +226,18 @@ def test_kernels_compile_with_nvcc(tmp_path, arch):
     calls = ''.join(
         f'  if (spmv_launch<{t}, {i}>(p, 1, 1, ({i}*)0, ({i}*)0, ({t}*)0, ({t}*)0, ({t}*)0, (int64_t*)0, ({t}*)0, s)'
         ' != cudaSuccess) return 1;\n' for t in ('float', 'double') for i in ('int32_t', 'int64_t'))
-    # the leaves the GPU SDFGs call from their kernels (targets/cuda/spmv.py, spmm.py), device code too
+    # the leaves the GPU SDFGs call from their kernels (targets/cuda/spmv.py, spmm.py, sddmm.py), device code too
     leaf_kernels = ''.join(
         f'__global__ void leaves_{t}_{i}(const {i}* p, const {i}* c, const {t}* v, const {t}* x, {t}* y, '
         f'int64_t* cr, {t}* cv) {{\n'
         f'  const long long t = blockIdx.x * blockDim.x + threadIdx.x;\n'
         f'  spmv_merge_thread<{t}>(t, 8, 10, p[10], p, c, v, ss_cuda_in(x), y, cr, cv);\n'
         f'  spmv_merge_fixup_thread<{t}>(t, 10, cr, cv, y);\n'
-        f'  spmm_row_col<{t}>(t / 4, t % 4, p, c, v, x, 4, y, 4);\n}}\n'
+        f'  spmm_row_col<{t}>(t / 4, t % 4, p, c, v, x, 4, y, 4);\n'
+        f'  sddmm_row_lane<{t}>(t / 32, t % 32, p, c, v, x, 4, x, 1, 4, 4, y);\n}}\n'
         for t in ('float', 'double') for i in ('int32_t', 'int64_t'))
     src.write_text('#include "sdfgsparse_cuda_spmv.cuh"\n#include "sdfgsparse_cuda_spmm.cuh"\n'
+                   '#include "sdfgsparse_cuda_sddmm.cuh"\n'
                    'using namespace sdfgsparse::cuda;\n'
                    'int launch_all(const SpmvPlan& p, cudaStream_t s) {\n' + calls + '  return 0;\n}\n' + leaf_kernels)
     out = subprocess.run([toolchain.nvcc_path(), '-c', f'-arch={arch}', '-std=c++17', '-Werror', 'all-warnings',

@@ -33,7 +33,7 @@ from sdfgsparse.formats import SparseType, is_sparse_desc
 from sdfgsparse.formats.levels import COUNTED, SEGMENT, member
 from sdfgsparse.lowering.graph import (SUM, Kernel, Local, Operand, Scope, chain, emit, epilogue_code, epilogue_pass,
                                        local, read, reduce_local)
-from sdfgsparse.lowering.graph_compress import ROW, Rows, scan
+from sdfgsparse.lowering.graph_compress import ROW, Rows, scan, sequential_scan
 from sdfgsparse.targets.cpu import storage_check
 from sdfgsparse.targets.cpu.team import TeamWork, add_teams, row_maps
 
@@ -130,6 +130,12 @@ class CpuKernel(Kernel):
         self.balance(var)
         self.team(var, TeamWork(walk.pos, pyexpr(sympy.sympify(walk.rows)), pyexpr(sympy.sympify(scale))))
         return self.scope(state, [(var, 0, walk.rows)], [dtypes.ScheduleType.Default])
+
+    def scan(self, label: str, counts: str, positions: str, n) -> None:
+        """:func:`~sdfgsparse.lowering.graph_compress.scan` as one sequential loop (a cpu
+        kernel's loop of states is a C loop; the pieces' parallel maps would cost two OpenMP
+        regions per prefix sum)."""
+        sequential_scan(self, label, counts, positions, n)
 
     def row_step(self, label: str, kind: str, rows, out: Rows, inputs: Dict[str, str], fill_inputs: Dict[str, str],
                  sign: int = 1) -> None:

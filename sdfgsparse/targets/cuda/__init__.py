@@ -3,8 +3,9 @@
 - :mod:`.toolchain` — nvcc and CUDA devices on this machine;
 - :mod:`.compat` — what makes DaCe 1.0.2's CUDA build work with CUDA 13;
 - :mod:`.lower` — a sparse SDFG turned into a GPU SDFG (:func:`to_gpu`);
-- :mod:`.spmv` — SpMV's merge-path kernel (leaves of ``include/sdfgsparse_cuda_spmv.cuh``,
-  :mod:`.environment`);
+- :mod:`.spmv`, :mod:`.spmm`, :mod:`.sddmm` — SpMV's merge-path kernel, SpMM's thread per
+  element and SDDMM's warp per row (leaves of ``include/sdfgsparse_cuda_*.cuh``,
+  :mod:`.environment`; :mod:`.leaves`: which products they take);
 - :mod:`.device` — arguments of GPU programs: device arrays, host-argument checks.
 
 :func:`install` (run on ``import sdfgsparse``) installs the CUDA 13 build fixes

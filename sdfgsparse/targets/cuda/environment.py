@@ -15,7 +15,8 @@ __all__ = ['SdfgsparseCUDA', 'INCLUDE', 'HEADERS']
 #: The folder of the CUDA headers.
 INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include')
 #: What every program with a ``cuda`` leaf includes.
-HEADERS = ['sdfgsparse_cuda.cuh', 'sdfgsparse_cuda_spmv.cuh', 'sdfgsparse_cuda_spmm.cuh']
+HEADERS = ['sdfgsparse_cuda.cuh', 'sdfgsparse_cuda_spmv.cuh', 'sdfgsparse_cuda_spmm.cuh',
+           'sdfgsparse_cuda_sddmm.cuh']
 
 
 @dace.library.environment

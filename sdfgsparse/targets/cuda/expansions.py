@@ -6,7 +6,8 @@ turns its maps into kernels, as it does for any SDFG (:func:`sdfgsparse.targets.
 chooses ``cuda`` for every node, places the arguments and applies the transformation). A
 tuned kernel is a ``.cuh`` leaf header (``include/``) with its own expansion class,
 registered over the generic one, without touching :mod:`sdfgsparse.ops`: SpMV's merge-path
-(:mod:`sdfgsparse.targets.cuda.spmv`) so far.
+(:mod:`sdfgsparse.targets.cuda.spmv`), SpMM's thread per element (:mod:`.spmm`) and SDDMM's
+warp per row (:mod:`.sddmm`) so far.
 """
 from typing import List, Type
 

@@ -38,10 +38,11 @@ from sdfgsparse.targets import PORTABLE, expand_sparse_nodes  # noqa: E402
 from sdfgsparse.targets.cuda.expansions import IMPLEMENTATION  # noqa: E402 (registers the cuda implementations)
 from sdfgsparse.targets.cuda.spmv import ExpandSpMVCUDA  # noqa: E402 (registers SpMV's over the generic one)
 from sdfgsparse.targets.cuda.spmm import ExpandSpMMCUDA  # noqa: E402 (registers SpMM's over the generic one)
+from sdfgsparse.targets.cuda.sddmm import ExpandSDDMMCUDA  # noqa: E402 (registers SDDMM's over the generic one)
 
 #: The ``cuda`` expansions whose kernels are leaves of ``include/*.cuh`` (where they apply);
 #: every other node takes the generic level walk of :mod:`~sdfgsparse.targets.cuda.expansions`.
-LEAF_EXPANSIONS = (ExpandSpMVCUDA, ExpandSpMMCUDA)
+LEAF_EXPANSIONS = (ExpandSpMVCUDA, ExpandSpMMCUDA, ExpandSDDMMCUDA)
 
 
 def arguments_on_device(sdfg: dace.SDFG) -> List[str]:

@@ -16,11 +16,9 @@ by narrower groups, speed measured on a device.
 import dace
 import dace.library
 import sympy
-from dace import dtypes
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse._symbolic import pyexpr
-from sdfgsparse.lowering.graph import Scope, local
+from sdfgsparse.lowering.graph import local
 from sdfgsparse.ops.spmm import B, SpMM, Y
 from sdfgsparse.targets.cpu.builder import leaf
 from sdfgsparse.targets.cuda.environment import SdfgsparseCUDA
@@ -52,14 +50,7 @@ class ExpandSpMMCUDA(ExpandTransformation):
         k, st, A, walk = start(node, state, sdfg)
         b, y = k.sdfg.arrays[B], k.sdfg.arrays[Y]
         cols = y.shape[1]
-        state = k.add_state('spmm')
-        # one map of two dimensions (the builder's scope opens a map per range: the inner one
-        # would run sequentially inside the kernel)
-        me, mx = state.add_map(f'{k.sdfg.name}_rc', {'r': f'0:{pyexpr(sympy.sympify(walk.rows))}',
-                                                      'c': f'0:{pyexpr(sympy.sympify(cols))}'},
-                               schedule=dtypes.ScheduleType.Default)
-        me.map.gpu_block_size = list(BLOCK)
-        sc = Scope(state, [me], [mx], ['r', 'c'])
+        sc = k.grid(k.add_state('spmm'), [('r', 0, walk.rows), ('c', 0, cols)], BLOCK)
         r, c = sympy.Symbol('r'), sympy.Symbol('c')
         leaf(k, sc, 'spmm_row_col',
              f'sdfgsparse::cuda::spmm_row_col<{st.dtype.ctype}>(_tr, _tcol, _tp, _tc, _tv, _tb, _tldb, _ty, _tldy);',
