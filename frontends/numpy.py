@@ -390,7 +390,7 @@ def _sparse_nnz(pv, sdfg, state, a):
     if _is_view(sdfg, a) or base.concat_of(sdfg, a) is not None or st.fmt.name in ('ELL', 'DIA') or \
             st.fmt.name.rstrip('T') in ('ELL', 'DIA'):
         return _sum_node(sdfg, state, a, [1], -1, dace.int64, count=True, pv=pv)
-    return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
+    return st.fmt.counts(st.shape, st.sizes)[-1]
 
 
 # ---------------------------------------------------------------------- sparse with sparse
@@ -399,7 +399,7 @@ def _csr_type(dtype, rows, cols, itype, cap):
 
 
 def _vals_count(st):
-    return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
+    return st.fmt.counts(st.shape, st.sizes)[-1]
 
 
 def _index_type(*sts):

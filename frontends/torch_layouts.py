@@ -251,7 +251,7 @@ def value_slots(fmt_name: str, rows: int, cols: int, index: List[torch.Tensor]) 
     if set(fmt.size_keys) - set(sizes):
         raise errors.UnsupportedOperationError(f'sdfgsparse layouts: {fmt!r} sizes its values by more than its '
                                                'index members; use CSR, COO, BSR or a structured layout')
-    return int(fmt.counts(rows, cols, sizes)[-1])
+    return int(fmt.counts((rows, cols), sizes)[-1])
 
 
 def _setup(ctx, inputs, output):

@@ -36,7 +36,7 @@ def _sym(expr) -> sympy.Expr:
 
 
 def _nnz(st: SparseType) -> sympy.Expr:
-    return _sym(st.fmt.counts(st.rows, st.cols, st.sizes)[-1])
+    return _sym(st.fmt.counts(st.shape, st.sizes)[-1])
 
 
 def _shape(node, state, conn):

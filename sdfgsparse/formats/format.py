@@ -29,7 +29,7 @@ from sdfgsparse.formats.levels import Compressed, Dense, Level, LevelLoop, LoopC
 
 __all__ = [
     'SparseFormat', 'SparseType', 'sparse_type_of', 'is_sparse_desc', 'register_format', 'get_format',
-    'widen_size_symbols', 'LoopNest'
+    'widen_size_symbols', 'LoopNest', 'matrix_coord'
 ]
 
 _FORMATS: Dict[str, 'SparseFormat'] = {}
@@ -95,12 +95,14 @@ def get_format(name: str) -> 'SparseFormat':
 
 
 class SparseFormat:
-    """A matrix format as a stack of levels.
+    """A sparse format (of a matrix, or of a tensor of any rank) as a stack of levels.
 
-    :param name: catalogue name (``CSR``); also the structure-name prefix.
+    :param name: catalogue name (``CSR``, ``COO3``); also the structure-name prefix.
     :param levels: the levels, outermost first.
-    :param extents: ``f(rows, cols) -> [extent of level k]`` (coordinate range of each level).
-    :param dims: Python expressions of the (row, col) coordinates in terms of ``c{k}``.
+    :param extents: ``f(*shape) -> [extent of level k]`` (coordinate range of each level;
+                    ``f(rows, cols)`` for a matrix).
+    :param dims: Python expressions of the tensor's coordinates (a matrix's row and column)
+                 in terms of the levels' coordinates ``c{k}``; their number is the rank.
     :param scipy_format: scipy's format name holding the same arrays, if any.
     :param transpose_of: name of the format this one is the transposed view of, if any.
     """
@@ -122,6 +124,11 @@ class SparseFormat:
         self.transpose_name = transpose_name
         self.block = tuple(block)
         self.__doc__ = doc or f'{name} sparse matrix format: levels {self.levels}.'
+
+    @property
+    def rank(self) -> int:
+        """The number of dimensions of the tensors stored in this format (2: a matrix)."""
+        return len(self.dims)
 
     # ------------------------------------------------------------------ structure
     @property
@@ -154,9 +161,9 @@ class SparseFormat:
                 return d
         return None
 
-    def counts(self, rows, cols, sizes) -> List[object]:
-        """Number of positions of each level (symbolic)."""
-        ext = self.extents(rows, cols)
+    def counts(self, shape, sizes) -> List[object]:
+        """Number of positions of each level (symbolic), for a tensor of ``shape``."""
+        ext = self.extents(*shape)
         res = []
         parent = 1
         for k, lvl in enumerate(self.levels):
@@ -164,9 +171,9 @@ class SparseFormat:
             res.append(parent)
         return res
 
-    def member_shapes(self, rows, cols, sizes) -> Dict[str, object]:
-        counts = self.counts(rows, cols, sizes)
-        ext = dict(enumerate(self.extents(rows, cols)))
+    def member_shapes(self, shape, sizes) -> Dict[str, object]:
+        counts = self.counts(shape, sizes)
+        ext = dict(enumerate(self.extents(*shape)))
         shapes = {}
         parent = 1
         for k, lvl in enumerate(self.levels):
@@ -176,12 +183,13 @@ class SparseFormat:
         return shapes
 
     # ------------------------------------------------------------------ iteration
-    def loops(self, rows, cols, sizes: Dict[str, object]) -> 'LoopNest':
+    def loops(self, shape, sizes: Dict[str, object]) -> 'LoopNest':
         """The iteration over stored entries as symbolic objects (see :class:`LoopNest`).
 
-        :param rows, cols, sizes: symbolic shape and sizes of the operand.
+        :param shape, sizes: symbolic shape (a tuple of the tensor's rank) and sizes of the
+                             operand.
         """
-        ctx = LoopContext(extent=dict(enumerate(self.extents(rows, cols))), sizes=dict(sizes))
+        ctx = LoopContext(extent=dict(enumerate(self.extents(*shape))), sizes=dict(sizes))
         levels = []
         parent = None
         for k, lvl in enumerate(self.levels):
@@ -189,14 +197,17 @@ class SparseFormat:
             ctx.coords[k] = parent.coord
             levels.append(parent)
         coords = {f'c{k}': l.coord for k, l in enumerate(levels)}
-        row, col = (sympy.sympify(d, locals={n: sympy.Symbol(n) for n in coords}).xreplace(
+        dims = tuple(sympy.sympify(d, locals={n: sympy.Symbol(n) for n in coords}).xreplace(
             {sympy.Symbol(n): e for n, e in coords.items()}) for d in self.dims)
-        return LoopNest(levels, row, col, self.member_names)
+        return LoopNest(levels, dims, self.member_names)
 
     # ------------------------------------------------------------------ views
     @property
     def T(self) -> 'SparseFormat':
-        """The transposed view: the same storage, row and column coordinates swapped."""
+        """The transposed view: the same storage, row and column coordinates swapped (a
+        matrix format's)."""
+        if self.rank != 2:
+            raise errors.UnsupportedOperationError(f'{self!r}: .T of a rank-{self.rank} format')
         name = self.transpose_name or (self.name[:-1] if self.name.endswith('T') and self.name[:-1] in _FORMATS
                                        else self.name + 'T')
         if name in _FORMATS:
@@ -216,22 +227,35 @@ class SparseFormat:
     # ------------------------------------------------------------------ annotation
     def __getitem__(self, args) -> dace.data.Structure:
         """``FMT[value_dtype, rows, cols]`` or ``FMT[value_dtype, rows, cols, dace.int64]``
-        (index dtype; int32 by default). Size symbols can be named through :meth:`type`."""
+        (index dtype; int32 by default); a tensor format takes as many dimensions as its rank
+        (``ss.COO[dace.float64, I, J, K]``). Size symbols can be named through :meth:`type`."""
         if not isinstance(args, tuple):
             args = (args, )
         return self.type(*args).structure()
 
-    def type(self, dtype, rows, cols, *extra, **sizes) -> 'SparseType':
-        index_dtype = dace.int32
-        for e in extra:
-            if isinstance(e, dace.typeclass):
+    def with_rank(self, rank: int) -> 'SparseFormat':
+        """This format for tensors of ``rank`` dimensions (formats of one rank: itself, or a
+        ShapeError)."""
+        if rank != self.rank:
+            raise errors.ShapeError(f'{self!r} stores tensors of {self.rank} dimensions, not {rank}' +
+                                    ('; ss.COO and ss.CSF store tensors of any rank' if self.rank == 2 else ''))
+        return self
+
+    def type(self, dtype, *args, **sizes) -> 'SparseType':
+        index_dtype, shape = None, []
+        for e in args:
+            if index_dtype is None and isinstance(e, dace.typeclass):
                 index_dtype = e
-            elif isinstance(e, type) and issubclass(e, np.integer):
+            elif index_dtype is None and isinstance(e, type) and issubclass(e, np.integer):
                 index_dtype = dace.dtype_to_typeclass(e)
+            elif index_dtype is None and _is_dimension(e):
+                shape.append(e)
             else:
-                raise TypeError(f'{self.name}[...]: unexpected annotation argument {e!r}; expected an index dtype '
-                                '(dace.int32 or dace.int64)')
-        return SparseType(self, dtype, rows, cols, index_dtype, sizes)
+                raise TypeError(f'{self.name}[...]: unexpected annotation argument {e!r}; expected a dimension '
+                                '(a symbol, a number or a string) or, last, an index dtype (dace.int32 or dace.int64)')
+        if len(shape) < 1:
+            raise TypeError(f'{self.name}[...]: no dimensions given')
+        return SparseType(self.with_rank(len(shape)), dtype, tuple(shape), index_dtype or dace.int32, sizes)
 
     def __repr__(self):
         return getattr(self, 'spelling', None) or f'ss.{self.name}'
@@ -239,16 +263,24 @@ class SparseFormat:
 
 class LoopNest:
     """A full iteration over the stored entries of a format: its levels' loops, outermost
-    first (:class:`~sdfgsparse.formats.levels.LevelLoop`), the matrix ``row`` and ``col``
-    of an entry and the position ``value_pos`` of its value, all symbolic; storage reads
-    are :func:`~sdfgsparse.formats.levels.member` applications named by ``members``."""
+    first (:class:`~sdfgsparse.formats.levels.LevelLoop`), the tensor ``coords`` of an entry
+    (a matrix's ``row`` and ``col``) and the position ``value_pos`` of its value, all
+    symbolic; storage reads are :func:`~sdfgsparse.formats.levels.member` applications named
+    by ``members``."""
 
-    def __init__(self, levels: List[LevelLoop], row, col, members: Sequence[str]):
+    def __init__(self, levels: List[LevelLoop], coords: Sequence, members: Sequence[str]):
         self.levels = levels
-        self.row = row
-        self.col = col
+        self.coords = tuple(coords)
         self.value_pos = levels[-1].pos
         self.members = list(members)
+
+    @property
+    def row(self):
+        return matrix_coord(self.coords, 0)
+
+    @property
+    def col(self):
+        return matrix_coord(self.coords, 1)
 
     @property
     def guards(self) -> list:
@@ -279,6 +311,23 @@ def widen_size_symbols(sdfg) -> None:
                 g.symbols[name] = dace.int64
 
 
+def matrix_coord(coords, d: int):
+    """A matrix's row (``d`` 0) or column (1) of ``coords`` (an UnsupportedOperationError
+    for a tensor of another rank: 2-D code must not read a tensor as a matrix)."""
+    if len(coords) != 2:
+        raise errors.UnsupportedOperationError(f'a rank-{len(coords)} tensor has no {("rows", "columns")[d]}: '
+                                               'this operation takes matrices')
+    return coords[d]
+
+
+def _is_dimension(v) -> bool:
+    """Whether an annotation argument is a dimension: a number, a string or a symbolic
+    expression (not a dtype)."""
+    if isinstance(v, bool):
+        return False
+    return isinstance(v, (int, np.integer, str)) or dace.symbolic.issymbolic(v) or isinstance(v, sympy.Basic)
+
+
 def _typename(t: dace.typeclass) -> str:
     return t.to_string() if hasattr(t, 'to_string') else str(t)
 
@@ -291,9 +340,10 @@ def _size(v):
 
 
 class SparseType:
-    """An annotated sparse matrix type: format, value/index dtypes, shape and size symbols."""
+    """An annotated sparse type (a matrix, or a tensor of the format's rank): format,
+    value/index dtypes, shape and size symbols."""
 
-    def __init__(self, fmt: SparseFormat, dtype, rows, cols, index_dtype=dace.int32, sizes=None, uid=None):
+    def __init__(self, fmt: SparseFormat, dtype, shape, index_dtype=dace.int32, sizes=None, uid=None):
         if not isinstance(dtype, dace.typeclass):
             dtype = dace.dtype_to_typeclass(dtype)
         if dtype not in VALUE_DTYPES:
@@ -304,11 +354,12 @@ class SparseType:
         self.fmt = fmt
         self.dtype = dtype
         self.index_dtype = index_dtype
-        self.rows, self.cols = (_size(dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v)
-                                for v in (rows, cols))
+        if len(shape) != fmt.rank:
+            raise errors.ShapeError(f'{fmt!r}: a shape of {len(shape)} dimensions for a rank-{fmt.rank} format')
+        self.shape = tuple(_size(dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v) for v in shape)
         sizes = dict(sizes or {})
         if uid is None:
-            uid = _site_uid((fmt.name, _typename(dtype), str(self.rows), str(self.cols), _typename(index_dtype)) +
+            uid = _site_uid((fmt.name, _typename(dtype), *map(str, self.shape), _typename(index_dtype)) +
                             tuple(sorted((k, str(v)) for k, v in sizes.items())))
         for key in fmt.size_keys:
             if key not in sizes:
@@ -318,30 +369,48 @@ class SparseType:
         self.sizes = sizes
 
     @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def rows(self):
+        """A matrix's rows (an UnsupportedOperationError for a tensor of another rank)."""
+        return matrix_coord(self.shape, 0)
+
+    @property
+    def cols(self):
+        """A matrix's columns (an UnsupportedOperationError for a tensor of another rank)."""
+        return matrix_coord(self.shape, 1)
+
+    @property
+    def dim_keys(self) -> Tuple[str, ...]:
+        """The structure members that hold symbolic dimensions: ``rows`` / ``cols`` of a
+        matrix, ``dim0`` ... of a tensor of another rank."""
+        return ('rows', 'cols') if self.rank == 2 else tuple(f'dim{d}' for d in range(self.rank))
+
+    @property
     def name(self) -> str:
         # Constant dimensions are part of the type name (a Structure member cannot be a
-        # plain integer in DaCe 1.0.2); symbolic ones are members ``rows`` / ``cols``.
-        dims = ''.join(f'_{tag}{int(v)}' for tag, v in (('r', self.rows), ('c', self.cols))
-                       if not dace.symbolic.issymbolic(v))
+        # plain integer in DaCe 1.0.2); symbolic ones are members (:attr:`dim_keys`).
+        if self.rank == 2:
+            dims = ''.join(f'_{tag}{int(v)}' for tag, v in zip('rc', self.shape) if not dace.symbolic.issymbolic(v))
+        else:
+            dims = ''.join(f'_d{d}x{int(v)}' for d, v in enumerate(self.shape) if not dace.symbolic.issymbolic(v))
         return f'ss_{self.fmt.name}_{_typename(self.dtype)}_{_typename(self.index_dtype)}{dims}'
 
     @property
-    def shape(self):
-        return (self.rows, self.cols)
-
-    @property
     def T(self) -> 'SparseType':
-        return SparseType(self.fmt.T, self.dtype, self.cols, self.rows, self.index_dtype, self.sizes, uid=-1)
+        return SparseType(self.fmt.T, self.dtype, (self.cols, self.rows), self.index_dtype, self.sizes, uid=-1)
 
     def member_shapes(self):
-        return self.fmt.member_shapes(self.rows, self.cols, self.sizes)
+        return self.fmt.member_shapes(self.shape, self.sizes)
 
     def structure(self, transient: bool = False) -> dace.data.Structure:
         members = {}
         for name, size in self.member_shapes().items():
             dt = self.dtype if name == 'vals' else self.index_dtype
             members[name] = dace.data.Array(dt, [_size(size)])
-        for key, v in (('rows', self.rows), ('cols', self.cols)):
+        for key, v in zip(self.dim_keys, self.shape):
             if dace.symbolic.issymbolic(v):
                 members[key] = _settable(v)
         return dace.data.Structure(members, name=self.name, transient=transient)
@@ -349,13 +418,13 @@ class SparseType:
     @property
     def free_symbols(self):
         res = set()
-        for v in (self.rows, self.cols, *self.sizes.values()):
+        for v in (*self.shape, *self.sizes.values()):
             if dace.symbolic.issymbolic(v):
                 res |= {str(s) for s in sympy.sympify(v).free_symbols}
         return res
 
     def __repr__(self):
-        return f'{self.fmt!r}[{self.dtype}, {self.rows}, {self.cols}, index={self.index_dtype}]'
+        return f'{self.fmt!r}[{self.dtype}, {", ".join(map(str, self.shape))}, index={self.index_dtype}]'
 
 
 _AUTO_SIZE = re.compile(r'ss[0-9a-f]{8}_\w+')
@@ -378,13 +447,13 @@ def own_size_symbols(descs) -> None:
         auto = {k: str(v) for k, v in st.sizes.items() if _AUTO_SIZE.fullmatch(str(v))}
         if set(auto.values()) & seen:
             sizes = {k: (f'{auto[k]}_{name}' if k in auto else v) for k, v in st.sizes.items()}
-            own = SparseType(st.fmt, st.dtype, st.rows, st.cols, st.index_dtype, sizes, uid=-1)
+            own = SparseType(st.fmt, st.dtype, st.shape, st.index_dtype, sizes, uid=-1)
             descs[name] = own.structure(transient=desc.transient)
         seen |= set(auto.values())
 
 
 _NAME_RE = re.compile(r'ss_(?P<fmt>\w+?)_(?P<dt>float32|float64|int32|int64)_(?P<it>int32|int64)'
-                      r'(_r(?P<r>\d+))?(_c(?P<c>\d+))?')
+                      r'(_r(?P<r>\d+))?(_c(?P<c>\d+))?(?P<dims>(_d\d+x\d+)*)')
 
 
 def is_sparse_desc(desc) -> bool:
@@ -480,8 +549,12 @@ def _sparse_type_of(desc: dace.data.Structure) -> SparseType:
     def sym(v):
         return _unwrapped(dace.symbolic.pystr_to_symbolic(v) if isinstance(v, str) else v)
 
-    rows = int(m.group('r')) if m.group('r') else sym(members['rows'])
-    cols = int(m.group('c')) if m.group('c') else sym(members['cols'])
+    if fmt.rank == 2:
+        shape = (int(m.group('r')) if m.group('r') else sym(members['rows']),
+                 int(m.group('c')) if m.group('c') else sym(members['cols']))
+    else:
+        fixed = {int(d): int(v) for d, v in re.findall(r'_d(\d+)x(\d+)', m.group('dims') or '')}
+        shape = tuple(fixed[d] if d in fixed else sym(members[f'dim{d}']) for d in range(fmt.rank))
     sizes = {}
     for k, lvl in enumerate(fmt.levels):
         if isinstance(lvl, Compressed):
@@ -490,7 +563,7 @@ def _sparse_type_of(desc: dace.data.Structure) -> SparseType:
             sizes['nd'] = members[f'off{k}'].shape[0]
     if 'K' in fmt.size_keys:
         # slots per entry of the outer level: rows for ELL, columns for its transposed view
-        sizes['K'] = sympy.simplify(members['vals'].shape[0] / fmt.extents(rows, cols)[0])
+        sizes['K'] = sympy.simplify(members['vals'].shape[0] / fmt.extents(*shape)[0])
     if 'L' in fmt.size_keys:
         sizes['L'] = sympy.simplify(members['vals'].shape[0] / sizes['nd'])
-    return SparseType(fmt, dtype, rows, cols, itype, sizes, uid=-1)
+    return SparseType(fmt, dtype, shape, itype, sizes, uid=-1)

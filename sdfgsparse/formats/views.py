@@ -224,7 +224,7 @@ def apply_steps(nest: LoopNest, steps: Sequence[Step]) -> LoopNest:
         k = _level_of(levels, e)
         levels[k] = _with_guard(levels[k], sympy.And(*guard))
         dims[s.axis] = _one(s.count, q if m == 1 else int_floor(q, m))
-    return LoopNest(levels, dims[0], dims[1], nest.members)
+    return LoopNest(levels, (dims[0], dims[1]), nest.members)
 
 
 def _membership(q, m: int, count) -> list:
@@ -277,14 +277,14 @@ class ViewFormat(SparseFormat):
         super().__init__(f'{bf.name}View', bf.levels, lambda r, c: bf.extents(base.rows, base.cols), bf.dims,
                          scipy_format=None, transpose_name=None, block=(1, 1),
                          doc=f'A view of {bf.name} storage: {self.steps}.')
-        nest = self.loops(None, None, base.sizes)
+        nest = self.loops(None, base.sizes)
         lead = nest.levels[0]
         self.dims = tuple('c0' if (d == lead.var and lead.coord == lead.var) else str(d) for d in (nest.row, nest.col))
         self._nest = nest
 
-    def loops(self, rows, cols, sizes) -> LoopNest:
+    def loops(self, shape, sizes) -> LoopNest:
         b = self.base
-        return apply_steps(b.fmt.loops(b.rows, b.cols, sizes), self.steps)
+        return apply_steps(b.fmt.loops(b.shape, sizes), self.steps)
 
     @property
     def outer_dim(self) -> Optional[int]:
@@ -347,5 +347,5 @@ def view_type(st: SparseType, steps: Sequence[Step]) -> SparseType:
         else:
             shape[s.axis] = s.count
     fmt = ViewFormat(base, steps)
-    return SparseType(fmt, base.dtype, shape[0], shape[1], base.index_dtype, base.sizes, uid=-1)
+    return SparseType(fmt, base.dtype, (shape[0], shape[1]), base.index_dtype, base.sizes, uid=-1)
 

@@ -36,6 +36,7 @@ from dace.sdfg.state import SDFGState
 
 from sdfgsparse._symbolic import integral, pyexpr
 from sdfgsparse.formats import SparseType, is_sparse_desc
+from sdfgsparse.formats.format import matrix_coord
 from sdfgsparse.formats.levels import LevelLoop
 
 __all__ = ['Kernel', 'connector_desc', 'Operand', 'Scope', 'Local', 'read', 'array_reads', 'emit', 'local', 'reduce_local', 'fill', 'leaf',
@@ -99,7 +100,7 @@ class Operand:
     def __init__(self, st: SparseType, conns: Dict[str, str]):
         self.type = st
         self.conns = dict(conns)
-        nest = st.fmt.loops(st.rows, st.cols, st.sizes)
+        nest = st.fmt.loops(st.shape, st.sizes)
         ren = {sympy.Function(m): sympy.Function(c) for m, c in conns.items()}
 
         def rn(e):
@@ -112,7 +113,17 @@ class Operand:
             LevelLoop(l.kind, rn(l.coord), rn(l.pos), l.var, rn(l.begin), rn(l.end), rn(l.guard), rn(l.base))
             for l in nest.levels
         ]
-        self.row, self.col, self.pos = rn(nest.row), rn(nest.col), rn(nest.value_pos)
+        self.coords = tuple(rn(c) for c in nest.coords)
+        self.pos = rn(nest.value_pos)
+
+    @property
+    def row(self) -> sympy.Expr:
+        """A matrix entry's row (:attr:`coords` of a tensor of any rank)."""
+        return matrix_coord(self.coords, 0)
+
+    @property
+    def col(self) -> sympy.Expr:
+        return matrix_coord(self.coords, 1)
 
     @property
     def vals(self) -> str:
@@ -131,7 +142,7 @@ class Operand:
     @property
     def nvals(self):
         st = self.type
-        return st.fmt.counts(st.rows, st.cols, st.sizes)[-1]
+        return st.fmt.counts(st.shape, st.sizes)[-1]
 
 
 class Scope:

@@ -90,9 +90,9 @@ class StorageCheck:
         r, c = sympy.Symbol('_rows', integer=True), sympy.Symbol('_cols', integer=True)
         sizes = {k: sympy.Symbol(k, integer=True) for k in fmt.size_keys}
         self._extents = [None if e is None else compile_int(e) for e in fmt.extents(r, c)]
-        self._counts = [compile_int(e) for e in fmt.counts(r, c, sizes)]
+        self._counts = [compile_int(e) for e in fmt.counts((r, c), sizes)]
         # members no level checks the length of (V:N:M's column table)
-        shapes = fmt.member_shapes(r, c, sizes)
+        shapes = fmt.member_shapes((r, c), sizes)
         self._tables = [(f'sel{k}', compile_int(shapes[f'sel{k}'])) for k, lvl in enumerate(fmt.levels)
                         if isinstance(lvl, Indirect)]
         self._levels = []

@@ -261,7 +261,7 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
         raise type(ex)(f'{argname}: {ex}') from None
     if st is None:  # the value's own index width (torch's default int64 passes zero-copy)
         it = dace.int64 if _index_dtype_of(value, arrays) == np.int64 else dace.int32
-        st = SparseType(fmt, _value_dtype(arrays['vals'].dtype, argname), f'{argname}_rows', f'{argname}_cols',
+        st = SparseType(fmt, _value_dtype(arrays['vals'].dtype, argname), (f'{argname}_rows', f'{argname}_cols'),
                         it, {k: f'{argname}_{k}' for k in fmt.size_keys})
     if fmt.name != st.fmt.name:
         given = fmt.name
@@ -388,7 +388,7 @@ def validate_storage(fmt: SparseFormat, arrays, shape, sizes, argname: str):
     rows, cols = shape
     ext = [None if e is None else int(e) for e in fmt.extents(rows, cols)]
     counts = [int(dace.symbolic.evaluate(c, {})) if dace.symbolic.issymbolic(c) else int(c)
-              for c in fmt.counts(rows, cols, sizes)]
+              for c in fmt.counts((rows, cols), sizes)]
     expect_vals = counts[-1]
     if arrays['vals'].size != expect_vals:
         raise errors.IndptrError(f'{argname}: {_size_mismatch(fmt, arrays, expect_vals)}')
@@ -396,7 +396,7 @@ def validate_storage(fmt: SparseFormat, arrays, shape, sizes, argname: str):
     for k, lvl in enumerate(fmt.levels):
         lvl.validate(k, arrays, parent, ext[k] if ext[k] is not None else 0, argname, sizes)
         parent = counts[k]
-    for name, size in fmt.member_shapes(rows, cols, sizes).items():  # what no level checks (V:N:M's table)
+    for name, size in fmt.member_shapes((rows, cols), sizes).items():  # what no level checks (V:N:M's table)
         want = int(dace.symbolic.evaluate(size, {})) if dace.symbolic.issymbolic(size) else int(size)
         if arrays[name].size != want:
             raise errors.IndptrError(f'{argname}: {name} has {arrays[name].size} entries, expected {want}')

@@ -335,7 +335,7 @@ def _sparse_step(slot: SparseSlot, entry, syms: _Symbols, defined: set) -> dict:
     fmt = slot.fmt
     # the parent level's extent is rows (CSR) or cols (CSC); the compressed level's the other
     r, c = dace.symbolic.symbol('_rows'), dace.symbolic.symbol('_cols')
-    counts = fmt.counts(r, c, {'n1': dace.symbolic.symbol('n1')})
+    counts = fmt.counts((r, c), {'n1': dace.symbolic.symbol('n1')})
     extent = fmt.extents(r, c)[1]
     dims = {str(r): 0, str(c): 1}
     if str(counts[0]) not in dims or str(extent) not in dims or str(counts[-1]) != 'n1':

@@ -165,8 +165,12 @@ def test_transposed_format_is_the_twin():
 def test_bad_annotations():
     with pytest.raises(errors.DTypeError, match='value dtype bool is not supported'):
         ss.CSR[dace.bool, M, N]
-    with pytest.raises(TypeError, match='unexpected annotation argument'):
+    with pytest.raises(errors.ShapeError, match='stores tensors of 2 dimensions, not 3; ss.COO and ss.CSF'):
         ss.CSR[dace.float64, M, N, 'nnz']
+    with pytest.raises(TypeError, match='unexpected annotation argument'):
+        ss.CSR[dace.float64, M, N, dace.int64, 'nnz']
+    with pytest.raises(TypeError, match='unexpected annotation argument'):
+        ss.CSR[dace.float64, M, 1.5]
     with pytest.raises(errors.DTypeError, match='index dtype .* not supported'):
         ss.CSR[dace.float64, M, N, dace.int16]
 

@@ -378,7 +378,7 @@ def plain_row_walk(nest) -> bool:
 def row_walk(A: Operand) -> Optional[RowWalk]:
     """The :class:`RowWalk` of ``A`` when its loop nest is a plain row walk, else None."""
     st = A.type
-    nest = st.fmt.loops(st.rows, st.cols, st.sizes)
+    nest = st.fmt.loops(st.shape, st.sizes)
     if not plain_row_walk(nest) or 'pos1' not in A.conns or 'crd1' not in A.conns:
         return None
     outer = nest.levels[0]

@@ -82,7 +82,7 @@ def emit_spmm_t(k, st, A, y: str, b: str, ctype: str):
 def _base_type(st):
     """The type of the matrix ``st`` is the transposed view of."""
     from sdfgsparse.formats import SparseType
-    return SparseType(get_format(st.fmt.transpose_name), st.dtype, st.cols, st.rows, st.index_dtype, st.sizes, uid=-1)
+    return SparseType(get_format(st.fmt.transpose_name), st.dtype, (st.cols, st.rows), st.index_dtype, st.sizes, uid=-1)
 
 
 def _members(st, conns):

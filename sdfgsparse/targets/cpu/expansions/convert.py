@@ -73,7 +73,7 @@ def ordered_walk(st) -> bool:
     stored = fmt.base.fmt
     if not _sorted_rows(stored):
         return False
-    base_nest = stored.loops(fmt.base.rows, fmt.base.cols, fmt.base.sizes)
+    base_nest = stored.loops(fmt.base.shape, fmt.base.sizes)
     if base_nest.row != base_nest.levels[0].var:  # the outer level enumerates the rows
         return False
     return all(isinstance(s, Reshape) or (isinstance(s, Slice) and s.step > 0) for s in steps)
