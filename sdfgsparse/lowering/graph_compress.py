@@ -38,6 +38,8 @@ Pieces, each a few states appended to the kernel:
 
 Explicit zeros (stored ones, or from cancellation) are kept.
 """
+import contextlib
+import contextvars
 import itertools
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -49,7 +51,7 @@ from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.formats.levels import COUNTED, SEGMENT
 from sdfgsparse.lowering.graph import SUM, Kernel, Operand, Scope, read
 
-__all__ = ['Rows', 'EntryLists', 'row_major', 'tasklet', 'scan', 'sequential_scan', 'SCAN_CHUNK', 'new_lists', 'sentinel_fill', 'expand_entries',
+__all__ = ['Rows', 'EntryLists', 'row_major', 'tasklet', 'scan', 'sequential_scan', 'sequential_scans', 'SCAN_CHUNK', 'new_lists', 'sentinel_fill', 'expand_entries',
            'counting_sort', 'compress_lists', 'count_fill', 'row_step', 'dedupe_rows', 'merge_rows', 'canonical_rows',
            'product_lists', 'ROW']
 
@@ -150,16 +152,30 @@ def tasklet(k: Kernel, scope: Scope, label: str, code: str, inputs: Dict[str, st
 #: Entries per piece of :func:`scan`'s chunked prefix sum.
 SCAN_CHUNK = 1024
 
+_SEQUENTIAL_SCANS = contextvars.ContextVar('sdfgsparse_sequential_scans', default=False)
+
+
+@contextlib.contextmanager
+def sequential_scans():
+    """Within: :func:`scan` builds :func:`sequential_scan` for every kernel (the FPGA target:
+    its loops pipeline, and its lowering reads sparse results through member views only,
+    which the pieces' whole-array writes of positions are not)."""
+    token = _SEQUENTIAL_SCANS.set(True)
+    try:
+        yield
+    finally:
+        _SEQUENTIAL_SCANS.reset(token)
+
 
 def scan(k: Kernel, label: str, counts: str, positions: str, n):
     """``positions[0] = 0; positions[i + 1] = positions[i] + counts[i]`` for ``i < n``, by
-    the kernel class's own ``scan`` where it has one (the cpu kernels: :func:`sequential_scan`),
-    else in pieces of :data:`SCAN_CHUNK` entries:
+    the kernel class's own ``scan`` where it has one (the cpu kernels: :func:`sequential_scan`;
+    every kernel within :func:`sequential_scans`), else in pieces of :data:`SCAN_CHUNK` entries:
 
     1. a parallel map over the pieces, each summing its counts (a Python tasklet's loop);
-    2. one tasklet: the pieces' sums' prefix (``ceil(n / SCAN_CHUNK)`` steps) and
-       ``positions[n]``;
-    3. a parallel map over the pieces, each writing its positions from its start.
+    2. one tasklet: the pieces' sums' prefix (``ceil(n / SCAN_CHUNK)`` steps);
+    3. a parallel map over the pieces, each writing its positions from its start, and one
+       more iteration writing ``positions[n]``.
 
     Three steps whatever ``n``: on a GPU three kernels (a loop of states would launch one
     kernel per entry), on a CPU parallel pieces."""
@@ -167,7 +183,7 @@ def scan(k: Kernel, label: str, counts: str, positions: str, n):
     if own is not None:
         return own(k, label, counts, positions, n)
     n = sympy.sympify(n)
-    if n.is_Number and n < 2:  # (an array of one element reaches a tasklet as a scalar)
+    if _SEQUENTIAL_SCANS.get() or (n.is_Number and n < 2):  # (an array of one element reaches a tasklet as a scalar)
         return sequential_scan(k, label, counts, positions, n)
     pieces = dace.symbolic.int_ceil(n, SCAN_CHUNK)
     # (one more slot than pieces: never an array of one element)
@@ -180,12 +196,12 @@ def scan(k: Kernel, label: str, counts: str, positions: str, n):
             '    u_i = u_i + 1\n_sum = u_s\n', {'_cnt': counts}, {'_sum': f'{sums}[{c}]'})
     tasklet(k, Scope.at(k.add_state(f'{label}_starts')), f'{label}_starts',
             f'u_acc = 0\nu_j = 0\nwhile u_j < {pyexpr(pieces)}:\n    _st[u_j] = u_acc\n'
-            '    u_acc = u_acc + _sum[u_j]\n    u_j = u_j + 1\n_total = u_acc\n', {'_sum': sums},
-            {'_st': starts, '_total': f'{positions}[{pyexpr(n)}]'})
-    sc = k.scope(k.add_state(f'{label}_positions'), [(c, 0, pieces)], [_PAR])
+            '    u_acc = u_acc + _sum[u_j]\n    u_j = u_j + 1\n_st[u_j] = u_acc\n', {'_sum': sums}, {'_st': starts})
+    # (the pieces and one more, which writes positions[n]: every position in one state)
+    sc = k.scope(k.add_state(f'{label}_positions'), [(c, 0, pieces + 1)], [_PAR])
     tasklet(k, sc, f'{label}_positions', bounds + 'u_acc = _st\nwhile u_i < u_e:\n    _pos[u_i] = u_acc\n'
-            '    u_acc = u_acc + _cnt[u_i]\n    u_i = u_i + 1\n', {'_cnt': counts, '_st': f'{starts}[{c}]'},
-            {'_pos': positions})
+            f'    u_acc = u_acc + _cnt[u_i]\n    u_i = u_i + 1\nif {c} == {pyexpr(pieces)}:\n'
+            f'    _pos[{pyexpr(n)}] = u_acc\n', {'_cnt': counts, '_st': f'{starts}[{c}]'}, {'_pos': positions})
 
 
 def sequential_scan(k: Kernel, label: str, counts: str, positions: str, n):

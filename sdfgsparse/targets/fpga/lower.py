@@ -37,6 +37,7 @@ import dace
 
 from sdfgsparse import errors
 from sdfgsparse._warnings import benign_dace_warnings
+from sdfgsparse.lowering.graph_compress import sequential_scans
 from sdfgsparse.targets import expand_sparse_nodes
 from sdfgsparse.targets.fpga import streaming
 
@@ -162,7 +163,7 @@ def to_fpga(sdfg: dace.SDFG, design: Optional[streaming.Design] = None) -> dace.
     take the streaming ``design`` (:mod:`.streaming`; ``Design()`` when None)."""
     if is_lowered(sdfg):
         return sdfg
-    with quiet():
+    with quiet(), sequential_scans():  # (prefix sums as pipelined loops)
         return _to_fpga(sdfg, design)
 
 
