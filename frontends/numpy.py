@@ -24,12 +24,15 @@ from dace.symbolic import int_floor
 from sdfgsparse import errors
 from sdfgsparse import formats as _formats
 from sdfgsparse._dace_compat import wrap
-from sdfgsparse.formats import CSC, CSR, SparseFormat, is_parsing_ours, is_sparse_desc, sparse_type_of
+from sdfgsparse.formats import CSC, CSR, SparseFormat, SparseType, is_parsing_ours, is_sparse_desc, sparse_type_of
 from sdfgsparse.lowering.epilogue import NAN_UFUNC_CODE
 from sdfgsparse.formats.views import Reshape, Slice, Transpose, decode_steps, normalise_slice
 from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.dense_spmm import DenseSpMM
+from sdfgsparse.ops.einsum import OUT as EINSUM_OUT
+from sdfgsparse.ops.einsum import (SparseEinsum, SparsePrefixEinsum, dense_conn, index_extents, parse_spec,
+                                   result_shape, sparse_result)
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.reduce import SparseSum, sum_dtype
 from sdfgsparse.ops.sddmm import SDDMM
@@ -1105,7 +1108,64 @@ def _np_reshape(pv, sdfg, state, a, newshape, order='C'):
 
 
 #: DaCe's function name -> the sparse implementation used when an operand is sparse
+# ---------------------------------------------------------------------- einsum
+def _np_einsum(pv, sdfg, state, subscripts, *operands, optimize=False, **kwargs):
+    """``np.einsum(subscripts, ...)`` with one sparse operand (a tensor of any rank) and
+    dense arrays: a :class:`~sdfgsparse.ops.einsum.SparseEinsum` node into a dense result,
+    or a :class:`~sdfgsparse.ops.einsum.SparsePrefixEinsum` into a sparse matrix where the
+    result's indices are the operand's two outer levels (``ijk,k->ij``: TTV). ``optimize``
+    is a hint NumPy may ignore; ``out``, ``dtype``, ``order`` and ``casting`` are not
+    supported here."""
+    found = _sparse_operands(sdfg, operands)
+    if kwargs:
+        raise _unsupported(f'numpy.einsum with {", ".join(sorted(kwargs))}', found, sdfg)
+    if len(found) != 1:
+        raise errors.UnsupportedOperationError(
+            f'np.einsum: {", ".join(_shown(n, sdfg) for n in found)} are sparse; a contraction of one sparse operand '
+            'with dense ones is supported (convert the others to dense arrays)')
+    text = getattr(subscripts, 'value', subscripts)
+    if not isinstance(text, str):
+        raise errors.ArgumentError(f'np.einsum: the subscripts must be a string literal, got {subscripts!r}')
+    for op in operands:
+        if not (isinstance(op, str) and op in sdfg.arrays):
+            raise errors.UnsupportedOperationError(f'np.einsum {text!r}: operand {op!r} is not an array of the '
+                                                   'program (numbers and expressions: bind them to a name first)')
+    sparse = operands.index(found[0])
+    spec = parse_spec(text, len(operands), sparse)
+    st = _stype(sdfg, found[0])
+    if st.rank != len(spec.inputs[sparse]):
+        raise errors.ShapeError(f'np.einsum {text!r}: {_shown(found[0], sdfg)} has {st.rank} dimensions, its '
+                                f'subscripts {spec.inputs[sparse]!r} {len(spec.inputs[sparse])}')
+    dense = [op for k, op in enumerate(operands) if k != sparse]
+    shapes = []
+    for op, subs in zip(dense, spec.dense_inputs):
+        shape = list(sdfg.arrays[op].shape)
+        if len(shape) != len(subs) and not (not subs and shape == [1]):
+            raise errors.ShapeError(f'np.einsum {text!r}: operand {op} has {len(shape)} dimensions, its subscripts '
+                                    f'{subs!r} {len(subs)}')
+        shapes.append(shape)
+    ext = index_extents(spec, st.shape, shapes)
+    for what, subs, shape in [(_shown(found[0], sdfg), spec.inputs[sparse], st.shape)] + list(zip(dense,
+                                                                                               spec.dense_inputs,
+                                                                                               shapes)):
+        for c, size in zip(subs, shape):
+            require_equal(sdfg, ext[c], size, f'np.einsum {text!r}: index {c} of {what}')
+    dtypes = [sdfg.arrays[op].dtype for op in dense]
+    dtype = dace.dtypes.result_type_of(st.dtype, *dtypes) if dtypes else st.dtype
+    dense_in = {dense_conn(k): op for k, op in enumerate(dense)}
+    fmt = sparse_result(spec, st.fmt)
+    if fmt is not None:  # a matrix on the operand's outer levels: sparse, their pattern
+        out_type = SparseType(fmt, dtype, tuple(ext[c] for c in spec.output), st.index_dtype,
+                              {key: st.sizes[key] for key in fmt.size_keys})
+        return _insert(state, SparsePrefixEinsum(spec=spec.text, sparse=sparse), {'A': found[0]}, dense_in,
+                       sparse_out=('out', out_type, 'einsum'))
+    out, _ = sdfg.add_temp_transient(result_shape(spec, ext), dtype)
+    return _insert(state, SparseEinsum(spec=spec.text, sparse=sparse), {'A': found[0]}, dense_in,
+                   dense_out=(EINSUM_OUT, out))
+
+
 SPARSE_FUNCTIONS = {
+    'numpy.einsum': _np_einsum,
     'numpy.copy': _np_copy,
     'numpy.transpose': _np_transpose,
     'numpy.concatenate': _np_concatenate,

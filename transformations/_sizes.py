@@ -16,4 +16,4 @@ def size_values(sdfg, sizes: Optional[Mapping[str, int]] = None) -> Dict[str, in
 def stored_slots(st, values: Mapping[str, int]) -> Optional[int]:
     """Value slots of a sparse type (the last of its format's level counts) given symbol
     values; None when unknown."""
-    return evaluate(st.fmt.counts(st.rows, st.cols, st.sizes)[-1], values)
+    return evaluate(st.fmt.counts(st.shape, st.sizes)[-1], values)

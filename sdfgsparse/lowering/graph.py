@@ -208,7 +208,7 @@ class Kernel:
 
     def operand(self, prefix: str, st: SparseType) -> Operand:
         """The sparse operand wired to the node's ``_<prefix>_<member>`` connectors, seen as ``st``."""
-        self._add_symbols(s for e in (st.rows, st.cols, *getattr(st.fmt, 'symbol_exprs', ()))  # a view's bounds
+        self._add_symbols(s for e in (*st.shape, *getattr(st.fmt, 'symbol_exprs', ()))  # a view's bounds
                           for s in sympy.sympify(e).free_symbols)
         return Operand(st, {m: f'_{prefix}_{m}' for m in st.fmt.member_names})
 

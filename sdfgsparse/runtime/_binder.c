@@ -1397,6 +1397,64 @@ static PyObject *row_length_sum(PyObject *self, PyObject *args) {
 }
 #undef SS_ROW_SUM
 
+/* level_ok(pos, crd, extent, ordered, unique): whether one compressed level's storage is valid
+ * (pos None: a root level spanning all of crd): pos[0] == 0, pos never decreasing, pos[-1] ==
+ * len(crd); every coordinate in [0, extent); with ordered, each segment's coordinates
+ * increasing (strictly with unique). True, False (a problem: the caller's NumPy checks then
+ * find and name it), or None where an array is not a C-contiguous int32 / int64 buffer. One
+ * pass in C: NumPy's checks of a 480K-entry CSF tensor's levels took about 20 ms per call. */
+#define SS_LEVEL_OK(TP, TC)                                                                 \
+    {                                                                                       \
+        const TC *c = (const TC *)cb.buf;                                                   \
+        if (has_pos) {                                                                      \
+            const TP *p = (const TP *)pb.buf;                                               \
+            bad |= np_ < 1 || (int64_t)p[0] != 0 || (int64_t)p[np_ - 1] != (int64_t)nc;     \
+            for (Py_ssize_t s = 0; !bad && s + 1 < np_; s++) {                              \
+                const int64_t lo = (int64_t)p[s], hi = (int64_t)p[s + 1];                  \
+                if (lo > hi || hi > (int64_t)nc) { bad = 1; break; }                        \
+                for (int64_t e = lo; e < hi; e++) {                                         \
+                    const int64_t v = (int64_t)c[e];                                        \
+                    bad |= v < 0 || v >= extent;                                            \
+                    if (ordered && e > lo)                                                  \
+                        bad |= unique ? v <= (int64_t)c[e - 1] : v < (int64_t)c[e - 1];     \
+                }                                                                           \
+            }                                                                               \
+        } else {                                                                            \
+            for (Py_ssize_t e = 0; e < nc; e++) {                                           \
+                const int64_t v = (int64_t)c[e];                                            \
+                bad |= v < 0 || v >= extent;                                                \
+                if (ordered && e > 0) bad |= unique ? v <= (int64_t)c[e - 1] : v < (int64_t)c[e - 1]; \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+static PyObject *level_ok(PyObject *self, PyObject *args) {
+    PyObject *pos, *crd;
+    long long extent;
+    int ordered, unique;
+    if (!PyArg_ParseTuple(args, "OOLpp", &pos, &crd, &extent, &ordered, &unique)) return NULL;
+    Py_buffer pb, cb;
+    const int has_pos = pos != Py_None;
+    if (index_buffer(crd, &cb)) Py_RETURN_NONE;
+    if (has_pos && index_buffer(pos, &pb)) {
+        PyBuffer_Release(&cb);
+        Py_RETURN_NONE;
+    }
+    const Py_ssize_t nc = cb.len / cb.itemsize, np_ = has_pos ? pb.len / pb.itemsize : 0;
+    const int pos4 = has_pos && pb.itemsize == 4;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (cb.itemsize == 4 && (pos4 || !has_pos)) SS_LEVEL_OK(int32_t, int32_t)
+    else if (cb.itemsize == 4) SS_LEVEL_OK(int64_t, int32_t)
+    else if (pos4) SS_LEVEL_OK(int32_t, int64_t)
+    else SS_LEVEL_OK(int64_t, int64_t)
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&cb);
+    if (has_pos) PyBuffer_Release(&pb);
+    return PyBool_FromLong(!bad);
+}
+#undef SS_LEVEL_OK
+
 static PyMethodDef methods[] = {
     {"probe", probe, METH_O, "What the binder reads of a NumPy array (checked against NumPy on import)."},
     {"dispatch", (PyCFunction)(void (*)(void))dispatch, METH_FASTCALL,
@@ -1404,6 +1462,8 @@ static PyMethodDef methods[] = {
     {"evaluate", evaluate, METH_VARARGS, "An integer expression's value as the binder computes it, or None."},
     {"row_length_sum", row_length_sum, METH_VARARGS,
      "row_length_sum(pos, idx): sum of pos[k + 1] - pos[k] over idx's entries k, or None (see the source)."},
+    {"level_ok", level_ok, METH_VARARGS,
+     "level_ok(pos, crd, extent, ordered, unique): whether a compressed level's storage is valid (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 

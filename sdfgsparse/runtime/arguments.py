@@ -55,8 +55,10 @@ def marshal_arguments(values: Dict[str, Any], descs: Dict[str, Optional[dace.dat
             out[name] = arg.make_struct(desc if desc is not None else arg.type.structure())
             sparse[name] = arg
         elif desc is not None and is_sparse_desc(desc):
-            raise errors.FormatMismatchError(f'{name}: the program expects a sparse matrix '
-                                             f'({sparse_type_of(desc)!r}), got {type(v).__name__}')
+            st = sparse_type_of(desc)
+            raise errors.FormatMismatchError(f'{name}: the program expects a sparse '
+                                             f'{"matrix" if st.rank == 2 else "tensor"} ({st!r}), '
+                                             f'got {type(v).__name__}')
         else:
             out[name] = dense_argument(name, v, desc)
             if out[name] is not v:

@@ -2,7 +2,8 @@
 
 ``to_storage`` turns a matrix into the member arrays of a format (zero-copy for the
 twin scipy format); ``storage_to_coo`` enumerates stored entries of any format by
-walking its levels in NumPy, so it serves every format the catalogue can compose.
+walking its levels in NumPy, so it serves every format the catalogue can compose, of
+matrices and of tensors of any rank (``COO3``, ``CSF4``: :mod:`sdfgsparse.runtime.tensors`).
 """
 from typing import Dict, Tuple
 
@@ -31,6 +32,8 @@ def scipy_members(obj, fmt: SparseFormat) -> Dict[str, np.ndarray]:
     if f == 'bsr':
         return {'pos1': obj.indptr, 'crd1': obj.indices, 'vals': obj.data.reshape(-1)}
     if f == 'coo':
+        if obj.ndim != 2:  # an N-D coo_array (format COO<n>): its coordinates, dimension by dimension
+            return {**{f'crd{k}': c for k, c in enumerate(obj.coords)}, 'vals': obj.data}
         return {'crd0': obj.row, 'crd1': obj.col, 'vals': obj.data}
     if f == 'dia':
         return {'off1': obj.offsets, 'vals': np.ascontiguousarray(obj.data).reshape(-1)}
@@ -38,17 +41,22 @@ def scipy_members(obj, fmt: SparseFormat) -> Dict[str, np.ndarray]:
 
 
 def storage_to_coo(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) -> Tuple[np.ndarray, ...]:
-    """(row, col, val) of every stored entry of a matrix in format ``fmt``, walking its
-    levels (padding and out-of-range diagonal slots are dropped)."""
-    r, c, slots = slot_coordinates(fmt, arrays, shape)
-    return r, c, arrays['vals'][slots]
+    """(row, col, val) of every stored entry of a matrix in format ``fmt`` — of a tensor of
+    another rank, its coordinates in each dimension, then val — walking its levels
+    (padding and out-of-range diagonal slots are dropped)."""
+    *coords, slots = slot_coordinates(fmt, arrays, shape)
+    return (*coords, arrays['vals'][slots])
 
 
 def slot_coordinates(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) -> Tuple[np.ndarray, ...]:
-    """(row, col, slot) of every stored entry: its coordinates and the position of its
-    value in ``vals``, in storage order (padding and out-of-range diagonal slots dropped)."""
-    rows, cols = shape
-    ext = [None if e is None else int(e) for e in fmt.extents(rows, cols)]
+    """(row, col, slot) of every stored entry of a matrix — of a tensor of another rank,
+    its coordinates in each of the ``fmt.rank`` dimensions, then slot: its coordinates
+    (``fmt.dims``, expressions of the levels' coordinates) and the position of its value in
+    ``vals``, in storage order (padding and out-of-range diagonal slots dropped)."""
+    if len(shape) != fmt.rank:
+        raise errors.ShapeError(f'{fmt.name}: a shape of {len(shape)} dimensions {tuple(shape)} for a '
+                                f'rank-{fmt.rank} format')
+    ext = [None if e is None else int(e) for e in fmt.extents(*shape)]
     pos = np.zeros(1, dtype=np.int64)  # positions of the current level
     coords = []  # per level: coordinate of each current position
     keep = np.ones(1, dtype=bool)
@@ -101,11 +109,9 @@ def slot_coordinates(fmt: SparseFormat, arrays: Dict[str, np.ndarray], shape) ->
             keep = keep & (c >= 0)
         coords.append(c)
     env = {f'c{k}': x for k, x in enumerate(coords)}
-    r, cc = ((integer_function(d, np.minimum, np.maximum)(env) if coords else np.zeros(0, np.int64))
-             for d in fmt.dims[:2])
-    r = np.broadcast_to(r, pos.shape)
-    cc = np.broadcast_to(cc, pos.shape)
-    return r[keep], cc[keep], pos[keep]
+    dims = ((integer_function(d, np.minimum, np.maximum)(env) if coords else np.zeros(0, np.int64))
+            for d in fmt.dims)
+    return (*(np.broadcast_to(x, pos.shape)[keep] for x in dims), pos[keep])
 
 
 def _csr_parts(A, index_dtype):

@@ -40,7 +40,7 @@ class DeviceSparseMatrix:
     def __init__(self, fmt, arrays: Dict[str, DeviceArray], shape, host=None, count=None):
         self.format = fmt
         self.arrays = arrays
-        self.shape = (int(shape[0]), int(shape[1]))
+        self.shape = tuple(int(s) for s in shape)  # (rows, cols); of a tensor, a size per dimension
         self._host = host  # the checked host SparseMatrix it was copied from (None for results)
         self._count = count  # stored entries of a capacity-sized result (None: all of them)
 
@@ -158,9 +158,9 @@ def device_sparse_value(name: str, v):
         members = {'pos1': getattr(v, pos)(), 'crd1': getattr(v, crd)(), 'vals': v.values()}
     elif lay == 'sparse_bsr':
         members = {'pos1': v.crow_indices(), 'crd1': v.col_indices(), 'vals': v.values().reshape(-1)}
-    else:
+    else:  # COO of any rank: a coordinate array per dimension
         idx = v.indices()
-        members = {'crd0': idx[0].contiguous(), 'crd1': idx[1].contiguous(), 'vals': v.values()}
+        members = {**{f'crd{k}': idx[k].contiguous() for k in range(idx.shape[0])}, 'vals': v.values()}
     members = {k: t.contiguous() for k, t in members.items()}
     host._ss_device = {k: (_torch_pointer(t), np.dtype(str(t.dtype).replace('torch.', ''))) for k, t in members.items()}
     host._ss_keep = members

@@ -86,6 +86,9 @@ class StorageCheck:
     """
 
     def __init__(self, fmt: SparseFormat, native=None):
+        if fmt.rank != 2:  # (its plans take matrices only: runtime/slots.py)
+            raise errors.UnsupportedOperationError(f'StorageCheck: {fmt.name} stores rank-{fmt.rank} tensors; '
+                                                   'the warm check takes matrices')
         self.native = native
         r, c = sympy.Symbol('_rows', integer=True), sympy.Symbol('_cols', integer=True)
         sizes = {k: sympy.Symbol(k, integer=True) for k in fmt.size_keys}

@@ -1,11 +1,18 @@
-"""scipy.sparse / torch.sparse / ``SparseMatrix`` -> argument structs, with validation.
+"""scipy.sparse / torch.sparse / pydata sparse / ``SparseMatrix`` -> argument structs, with
+validation.
 
 A sparse argument becomes an instance of the ctypes struct of its ``Structure`` whose
 members point at the caller's arrays (zero-copy when dtypes and layout match). The
 struct keeps the arrays alive and answers ``__descriptor__()`` so DaCe accepts it.
 Everything is checked before any compilation: format, shape, dtypes, index ranges,
 ordering and uniqueness where the format requires them, and index overflow.
+
+Tensors of any rank are sparse values too (:mod:`sdfgsparse.runtime.tensors`): pydata/sparse
+arrays, scipy's N-D ``coo_array`` and torch sparse COO tensors are coordinate lists, in format
+``COO<n>``; a ``SparseMatrix`` holds any format of any rank. Their shape has the format's
+rank; a matrix keeps its own messages (rows, columns) and fast branches.
 """
+import re
 from typing import Dict, Optional, Tuple
 
 import dace
@@ -14,10 +21,13 @@ import scipy.sparse as sp
 
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat, SparseType, get_format
-from sdfgsparse.formats.levels import Compressed, Offset
+from sdfgsparse.formats.catalogue import coo_of_rank
+from sdfgsparse.formats.levels import Compressed, Offset, Singleton
+from sdfgsparse.runtime import _binder
 from sdfgsparse.ops import functions as host_functions
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members
+from sdfgsparse.runtime.tensors import is_pydata, pydata_members, pydata_problem, scipy_tensor_problem
 
 __all__ = [
     'SparseArg', 'is_sparse_value', 'format_of_value', 'marshal_sparse', 'struct_class', 'VALIDATE', 'check_value',
@@ -54,17 +64,26 @@ def torch_on_host(obj, name: str = 'A'):
 
 
 def is_sparse_value(obj) -> bool:
+    """Whether ``obj`` is a sparse matrix or tensor the runtime takes: scipy, torch sparse,
+    pydata/sparse or a :class:`SparseMatrix`."""
     if sp.issparse(obj) or isinstance(obj, SparseMatrix):
         return True
     lay = _torch_layout(obj)
-    return lay in _TORCH_LAYOUTS
+    return lay in _TORCH_LAYOUTS or (lay is None and is_pydata(obj))
 
 
 def format_of_value(obj) -> SparseFormat:
-    """The catalogue format an object is stored in."""
+    """The catalogue format an object is stored in (``COO<n>`` for a coordinate list of a
+    tensor of rank ``n``: pydata/sparse, scipy's N-D ``coo_array``, torch's sparse COO)."""
     if isinstance(obj, SparseMatrix):
         return obj.format
     if sp.issparse(obj):
+        if obj.ndim != 2:
+            if obj.format != 'coo':
+                raise errors.FormatMismatchError(f'a {obj.ndim}-D scipy {obj.format} array: of scipy\'s sparse '
+                                                 f'arrays of {obj.ndim} dimension{"s" if obj.ndim > 1 else ""} only '
+                                                 'coo_array is taken; pass .tocoo()')
+            return coo_of_rank(obj.ndim)
         if obj.format == 'bsr':
             from sdfgsparse.formats.catalogue import BSR
             return BSR.with_block(*obj.blocksize)
@@ -77,8 +96,12 @@ def format_of_value(obj) -> SparseFormat:
         from sdfgsparse.formats.catalogue import BSR
         v = obj.values()
         return BSR.with_block(v.shape[1], v.shape[2])
+    if lay == 'sparse_coo' and obj.dim() != 2:
+        return coo_of_rank(obj.dim())
     if lay in _TORCH_LAYOUTS:
         return get_format(_TORCH_LAYOUTS[lay])
+    if lay is None and is_pydata(obj):
+        return coo_of_rank(obj.ndim)
     raise TypeError(f'{type(obj).__name__} is not a sparse matrix')
 
 
@@ -106,9 +129,13 @@ def _torch_members(obj) -> Tuple[Dict[str, np.ndarray], tuple]:
         m = {'pos1': n(getattr(obj, pos)()), 'crd1': n(getattr(obj, crd)()), 'vals': n(obj.values())}
     elif lay == 'sparse_bsr':
         m = {'pos1': n(obj.crow_indices()), 'crd1': n(obj.col_indices()), 'vals': n(obj.values()).reshape(-1)}
-    else:
+    else:  # COO of any rank: a row of the (ndim, nnz) indices per dimension (views, zero-copy)
         idx = n(obj._indices())
-        m = {'crd0': idx[0], 'crd1': idx[1], 'vals': n(obj._values())}
+        if idx.shape[0] == 2:
+            m = {'crd0': idx[0], 'crd1': idx[1], 'vals': n(obj._values())}
+        else:
+            m = {f'crd{k}': idx[k] for k in range(idx.shape[0])}
+            m['vals'] = n(obj._values())
     return m, tuple(obj.shape)
 
 
@@ -119,6 +146,8 @@ def layout_problem(value) -> Optional[str]:
     of shape (nnz, 1), a DIA ``data`` of one dimension or ``offsets`` of two."""
     if sp.issparse(value):
         f = value.format
+        if value.ndim != 2:
+            return scipy_tensor_problem(value)
         want = {'csr': {'data': 1, 'indices': 1, 'indptr': 1}, 'csc': {'data': 1, 'indices': 1, 'indptr': 1},
                 'bsr': {'data': 3, 'indices': 1, 'indptr': 1}, 'coo': {'data': 1, 'row': 1, 'col': 1},
                 'dia': {'data': 2, 'offsets': 1}}.get(f, {})
@@ -144,10 +173,15 @@ def layout_problem(value) -> Optional[str]:
         vals = value.values() if lay != 'sparse_coo' else value._values()
         if vals.dim() != 1:
             return f'values have shape {tuple(vals.shape)}: hybrid tensors (dense dimensions) are not supported'
-        if value.dim() != 2:
+        if lay == 'sparse_coo':  # a COO tensor of any rank is a coordinate list (COO<n>)
+            if value.dim() < 1:
+                return 'a 0-D torch tensor; sparse tensors have at least one dimension'
+        elif value.dim() != 2:
             return f'the tensor has {value.dim()} dimensions; sparse matrices have 2'
     elif lay == 'sparse_bsr' and value.values().dim() != 3:
         return f'values have shape {tuple(value.values().shape)}: hybrid tensors are not supported'
+    elif lay is None and is_pydata(value):
+        return pydata_problem(value)
     return None
 
 
@@ -159,20 +193,23 @@ class SparseArg:
         self.value = value
         self.type = st
         self.arrays: Dict[str, np.ndarray] = {}
-        self.shape: Tuple[int, int] = (0, 0)
+        self.shape: Tuple[int, ...] = (0, 0)  # (rows, cols); of a tensor, one size per dimension
         self.sizes: Dict[str, int] = {}
 
     def symbol_values(self) -> Dict[str, int]:
         """Values of the annotation's free symbols determined by this argument."""
         st = self.type
         names = st.__dict__.get('_symbol_slots')
-        if names is None:  # (symbol name, 'rows' / 'cols' / size key), computed once per type
+        if names is None:  # (symbol name, dimension key (st.dim_keys: 'rows', 'dim0', ...) / size key), once per type
             names = []
-            for key, expr in (('rows', st.rows), ('cols', st.cols), *st.sizes.items()):
+            for key, expr in (*zip(st.dim_keys, st.shape), *st.sizes.items()):
                 if dace.symbolic.issymbolic(expr) and expr.is_Symbol:
                     names.append((str(expr), key))
             st._symbol_slots = names
-        values = {'rows': self.shape[0], 'cols': self.shape[1], **self.sizes}
+        if len(self.shape) == 2:
+            values = {'rows': self.shape[0], 'cols': self.shape[1], **self.sizes}
+        else:
+            values = {**dict(zip(st.dim_keys, self.shape)), **self.sizes}
         out: Dict[str, int] = {}
         for name, key in names:
             value = out.setdefault(name, values[key])
@@ -188,7 +225,7 @@ class SparseArg:
         if device is not None:
             return self._device_struct(cls, desc, device)
         fields = {m: a.ctypes.data for m, a in self.arrays.items()}
-        for key, v in (('rows', self.shape[0]), ('cols', self.shape[1])):
+        for key, v in self._dims():
             if key in desc.members:
                 fields[key] = v
         obj = cls(**fields)
@@ -196,6 +233,12 @@ class SparseArg:
         obj._ss_arg = self
         return obj
 
+    def _dims(self):
+        """(struct member, size) of each dimension: ``rows`` / ``cols`` of a matrix, ``dim<d>``
+        of a tensor (:attr:`SparseType.dim_keys`)."""
+        if len(self.shape) == 2:
+            return (('rows', self.shape[0]), ('cols', self.shape[1]))
+        return tuple(zip(self.type.dim_keys, self.shape))
 
     def _device_struct(self, cls, desc, device):
         """The struct of a sparse value in device memory (a GPU program's argument): the
@@ -209,7 +252,7 @@ class SparseArg:
                 pointer, converted = self.value._ss_upload(a)
                 keep.append(converted)
             fields[m] = pointer
-        for key, v in (('rows', self.shape[0]), ('cols', self.shape[1])):
+        for key, v in self._dims():
             if key in desc.members:
                 fields[key] = v
         obj = cls(**fields)
@@ -255,30 +298,43 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
             arrays, shape = dict(value.arrays), value.shape
         elif sp.issparse(value):
             arrays, shape = dict(scipy_members(value, fmt)), value.shape
+        elif is_pydata(value):
+            arrays, shape = pydata_members(value)
         else:
             arrays, shape = _torch_members(value)
     except errors.SparseError as ex:
         raise type(ex)(f'{argname}: {ex}') from None
+    matrix = len(shape) == 2
     if st is None:  # the value's own index width (torch's default int64 passes zero-copy)
         it = dace.int64 if _index_dtype_of(value, arrays) == np.int64 else dace.int32
-        st = SparseType(fmt, _value_dtype(arrays['vals'].dtype, argname), (f'{argname}_rows', f'{argname}_cols'),
+        dims = ('rows', 'cols') if matrix else tuple(f'dim{d}' for d in range(len(shape)))
+        st = SparseType(fmt, _value_dtype(arrays['vals'].dtype, argname), tuple(f'{argname}_{k}' for k in dims),
                         it, {k: f'{argname}_{k}' for k in fmt.size_keys})
+    if len(shape) != st.rank:
+        raise errors.ShapeError(f'{argname}: {type(value).__name__} of shape {tuple(shape)} is '
+                                f'{_rank_words(len(shape))}; the program expects {_rank_words(st.rank)} ({st!r})')
     if fmt.name != st.fmt.name:
         given = fmt.name
         raise errors.FormatMismatchError(
             f'{argname}: the program expects {st.fmt.name} but got {given} ({type(value).__name__}); '
             f'convert explicitly with ss.convert({argname}, {_spelling(st.fmt.name.rstrip("T"))})')
     arg = SparseArg(argname, value, st)
-    arg.shape = (int(shape[0]), int(shape[1]))
-
-    # Shape against the annotation
-    for d, (expr, val) in enumerate(zip((st.rows, st.cols), arg.shape)):
-        if not dace.symbolic.issymbolic(expr) and int(expr) != val:
-            raise errors.ShapeError(f'{argname}: has {"rows" if d == 0 else "columns"} = {val}, '
-                                    f'the program expects {int(expr)}')
-    R, C = st.fmt.block
-    if arg.shape[0] % R or arg.shape[1] % C:
-        raise errors.ShapeError(f'{argname}: shape {arg.shape} is not a multiple of the block shape {R}x{C}')
+    if matrix:
+        arg.shape = (int(shape[0]), int(shape[1]))
+        # Shape against the annotation
+        for d, (expr, val) in enumerate(zip((st.rows, st.cols), arg.shape)):
+            if not dace.symbolic.issymbolic(expr) and int(expr) != val:
+                raise errors.ShapeError(f'{argname}: has {"rows" if d == 0 else "columns"} = {val}, '
+                                        f'the program expects {int(expr)}')
+        R, C = st.fmt.block
+        if arg.shape[0] % R or arg.shape[1] % C:
+            raise errors.ShapeError(f'{argname}: shape {arg.shape} is not a multiple of the block shape {R}x{C}')
+    else:
+        arg.shape = tuple(int(v) for v in shape)
+        for d, (expr, val) in enumerate(zip(st.shape, arg.shape)):
+            if not dace.symbolic.issymbolic(expr) and int(expr) != val:
+                raise errors.ShapeError(f'{argname}: has shape {arg.shape}: dimension {d} is {val}, the program '
+                                        f'expects {int(expr)} ({st!r})')
 
     # Value dtype
     want = np.dtype(st.dtype.type)
@@ -323,8 +379,17 @@ def marshal_sparse(argname: str, value, st: Optional[SparseType]) -> SparseArg:
     return arg
 
 
+def _rank_words(rank: int) -> str:
+    """``a matrix (rank 2)``, ``a rank-3 tensor``: a value's rank in an error."""
+    return 'a matrix (rank 2)' if rank == 2 else f'a rank-{rank} tensor'
+
+
 def _spelling(name: str) -> str:
-    """How a user writes the format named ``name`` (``ss.CSR``, ``ss.NM[2, 4]``)."""
+    """How a user writes the format named ``name`` (``ss.CSR``, ``ss.NM[2, 4]``; ``ss.CSF``
+    and ``ss.COO`` for the tensor formats ``CSF3``, ``COO4``, whose rank the value gives)."""
+    family = re.fullmatch(r'(COO|CSF)\d+', name)
+    if family:
+        return f'ss.{family.group(1)}'
     try:
         return repr(get_format(name))
     except KeyError:
@@ -335,8 +400,8 @@ def check_value(argname: str, value) -> None:
     """Validate a sparse value given to a host function (``ss.relu(A)``, ``ss.convert``,
     ``ss.sddmm``): the checks of a program argument, with the same typed errors."""
     if not is_sparse_value(value):
-        raise errors.ArgumentError(f'{argname}: expected a sparse matrix (scipy, torch or ss.SparseMatrix), '
-                                   f'got {type(value).__name__}')
+        raise errors.ArgumentError(f'{argname}: expected a sparse matrix or tensor (scipy, torch, pydata/sparse or '
+                                   f'ss.SparseMatrix), got {type(value).__name__}')
     marshal_sparse(argname, value, None)
 
 
@@ -378,28 +443,51 @@ def _sizes(fmt: SparseFormat, arrays, shape) -> Dict[str, int]:
             sizes['nd'] = nd
             sizes['L'] = int(arrays['vals'].size // nd) if nd else 0
     if 'K' in fmt.size_keys:
-        outer = int(fmt.extents(shape[0], shape[1])[0])  # rows for ELL, columns for a transposed view
+        outer = int(fmt.extents(*shape)[0])  # rows for ELL, columns for a transposed view
         sizes['K'] = int(arrays['vals'].size // outer) if outer else 0
     return sizes
 
 
 def validate_storage(fmt: SparseFormat, arrays, shape, sizes, argname: str):
-    """Run every level's checks on the arrays (errors name the array, position, value)."""
-    rows, cols = shape
-    ext = [None if e is None else int(e) for e in fmt.extents(rows, cols)]
+    """Run every level's checks on the arrays (errors name the array, position, value);
+    ``shape``: (rows, cols) of a matrix, a size per dimension of a tensor."""
+    shape = tuple(shape)
+    ext = [None if e is None else int(e) for e in fmt.extents(*shape)]
     counts = [int(dace.symbolic.evaluate(c, {})) if dace.symbolic.issymbolic(c) else int(c)
-              for c in fmt.counts((rows, cols), sizes)]
+              for c in fmt.counts(shape, sizes)]
     expect_vals = counts[-1]
     if arrays['vals'].size != expect_vals:
         raise errors.IndptrError(f'{argname}: {_size_mismatch(fmt, arrays, expect_vals)}')
     parent = 1
     for k, lvl in enumerate(fmt.levels):
-        lvl.validate(k, arrays, parent, ext[k] if ext[k] is not None else 0, argname, sizes)
+        extent = ext[k] if ext[k] is not None else 0
+        if not _level_valid(lvl, k, arrays, parent, extent, sizes):
+            lvl.validate(k, arrays, parent, extent, argname, sizes)
         parent = counts[k]
-    for name, size in fmt.member_shapes((rows, cols), sizes).items():  # what no level checks (V:N:M's table)
+    for name, size in fmt.member_shapes(shape, sizes).items():  # what no level checks (V:N:M's table)
         want = int(dace.symbolic.evaluate(size, {})) if dace.symbolic.issymbolic(size) else int(size)
         if arrays[name].size != want:
             raise errors.IndptrError(f'{argname}: {name} has {arrays[name].size} entries, expected {want}')
+
+
+def _level_valid(lvl, k: int, arrays, parent: int, extent: int, sizes) -> bool:
+    """Whether level ``k`` passes its checks, decided in one pass in C (``_binder.level_ok``)
+    for compressed levels and plain singletons; False where it does not or cannot say, and
+    the level's own NumPy checks then run and name the problem (they cost about 20 ms per
+    call on a 480K-entry CSF tensor)."""
+    crd = arrays.get(f'crd{k}')
+    if crd is None:
+        return False
+    if isinstance(lvl, Compressed):
+        pos = arrays.get(f'pos{k}') if k > 0 else None
+        if crd.shape[0] != sizes.get(f'n{k}') or (k > 0 and (pos is None or pos.shape[0] != parent + 1)):
+            return False
+        return _binder.level_ok(pos, crd, int(extent), bool(lvl.ordered), bool(lvl.unique)) is True
+    if isinstance(lvl, Singleton) and not lvl.padded and lvl.run <= 1:
+        if crd.shape[0] != parent:
+            return False
+        return _binder.level_ok(None, crd, int(extent), False, False) is True
+    return False
 
 
 def _size_mismatch(fmt: SparseFormat, arrays, expect_vals: int) -> str:

@@ -36,6 +36,8 @@ class SparseSlot:
 
     def __init__(self, index: int, name: str, arg: 'marshal.SparseArg', struct_cls, sample, lib=None):
         st = arg.type
+        if st.rank != 2:  # (a tensor of another rank: every call takes the full path)
+            raise NoPlan(f'{name} is a rank-{st.rank} tensor')
         fmt = st.fmt
         self.index, self.name, self.type = index, name, st
         self.fmt = fmt
@@ -101,6 +103,8 @@ class SparseSlot:
         if got is None:
             return None
         arrays, shape = got
+        if len(shape) != 2:  # a tensor of another rank (scipy's N-D coo, torch's COO): the full path
+            return None
         rows, cols = int(shape[0]), int(shape[1])
         for d, want in self.const_dims:
             if (rows, cols)[d] != want:

@@ -182,3 +182,53 @@ def test_spgemm_with_a_column_index_out_of_range_raises(rng):
         with pytest.raises(errors.InvalidIndexError):
             binder_spgemm(B)
         np.testing.assert_array_equal(B.indices, before)
+
+
+def _level_verdict(pos, crd, extent, ordered, unique):
+    """NumPy's verdict on one compressed level (the checks level_ok replaces)."""
+    from sdfgsparse.formats.levels import Compressed
+    arrays = {'crd1': crd} if pos is None else {'pos1': pos, 'crd1': crd}
+    k = 0 if pos is None else 1
+    if pos is None:
+        arrays = {'crd0': crd}
+    try:
+        Compressed(ordered=ordered, unique=unique).validate(k, arrays, 0 if pos is None else pos.size - 1, extent,
+                                                            'A', {f'n{k}': crd.size})
+    except errors.SparseError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize('pt,ct', [(np.int32, np.int32), (np.int32, np.int64), (np.int64, np.int32),
+                                   (np.int64, np.int64)])
+def test_level_ok_agrees_with_numpys_checks(pt, ct, rng):
+    """``_binder.level_ok`` (the C pass that lets validate_storage skip a level's NumPy checks)
+    gives NumPy's verdict on valid levels and on each kind of damage, with and without a
+    position array, ordered or not."""
+    seen = {True: 0, False: 0}
+    for trial in range(300):
+        rows, extent = int(rng.integers(0, 6)), int(rng.integers(1, 8))
+        A = sp.random_array((max(rows, 1), extent), density=0.5, format='csr', rng=rng)
+        pos, crd = A.indptr.astype(pt), A.indices.astype(ct)
+        damage = trial % 6
+        if damage == 1 and crd.size:
+            crd[rng.integers(crd.size)] = rng.choice([-1, extent, extent + 5])
+        elif damage == 2 and crd.size > 1:
+            crd = crd[::-1].copy()
+        elif damage == 3 and pos.size > 2:
+            pos[1], pos[2] = pos[2], pos[1]
+        elif damage == 4:
+            pos = pos.copy()
+            pos[-1] += 1
+        elif damage == 5 and crd.size > 1:
+            crd[1] = crd[0]
+        for ordered, unique in ((True, True), (True, False), (False, False)):
+            for p in (pos, None):
+                want = _level_verdict(p, crd, extent, ordered, unique)
+                assert _binder.level_ok(p, crd, extent, ordered, unique) is want, (trial, p, crd, ordered, unique)
+                seen[want] += 1
+    assert seen[True] > 100 and seen[False] > 100
+    # not an index buffer: None (the NumPy checks then run)
+    assert _binder.level_ok(None, np.zeros(3), 4, True, True) is None
+    assert _binder.level_ok(np.zeros(2, dtype=np.int64), np.zeros(3, dtype=np.int64)[::2], 4, True, True) is None
+    assert _binder.level_ok('abc', np.zeros(3, dtype=np.int64), 4, True, True) is None

@@ -21,6 +21,7 @@ from sdfgsparse.ops.base import SparseLibraryNode
 from sdfgsparse.ops.concat import SparseConcat
 from sdfgsparse.ops.convert import Convert
 from sdfgsparse.ops.dense_spmm import DenseSpMM
+from sdfgsparse.ops.einsum import SparseEinsum, SparsePrefixEinsum
 from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.mul_dense import SparseMulDense
@@ -41,7 +42,8 @@ IMPLEMENTATION = 'cuda'
 #: The node classes that get a ``cuda`` implementation (every sparse library node).
 NODES: List[Type[SparseLibraryNode]] = [
     SparseAdd, SparseAddDense, SparseAttention, Convert, DenseSpMM, MapValues, SparseMul, SparseMulDense, SparseSum,
-    SDDMM, SparseSoftmax, SparseCopy, SparseConcat, SpGEMM, SpMM, SpMV
+    SDDMM, SparseSoftmax, SparseCopy, SparseConcat, SpGEMM, SpMM, SpMV, SparseEinsum,
+    SparsePrefixEinsum
 ]
 
 

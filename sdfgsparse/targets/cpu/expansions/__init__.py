@@ -1,8 +1,9 @@
 """The ``cpu`` implementations of the sparse library nodes, one module per node file of
 :mod:`sdfgsparse.ops`; importing this package registers them all (and makes ``cpu`` each
 node's default). Each expansion is tested against the node's portable ``pure`` SDFG."""
-from sdfgsparse.targets.cpu.expansions import (add, add_dense, attention, concat, convert, dense_spmm, map_values,
-                                               mul, mul_dense, reduce, sddmm, softmax, sparse_copy, spgemm, spmm, spmv)
+from sdfgsparse.targets.cpu.expansions import (add, add_dense, attention, concat, convert, dense_spmm, einsum,
+                                               map_values, mul, mul_dense, reduce, sddmm, softmax, sparse_copy, spgemm,
+                                               spmm, spmv)
 
-__all__ = ['add', 'add_dense', 'attention', 'concat', 'convert', 'dense_spmm', 'map_values', 'mul', 'mul_dense',
+__all__ = ['add', 'add_dense', 'attention', 'concat', 'convert', 'dense_spmm', 'einsum', 'map_values', 'mul', 'mul_dense',
            'reduce', 'sddmm', 'softmax', 'sparse_copy', 'spgemm', 'spmm', 'spmv']
