@@ -31,8 +31,8 @@ from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.dense_spmm import DenseSpMM
 from sdfgsparse.ops.einsum import OUT as EINSUM_OUT
-from sdfgsparse.ops.einsum import (SparseEinsum, SparsePrefixEinsum, dense_conn, index_extents, parse_spec,
-                                   result_shape, sparse_result)
+from sdfgsparse.ops.einsum import SparseEinsum, dense_conn, index_extents, parse_spec, result_shape
+from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum, sparse_result
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.reduce import SparseSum, sum_dtype
 from sdfgsparse.ops.sddmm import SDDMM
@@ -1112,7 +1112,7 @@ def _np_reshape(pv, sdfg, state, a, newshape, order='C'):
 def _np_einsum(pv, sdfg, state, subscripts, *operands, optimize=False, **kwargs):
     """``np.einsum(subscripts, ...)`` with one sparse operand (a tensor of any rank) and
     dense arrays: a :class:`~sdfgsparse.ops.einsum.SparseEinsum` node into a dense result,
-    or a :class:`~sdfgsparse.ops.einsum.SparsePrefixEinsum` into a sparse matrix where the
+    or a :class:`~sdfgsparse.ops.einsum_sparse.SparsePrefixEinsum` into a sparse matrix where the
     result's indices are the operand's two outer levels (``ijk,k->ij``: TTV). ``optimize``
     is a hint NumPy may ignore; ``out``, ``dtype``, ``order`` and ``casting`` are not
     supported here."""

@@ -4,9 +4,7 @@ others: MTTKRP ``ijk,jr,kr->ir``, TTV ``ijk,k->ij``, TTM ``ijk,kr->ijr``, batche
 
 The result is dense (:class:`SparseEinsum`), except where it is a matrix whose indices are
 the sparse operand's two outer levels (``ijk,k->ij`` of a COO or CSF tensor: TTV, or
-``ijk->ij``): its pattern is then that of those levels, and :class:`SparsePrefixEinsum`
-keeps it sparse (a COO matrix of a COO tensor, ``CSF2`` of a CSF one: a dense I x J result
-of a large tensor would not fit in memory).
+``ijk->ij``): :class:`~sdfgsparse.ops.einsum_sparse.SparsePrefixEinsum` then keeps it sparse.
 
 The loop order follows the sparse operand (Scorch's rule for mixed sparse-dense
 contractions: iterate sparse levels in storage order, never search a sparse level by a
@@ -17,7 +15,7 @@ operands'). Every product is added into the result, so duplicates of a COO tenso
 summed as NumPy sums the dense tensor's entries.
 """
 import string
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Sequence, Tuple
 
 import dace
 import dace.library
@@ -27,15 +25,12 @@ from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
 from sdfgsparse.lowering.graph import SUM, Kernel, read
-from sdfgsparse.formats import SparseFormat
-from sdfgsparse.formats.catalogue import coo_of_rank, csf_of_rank
 from sdfgsparse.lowering.graph_dense import coordinate_binds, entry_maps
-from sdfgsparse.lowering.graph_values import copy_index_members
-from sdfgsparse.ops.base import SparseLibraryNode, member_conn
+from sdfgsparse.ops.base import SparseLibraryNode
 from sdfgsparse.ops.validation import Size, Wiring
 
-__all__ = ['SparseEinsum', 'SparsePrefixEinsum', 'EinsumSpec', 'parse_spec', 'dense_conn', 'portable_kernel',
-           'prefix_kernel', 'prefix_result_format', 'sparse_result', 'index_extents', 'result_shape', 'OUT']
+__all__ = ['EinsumNode', 'SparseEinsum', 'EinsumSpec', 'parse_spec', 'dense_conn', 'portable_kernel', 'walk_entries',
+           'index_extents', 'result_shape', 'OUT']
 
 OUT = '_out'
 _LETTERS = set(string.ascii_letters)
@@ -120,46 +115,13 @@ def index_extents(spec: EinsumSpec, sparse_shape: Sequence, dense_shapes: Sequen
     return ext
 
 
-def prefix_result_format(fmt: SparseFormat, rank: int) -> Optional[SparseFormat]:
-    """The format of the first ``rank`` levels of ``fmt`` where they store a tensor of their
-    own (COO<n>'s entry and singleton levels: COO<rank>; CSF<n>'s: CSF<rank>), else None."""
-    if rank < 1 or rank >= fmt.rank:
-        return None
-    for make in (coo_of_rank, csf_of_rank):
-        if fmt is make(fmt.rank):
-            return make(rank)
-    return None
-
-
-def sparse_result(spec: EinsumSpec, fmt: SparseFormat) -> Optional[SparseFormat]:
-    """The sparse result's format where the result is a matrix whose indices are the sparse
-    operand's two outer levels (``ijk,k->ij``; :class:`SparsePrefixEinsum`), else None (a
-    dense result). Matrices only: a result of another rank cannot be returned sparse yet."""
-    subs = spec.inputs[spec.sparse]
-    if len(spec.output) != 2 or spec.output != subs[:2] or fmt.dims != tuple(f'c{d}' for d in range(fmt.rank)):
-        return None
-    return prefix_result_format(fmt, 2)
-
-
 def result_shape(spec: EinsumSpec, ext: Dict[str, object]) -> List[object]:
     """The dense result's shape (one element for a full contraction)."""
     return [ext[c] for c in spec.output] or [1]
 
 
-@dace.library.expansion
-class ExpandSparseEinsumPure(ExpandTransformation):
-    """The portable SDFG (:func:`portable_kernel`)."""
-    environments = []
-
-    @staticmethod
-    def expansion(node: 'SparseEinsum', state, sdfg):
-        k = Kernel(node, state, sdfg)
-        portable_kernel(k, node, state)
-        return k.build()
-
-
 def portable_kernel(k: Kernel, node: 'SparseEinsum', state, atomics: bool = True) -> None:
-    """``out = 0``, then :func:`_walk` adding every product into ``out[...]``: plain additions
+    """``out = 0``, then :func:`walk_entries` adding every product into ``out[...]``: plain additions
     where the outer level's coordinates are unique and index the result (CSF's root, CSR's
     rows); elsewhere (COO's entries may share a result element) atomic ones in a parallel
     walk, or, without ``atomics``, plain ones in a sequential walk (a CPU's atomic addition
@@ -170,27 +132,11 @@ def portable_kernel(k: Kernel, node: 'SparseEinsum', state, atomics: bool = True
     k.fill(k.add_state('zero'), OUT)
     owner = A.type.fmt.outer_dim
     owned = owner is not None and spec.inputs[spec.sparse][owner] in spec.output
-    _walk(k, node, A, lambda index: (OUT, [index[c] for c in spec.output] or [0]), owned,
+    walk_entries(k, node, A, lambda index: (OUT, [index[c] for c in spec.output] or [0]), owned,
           parallel=node.schedule_hint != 'sequential' and (owned or atomics))
 
 
-def prefix_kernel(k: Kernel, node: 'SparsePrefixEinsum', state) -> None:
-    """The result's index members copied from the sparse operand's (its outer levels), its
-    values zeroed, then :func:`_walk` adding every product into the value slot of the entry's
-    position on the result's last level."""
-    spec = node.parsed
-    A = k.operand('A', node.operand_type(state, 'A'))
-    fmt = prefix_result_format(A.type.fmt, len(spec.output))
-    vals = member_conn('out', 'vals')
-    init = k.add_state('copy_indices')
-    copy_index_members(k, init, fmt.member_names, 'A', 'out')
-    k.fill(init, vals)
-    slot = A.levels[len(spec.output) - 1].pos
-    _walk(k, node, A, lambda index: (vals, [slot]), A.type.fmt.levels[0].unique,
-          parallel=node.schedule_hint != 'sequential')
-
-
-def _walk(k: Kernel, node, A, target, owned: bool, parallel: bool) -> None:
+def walk_entries(k: Kernel, node, A, target, owned: bool, parallel: bool) -> None:
     """Maps over A's stored entries (the outer level in ``parallel``; a compressed root, whose
     slices differ in size, with OpenMP's guided schedule), the coordinates that index dense data bound to map parameters (exact
     memlets), sequential maps over the indices A lacks (:attr:`EinsumSpec.inner`), and
@@ -230,23 +176,32 @@ def _walk(k: Kernel, node, A, target, owned: bool, parallel: bool) -> None:
                 m.data.wcr_nonatomic = True
 
 
-@dace.library.node
-class SparseEinsum(SparseLibraryNode):
-    """``out = np.einsum(spec, ...)`` with the sparse operand ``A`` (members ``_A_*``) at
-    position ``sparse`` among the operands and the dense ones at ``_D0``, ``_D1``, ... (in
-    the subscripts' order); ``_out`` a dense array of the result's shape (one element for
-    a full contraction)."""
-    implementations = {'pure': ExpandSparseEinsumPure}
-    default_implementation = 'pure'
+@dace.library.expansion
+class ExpandSparseEinsumPure(ExpandTransformation):
+    """The portable SDFG (:func:`portable_kernel`)."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparseEinsum', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        portable_kernel(k, node, state)
+        return k.build()
+
+
+@properties.make_properties
+class EinsumNode(SparseLibraryNode):
+    """What both einsum nodes hold: the contraction ``spec`` (einsum notation, explicit
+    ``->``), the position ``sparse`` of the sparse operand ``A`` (members ``_A_*``) among the
+    operands, and the dense operands at ``_D0``, ``_D1``, ... (in the subscripts' order)."""
     SPARSE_INPUTS = ('A', )
 
     spec = properties.Property(dtype=str, default='i->i', desc='The contraction in einsum notation (explicit ->)')
     sparse = properties.Property(dtype=int, default=0, desc='The position of the sparse operand among the operands')
 
-    def __init__(self, name='sparse_einsum', spec='i->i', sparse=0, *args, **kwargs):
+    def __init__(self, name, spec, sparse, outputs, *args, **kwargs):
         parsed = parse_spec(spec, spec.partition('->')[0].count(',') + 1, sparse)
         super().__init__(name, *args, inputs={dense_conn(d) for d in range(len(parsed.dense_inputs))},
-                         outputs={OUT}, **kwargs)
+                         outputs=outputs, **kwargs)
         self.spec = parsed.text
         self.sparse = parsed.sparse
 
@@ -254,111 +209,57 @@ class SparseEinsum(SparseLibraryNode):
     def parsed(self) -> EinsumSpec:
         return parse_spec(self.spec, self.spec.partition('->')[0].count(',') + 1, self.sparse)
 
-    def validate(self, sdfg, state):
-        """The spec, the sparse operand's members (a tensor of its subscripts' rank), each
-        dense operand of its subscripts' rank, every index of one extent wherever it
-        appears, the result of the result's shape and of the operands' dtype
-        (:mod:`sdfgsparse.ops.validation`)."""
+    def _wiring(self, sdfg, state, result):
+        """The checks both nodes share (:mod:`sdfgsparse.ops.validation`): the spec, the sparse
+        operand's members (a tensor of its subscripts' rank), each dense operand of its
+        subscripts' rank, every index of one extent wherever it appears (the result's too:
+        ``result(w, spec, A)`` returns ``(result, [Size of each result dimension])``), the
+        result of the operands' dtype. Returns ``(wiring, spec, A)`` for the node's own checks."""
         w = Wiring(self, sdfg, state)
         try:
             spec = self.parsed
         except errors.SparseError as ex:
             w.fail(type(ex), str(ex))
         A = w.sparse('A')
+        subs = spec.inputs[spec.sparse]
         dense = [w.dense(dense_conn(d), (max(len(s), 1), )) for d, s in enumerate(spec.dense_inputs)]
-        out = w.dense(OUT, (max(len(spec.output), 1), ), output=True)
+        if A.seen is not None and A.seen.rank != len(subs):
+            w.fail(errors.ShapeError, f'the sparse operand {A.shown} has {A.seen.rank} dimensions, its subscripts '
+                   f'{subs!r} {len(subs)}')
+        out, out_sizes = result(w, spec, A)
         sizes: Dict[str, List[Size]] = {}
         if A.seen is not None:
-            if A.seen.rank != len(spec.inputs[spec.sparse]):
-                w.fail(errors.ShapeError, f'the sparse operand {A.shown} has {A.seen.rank} dimensions, its subscripts '
-                       f'{spec.inputs[spec.sparse]!r} {len(spec.inputs[spec.sparse])}')
-            for d, c in enumerate(spec.inputs[spec.sparse]):
-                sizes.setdefault(c, []).append(Size(A.seen.shape[d], f'dimension {d} ({c}) of {A.shown}'))
-        for op, subs in zip(dense, spec.dense_inputs):
             for d, c in enumerate(subs):
+                sizes.setdefault(c, []).append(Size(A.seen.shape[d], f'dimension {d} ({c}) of {A.shown}'))
+        for op, dsubs in zip(dense, spec.dense_inputs):
+            for d, c in enumerate(dsubs):
                 sizes.setdefault(c, []).append(op.dim(d))
-        for d, c in enumerate(spec.output):
-            sizes.setdefault(c, []).append(out.dim(d))
+        for c, size in zip(spec.output, out_sizes):
+            sizes.setdefault(c, []).append(size)
         for group in sizes.values():
             w.same(*group)
         if dense:
             w.computes(out, A, *dense)
         else:
             w.computes(out, A, dtype=A.dtype)
-        w.finish()
-
-
-@dace.library.expansion
-class ExpandSparsePrefixEinsumPure(ExpandTransformation):
-    """The portable SDFG (:func:`prefix_kernel`)."""
-    environments = []
-
-    @staticmethod
-    def expansion(node: 'SparsePrefixEinsum', state, sdfg):
-        k = Kernel(node, state, sdfg)
-        prefix_kernel(k, node, state)
-        return k.build()
+        return w
 
 
 @dace.library.node
-class SparsePrefixEinsum(SparseLibraryNode):
-    """``out = np.einsum(spec, ...)`` whose result indices are the sparse operand's outer
-    levels (``ijk,k->ij``): a sparse result (members ``_out_*``) of those levels' pattern,
-    in the format of :func:`prefix_result_format`; the sparse operand ``A`` at position
-    ``sparse``, dense operands at ``_D0``, ``_D1``, ..."""
-    implementations = {'pure': ExpandSparsePrefixEinsumPure}
+class SparseEinsum(EinsumNode):
+    """``out = np.einsum(spec, ...)`` into ``_out``, a dense array of the result's shape (one
+    element for a full contraction); operands as :class:`EinsumNode`."""
+    implementations = {'pure': ExpandSparseEinsumPure}
     default_implementation = 'pure'
-    SPARSE_INPUTS = ('A', )
-    SPARSE_OUTPUTS = ('out', )
 
-    spec = properties.Property(dtype=str, default='ij->i', desc='The contraction in einsum notation (explicit ->)')
-    sparse = properties.Property(dtype=int, default=0, desc='The position of the sparse operand among the operands')
-
-    def __init__(self, name='sparse_prefix_einsum', spec='ij->i', sparse=0, *args, **kwargs):
-        parsed = parse_spec(spec, spec.partition('->')[0].count(',') + 1, sparse)
-        super().__init__(name, *args, inputs={dense_conn(d) for d in range(len(parsed.dense_inputs))},
-                         outputs=set(), **kwargs)
-        self.spec = parsed.text
-        self.sparse = parsed.sparse
-
-    @property
-    def parsed(self) -> EinsumSpec:
-        return parse_spec(self.spec, self.spec.partition('->')[0].count(',') + 1, self.sparse)
+    def __init__(self, name='sparse_einsum', spec='i->i', sparse=0, *args, **kwargs):
+        super().__init__(name, spec, sparse, {OUT}, *args, **kwargs)
 
     def validate(self, sdfg, state):
-        """The spec, the sparse operand (a tensor of its subscripts' rank whose outer levels
-        are the result's indices), each dense operand of its subscripts' rank, every index
-        of one extent wherever it appears, the result in :func:`prefix_result_format`'s
-        format, of the operand's shape on those levels and of the operands' dtype."""
-        w = Wiring(self, sdfg, state)
-        try:
-            spec = self.parsed
-        except errors.SparseError as ex:
-            w.fail(type(ex), str(ex))
-        A, out = w.sparse('A'), w.sparse('out', output=True)
-        dense = [w.dense(dense_conn(d), (max(len(s), 1), )) for d, s in enumerate(spec.dense_inputs)]
-        subs = spec.inputs[spec.sparse]
-        if A.seen is not None:
-            want = prefix_result_format(A.seen.fmt, len(spec.output))
-            if A.seen.rank != len(subs) or spec.output != subs[:len(spec.output)] or want is None:
-                w.fail(errors.ShapeError, f'{spec.text!r}: the result is not the outer levels of the sparse operand '
-                       f'{A.shown} ({A.seen!r})')
-            if out.stored is not None and out.stored.fmt is not want:
-                w.fail(errors.FormatMismatchError, f'the result {out.shown} is {out.stored.fmt.name}, the outer levels '
-                       f'of {A.seen.fmt.name} are {want.name}')
-            sizes: Dict[str, List[Size]] = {}
-            for d, c in enumerate(subs):
-                sizes.setdefault(c, []).append(Size(A.seen.shape[d], f'dimension {d} ({c}) of {A.shown}'))
-            for op, dsubs in zip(dense, spec.dense_inputs):
-                for d, c in enumerate(dsubs):
-                    sizes.setdefault(c, []).append(op.dim(d))
-            if out.stored is not None:
-                for d, c in enumerate(spec.output):
-                    sizes[c].append(Size(out.stored.shape[d], f'dimension {d} ({c}) of {out.shown}'))
-            for group in sizes.values():
-                w.same(*group)
-        if dense:
-            w.computes(out, A, *dense)
-        else:
-            w.computes(out, A, dtype=A.dtype)
-        w.finish()
+        """:meth:`EinsumNode._wiring`, the result a dense array of the result's rank."""
+
+        def result(w, spec, A):
+            out = w.dense(OUT, (max(len(spec.output), 1), ), output=True)
+            return out, [out.dim(d) for d in range(len(spec.output))]
+
+        self._wiring(sdfg, state, result).finish()

@@ -1,7 +1,7 @@
 """``validate()`` of every sparse library node (:mod:`sdfgsparse.ops.validation`).
 
 Each node comes from the frontend (one program holding fifteen of them; SparseAttention from
-``SparseFusion``), validates as built, and is then broken one way per rule: an edge or a
+``SparseFusion``; the einsums from a program of their own), validates as built, and is then broken one way per rule: an edge or a
 connector of a sparse member removed, a connector the node does not take added, an index
 member or the result of another dtype, a dense operand of another rank or of a definitely
 wrong size, a result of another format. DaCe's ``SDFG.validate()`` must fail with
@@ -26,6 +26,8 @@ from sdfgsparse.ops.base import SparseLibraryNode, change_argument_format, membe
 from sdfgsparse.ops.concat import SparseConcat
 from sdfgsparse.ops.convert import Convert
 from sdfgsparse.ops.dense_spmm import DenseSpMM
+from sdfgsparse.ops.einsum import SparseEinsum
+from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum
 from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.mul_dense import SparseMulDense
@@ -56,6 +58,11 @@ def attention(S: ss.CSR[f64, M, N], Q: f64[M, D], Kk: f64[N, D], V: f64[N, E]):
 
 
 @dace.program
+def einsums(A: ss.CSR[f64, M, N], V: f64[N, K], T: ss.CSF[f64, M, N, K], v: f64[K]):
+    return np.einsum('ij,jr->ir', A, V), np.einsum('ijk,k->ij', T, v)
+
+
+@dace.program
 def spmv_only(A: ss.CSR[f64, M, N], x: f64[N]):
     return A @ x
 
@@ -83,10 +90,12 @@ NODES = {
     Convert: ('A', None, True, True),
     SparseConcat: ('A0', None, True, True),
     SparseCopy: ('A', None, True, True),
+    SparseEinsum: ('A', '_D0', False, True),
+    SparsePrefixEinsum: ('A', '_D0', True, True),
 }
 #: the dense result of each node without a sparse one
 DENSE_OUT = {SpMV: '_y', SpMM: '_Y', DenseSpMM: '_C', SparseAddDense: '_out', SparseSum: '_out',
-             SparseAttention: '_out'}
+             SparseAttention: '_out', SparseEinsum: '_out'}
 
 
 @pytest.fixture(autouse=True)
@@ -100,7 +109,9 @@ def built():
     ops = every_op.to_sdfg()
     fused = attention.to_sdfg()
     assert fused.apply_transformations_repeated(SparseFusion) == 1
-    return {cls: fused if cls is SparseAttention else ops for cls in NODES}
+    tensors = einsums.to_sdfg()
+    return {cls: fused if cls is SparseAttention else tensors if cls in (SparseEinsum, SparsePrefixEinsum) else ops
+            for cls in NODES}
 
 
 def _find(sdfg, cls):
@@ -164,7 +175,7 @@ def _drop_dense(sdfg, state, node, prefix, dense):
 def _extra_member(sdfg, state, node, prefix, dense):
     conn = member_conn(prefix, 'bogus')
     node.add_in_connector(conn)
-    return errors.ConnectorError, f'connector {conn}: the CSR operand {prefix} has no member bogus'
+    return errors.ConnectorError, f'connector {conn}: the (CSR|CSF3) operand {prefix} has no member bogus'
 
 
 def _extra(sdfg, state, node, prefix, dense):
@@ -205,8 +216,11 @@ def _size(sdfg, state, node, prefix, dense):
 
 
 def _format(sdfg, state, node, prefix, dense):
-    _retype_out(sdfg, state, node, fmt=sparse_type_of(ss.BSR.with_block(2, 2)[f64, 4, 4]).fmt)
-    return errors.FormatMismatchError, r'out \(_out_\*\) is BSR2x2'
+    # (a format with the same members: BSR for a CSR-like result, DCSR for a CSF2 one)
+    crd0 = 'crd0' in sparse_type_of(sdfg.arrays[_out_structure(state, node)]).fmt.member_names
+    other = sparse_type_of(ss.DCSR[f64, 4, 4] if crd0 else ss.BSR.with_block(2, 2)[f64, 4, 4]).fmt
+    _retype_out(sdfg, state, node, fmt=other)
+    return errors.FormatMismatchError, rf'out \(_out_\*\) is {other.name}'
 
 
 BREAKAGES = {f.__name__.lstrip('_'): f for f in (_drop_edge, _drop_member, _drop_dense, _extra_member, _extra,

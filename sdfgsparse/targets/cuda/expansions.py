@@ -21,7 +21,8 @@ from sdfgsparse.ops.base import SparseLibraryNode
 from sdfgsparse.ops.concat import SparseConcat
 from sdfgsparse.ops.convert import Convert
 from sdfgsparse.ops.dense_spmm import DenseSpMM
-from sdfgsparse.ops.einsum import SparseEinsum, SparsePrefixEinsum
+from sdfgsparse.ops.einsum import SparseEinsum
+from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum
 from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.mul_dense import SparseMulDense

@@ -1,15 +1,14 @@
-"""The ``cpu`` implementations of :class:`~sdfgsparse.ops.einsum.SparseEinsum` and
-:class:`~sdfgsparse.ops.einsum.SparsePrefixEinsum`."""
+"""The ``cpu`` implementation of :class:`~sdfgsparse.ops.einsum.SparseEinsum`."""
 import dace
 import dace.library
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse.ops.einsum import SparseEinsum, SparsePrefixEinsum, portable_kernel, prefix_kernel
+from sdfgsparse.ops.einsum import SparseEinsum, portable_kernel
 from sdfgsparse.targets.cpu.builder import CpuKernel
 from sdfgsparse.targets.cpu.environment import SdfgsparseCPU
 from sdfgsparse.targets.registry import register
 
-__all__ = ['ExpandSparseEinsumCPU', 'ExpandSparsePrefixEinsumCPU']
+__all__ = ['ExpandSparseEinsumCPU']
 
 
 @dace.library.expansion
@@ -27,18 +26,3 @@ class ExpandSparseEinsumCPU(ExpandTransformation):
 
 
 register(SparseEinsum, 'cpu', ExpandSparseEinsumCPU, default=True)
-
-
-@dace.library.expansion
-class ExpandSparsePrefixEinsumCPU(ExpandTransformation):
-    """The walk of :func:`~sdfgsparse.ops.einsum.prefix_kernel` in a cpu kernel."""
-    environments = [SdfgsparseCPU]
-
-    @staticmethod
-    def expansion(node: SparsePrefixEinsum, state, sdfg):
-        k = CpuKernel(node, state, sdfg)
-        prefix_kernel(k, node, state)
-        return k.build()
-
-
-register(SparsePrefixEinsum, 'cpu', ExpandSparsePrefixEinsumCPU, default=True)

@@ -1,0 +1,102 @@
+"""``np.einsum`` with one sparse operand whose result is a matrix on that operand's two outer
+levels (``ijk,k->ij`` of a COO or CSF tensor: TTV; ``ijk->ij``): the result keeps those levels'
+pattern, sparse (a COO matrix of a COO tensor, ``CSF2`` of a CSF one; the dense I x J result of
+a large tensor would not fit in memory). The contraction, its operands and its walk are
+:mod:`sdfgsparse.ops.einsum`'s."""
+from typing import Optional
+
+import dace
+import dace.library
+from dace.transformation.transformation import ExpandTransformation
+
+from sdfgsparse import errors
+from sdfgsparse.formats import SparseFormat
+from sdfgsparse.formats.catalogue import coo_of_rank, csf_of_rank
+from sdfgsparse.lowering.graph import Kernel
+from sdfgsparse.lowering.graph_values import copy_index_members
+from sdfgsparse.ops.base import member_conn
+from sdfgsparse.ops.einsum import EinsumNode, EinsumSpec, walk_entries
+from sdfgsparse.ops.validation import Size
+
+__all__ = ['SparsePrefixEinsum', 'prefix_kernel', 'prefix_result_format', 'sparse_result']
+
+
+def prefix_result_format(fmt: SparseFormat, rank: int) -> Optional[SparseFormat]:
+    """The format of the first ``rank`` levels of ``fmt`` where they store a tensor of their
+    own (COO<n>'s entry and singleton levels: COO<rank>; CSF<n>'s: CSF<rank>), else None."""
+    if rank < 1 or rank >= fmt.rank:
+        return None
+    for make in (coo_of_rank, csf_of_rank):
+        if fmt is make(fmt.rank):
+            return make(rank)
+    return None
+
+
+def sparse_result(spec: EinsumSpec, fmt: SparseFormat) -> Optional[SparseFormat]:
+    """The sparse result's format where the result is a matrix whose indices are the sparse
+    operand's two outer levels (``ijk,k->ij``; :class:`SparsePrefixEinsum`), else None (a
+    dense result). Matrices only: a result of another rank cannot be returned sparse yet."""
+    subs = spec.inputs[spec.sparse]
+    if len(spec.output) != 2 or spec.output != subs[:2] or fmt.dims != tuple(f'c{d}' for d in range(fmt.rank)):
+        return None
+    return prefix_result_format(fmt, 2)
+
+
+def prefix_kernel(k: Kernel, node: 'SparsePrefixEinsum', state) -> None:
+    """The result's index members copied from the sparse operand's (its outer levels), its
+    values zeroed, then :func:`~sdfgsparse.ops.einsum.walk_entries` adding every product into
+    the value slot of the entry's position on the result's last level."""
+    spec = node.parsed
+    A = k.operand('A', node.operand_type(state, 'A'))
+    fmt = prefix_result_format(A.type.fmt, len(spec.output))
+    vals = member_conn('out', 'vals')
+    init = k.add_state('copy_indices')
+    copy_index_members(k, init, fmt.member_names, 'A', 'out')
+    k.fill(init, vals)
+    slot = A.levels[len(spec.output) - 1].pos
+    walk_entries(k, node, A, lambda index: (vals, [slot]), A.type.fmt.levels[0].unique,
+                 parallel=node.schedule_hint != 'sequential')
+
+
+@dace.library.expansion
+class ExpandSparsePrefixEinsumPure(ExpandTransformation):
+    """The portable SDFG (:func:`prefix_kernel`)."""
+    environments = []
+
+    @staticmethod
+    def expansion(node: 'SparsePrefixEinsum', state, sdfg):
+        k = Kernel(node, state, sdfg)
+        prefix_kernel(k, node, state)
+        return k.build()
+
+
+@dace.library.node
+class SparsePrefixEinsum(EinsumNode):
+    """``out = np.einsum(spec, ...)`` whose result indices are the sparse operand's outer
+    levels (``ijk,k->ij``): a sparse result (members ``_out_*``) of those levels' pattern, in
+    the format of :func:`prefix_result_format`; operands as :class:`EinsumNode`."""
+    implementations = {'pure': ExpandSparsePrefixEinsumPure}
+    default_implementation = 'pure'
+    SPARSE_OUTPUTS = ('out', )
+
+    def __init__(self, name='sparse_prefix_einsum', spec='ij->i', sparse=0, *args, **kwargs):
+        super().__init__(name, spec, sparse, set(), *args, **kwargs)
+
+    def validate(self, sdfg, state):
+        """:meth:`EinsumNode._wiring`; the result sparse, in :func:`prefix_result_format`'s
+        format of the operand's outer levels (its indices), of their shape."""
+
+        def result(w, spec, A):
+            out = w.sparse('out', output=True)
+            if A.seen is not None:
+                want = prefix_result_format(A.seen.fmt, len(spec.output))
+                if spec.output != spec.inputs[spec.sparse][:len(spec.output)] or want is None:
+                    w.fail(errors.ShapeError, f'{spec.text!r}: the result is not the outer levels of the sparse '
+                           f'operand {A.shown} ({A.seen!r})')
+                if out.stored is not None and out.stored.fmt is not want:
+                    w.fail(errors.FormatMismatchError, f'the result {out.shown} is {out.stored.fmt.name}, the outer '
+                           f'levels of {A.seen.fmt.name} are {want.name}')
+            shape = out.stored.shape if out.stored is not None else [None] * len(spec.output)
+            return out, [Size(v, f'dimension {d} of {out.shown}') for d, v in enumerate(shape)]
+
+        self._wiring(sdfg, state, result).finish()
