@@ -366,3 +366,34 @@ def test_merges_on_the_gpu_launch_kernels_per_step_not_per_row(rows, rng):
         got = sp.csr_array(got)
         np.testing.assert_array_equal(got.indptr, want.indptr)
         np.testing.assert_allclose(got.toarray(), want.toarray(), rtol=1e-14, atol=0)
+
+
+I3, J3, K3, R3 = (dace.symbol(s) for s in ('I3', 'J3', 'K3', 'R3'))
+
+
+@dace.program
+def gpu_tensor_ops(T: ss.CSF[dace.float64, I3, J3, K3], U: ss.COO[dace.float64, I3, J3, K3],
+                   B: dace.float64[J3, R3], C: dace.float64[K3, R3], v: dace.float64[K3]):
+    return np.einsum('ijk,jr,kr->ir', T, B, C), np.einsum('ijk,jr,kr->ir', U, B, C), np.einsum('ijk,k->ij', T, v)
+
+
+def test_tensor_einsums_on_the_gpu_algorithm_on_the_cpu(rng):
+    """N-D tensors (CSF and COO) in a GPU program: every access on the device, and the graph
+    with CPU schedules agrees with NumPy (MTTKRP of both formats, TTV's sparse result)."""
+    sdfg = gpu_sdfg(gpu_tensor_ops)
+    assert lower.is_lowered(sdfg) and lower.host_accesses(sdfg) == []
+    cpu = ss.compile(lower.with_cpu_schedules(sdfg))
+    for shape, density in (((7, 6, 5), 0.3), ((3, 1, 4), 0.5), ((5, 4, 3), 0.0)):
+        T = sp.random_array(shape, density=density, format='coo', rng=rng)
+        D = T.toarray()
+        B, C, v = rng.random((shape[1], 3)), rng.random((shape[2], 3)), rng.random(shape[2])
+        a, b, c = cpu(T=ss.convert(T, ss.CSF), U=T, B=B, C=C, v=v)
+        want = np.einsum('ijk,jr,kr->ir', D, B, C)
+        np.testing.assert_allclose(a, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(b, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(dense(c), np.einsum('ijk,k->ij', D, v), rtol=1e-12, atol=1e-12)
+
+
+@needs_nvcc
+def test_tensor_einsums_compile_with_nvcc():
+    gpu_built(gpu_tensor_ops)
