@@ -153,12 +153,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    'downwards), and compare that busy run with our own single-thread time (goal >= 0.9x) and with '
                    'the fastest peer (goal >= 0.8x)')
     p.add_argument('--only', default=None, help=argparse.SUPPRESS)  # one system: a child of --isolation separate
-    p.add_argument('--suite', choices=('kernels', 'ml', 'shape'), default='kernels',
+    p.add_argument('--suite', choices=('kernels', 'ml', 'shape', 'tensor'), default='kernels',
                    help='kernels (default): sparse kernels against peer libraries; ml: sparse torch models '
                    '(GCN inference and training step, sparse MLP) compiled with ss.torch.compile against eager '
                    'dense torch and torch.sparse (needs torch); shape: slices of sparse matrices, alone and fused '
                    'with SpMV, SpMM and sums, against scipy, pydata/sparse (where installed) and the same program '
-                   'with the slice materialised')
+                   'with the slice materialised; tensor: MTTKRP and TTV of generated sparse 3-D tensors (CSF and COO) '
+                   'against pydata/sparse einsum (where installed) and NumPy (--quick: the 480K-entry tensor only)')
     p.add_argument('--target', choices=('cpu', 'gpu', 'fpga'), default='cpu',
                    help='cpu (default): time against the peers; gpu: our GPU programs (spmv, spmm:16, spmm:64) '
                    'against torch cuSPARSE with every operand in device memory (needs a CUDA device; --quick: the '
@@ -267,6 +268,8 @@ def run(args) -> int:
         return _run_ml(args, config)
     if getattr(args, 'suite', 'kernels') == 'shape':
         return _run_shape(args, config)
+    if getattr(args, 'suite', 'kernels') == 'tensor':
+        return _run_tensor(args)
     from sdfgsparse.bench.plot import write_plot
     from sdfgsparse.bench.report import format_report
     log = lambda line: print(f'sdfgsparse bench: {line}', flush=True)  # noqa: E731
@@ -365,6 +368,13 @@ def _run_shape(args, config) -> int:
     results = run_shape(config.matrices, repeat=args.repeat,
                         log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
     return _suite_done(args, results, format_shape(results))
+
+
+def _run_tensor(args) -> int:
+    from sdfgsparse.bench.tensor import format_tensor, run_tensor
+    results = run_tensor(quick=args.quick, repeat=min(args.repeat, 10),
+                         log=lambda line: print(f'sdfgsparse bench: {line}', flush=True))
+    return _suite_done(args, results, format_tensor(results))
 
 
 def _suite_done(args, results, table: str) -> int:

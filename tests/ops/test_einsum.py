@@ -201,3 +201,39 @@ def test_index_extents_are_checked_before_the_call(rng):
     B, C = rng.standard_normal((3, 2)), rng.standard_normal((6, 2))  # k: 5 in T, 6 in C
     with pytest.raises(errors.ShapeError):
         mttkrp_coo(T=T, B=B, C=C)
+
+
+@dace.program
+def mttkrp_csf(T: ss.CSF[dace.float64, I, J, K], B: dace.float64[J, R], C: dace.float64[K, R]):
+    return np.einsum('ijk,jr,kr->ir', T, B, C), np.einsum('ijk,kr,jr->ir', T, C, B)
+
+
+@dace.program
+def mttkrp_csf32(T: ss.CSF[dace.float32, I, J, K, dace.int64], B: dace.float32[J, R], C: dace.float32[K, R]):
+    return np.einsum('ijk,jr,kr->ir', T, B, C)
+
+
+def _leaf_calls(prog):
+    sdfg = prog.to_sdfg()
+    sdfg.expand_library_nodes()
+    return sum('mttkrp_csf3_slice' in n.code.as_string for n, _ in sdfg.all_nodes_recursive()
+               if isinstance(n, dace.nodes.Tasklet))
+
+
+@pytest.mark.parametrize('rank', [1, 3, 128, 130])
+def test_mttkrp_of_a_csf_tensor_by_slices(rank, rng):
+    """The cpu kernel of a CSF tensor's MTTKRP (``mttkrp_csf3_slice``: a root slice per call,
+    B's row once per fiber) over ranks below, at and past its block of 128 columns, with the
+    operands in either order; float32 with int64 indices."""
+    assert _leaf_calls(mttkrp_csf) == 2 and _leaf_calls(mttkrp_csf32) == 1
+    for shape, density in (((9, 7, 5), 0.25), ((1, 1, 1), 1.0), ((6, 5, 4), 0.0), ((30, 2, 40), 0.05)):
+        T, D = random_coo(rng, shape, density, duplicates=3 if density else 0)
+        B, C = rng.standard_normal((shape[1], rank)), rng.standard_normal((shape[2], rank))
+        want = np.einsum('ijk,jr,kr->ir', D, B, C)
+        for got in mttkrp_csf(T=ss.convert(T, ss.CSF), B=B, C=C):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f'{shape} R={rank}')
+    T, D = random_coo(rng, (8, 6, 7), 0.3, dtype=np.float32)
+    B, C = rng.standard_normal((6, rank)).astype(np.float32), rng.standard_normal((7, rank)).astype(np.float32)
+    got = mttkrp_csf32(T=ss.convert(T, ss.CSF[dace.float32, I, J, K, dace.int64]), B=B, C=C)
+    np.testing.assert_allclose(got, np.einsum('ijk,jr,kr->ir', D, B.astype(np.float64), C.astype(np.float64)),
+                               rtol=1e-4, atol=1e-4)

@@ -26,7 +26,7 @@ INCLUDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'include')
 #: header); the SpGEMM workspaces and the in-kernel checks come with the kernels that use them,
 #: as their global code.
 HEADERS = ['sdfgsparse_cpu.h', 'sdfgsparse_rows.h', 'sdfgsparse_structured.h', 'sdfgsparse_row_union.h',
-           'sdfgsparse_vecmath.h', 'sdfgsparse_softmax.h']
+           'sdfgsparse_vecmath.h', 'sdfgsparse_softmax.h', 'sdfgsparse_tensor.h']
 
 
 def libmvec() -> bool:
