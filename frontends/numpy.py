@@ -307,6 +307,8 @@ def _dense_sub_sparse(pv, sdfg, state, d, a):
 @oprepo.replaces_method('Structure', 'sum')
 def _sparse_sum(pv, sdfg, state, a, axis=None):
     st = _stype(sdfg, a)
+    if st.rank != 2:
+        return _tensor_sum(sdfg, state, a, st, axis)
     if axis is None:
         shape, ax = [1], -1
     elif axis in (0, -2):
@@ -316,6 +318,28 @@ def _sparse_sum(pv, sdfg, state, a, axis=None):
     else:
         raise errors.UnsupportedOperationError(f'A.sum(axis={axis!r}): axis must be None, 0 or 1')
     return _sum_node(sdfg, state, a, shape, ax, sum_dtype(st.dtype), count=False, pv=pv)
+
+
+def _tensor_sum(sdfg, state, a, st, axis):
+    """``T.sum(axis)`` of a tensor of rank other than 2 (``axis``: None, an int or a tuple of
+    ints, negative ones counted from the end): the contraction of the summed axes
+    (:class:`~sdfgsparse.ops.einsum.SparseEinsum`), a dense result as NumPy's and scipy's
+    sums (one element for ``axis=None``). Float tensors only (an integer sum accumulates in
+    another dtype)."""
+    what = f'{_shown(a, sdfg)}.sum(axis={axis!r})'
+    axes = range(st.rank) if axis is None else (axis if isinstance(axis, (tuple, list)) else (axis, ))
+    summed = set()
+    for ax in axes:
+        if isinstance(ax, bool) or not isinstance(ax, (int, np.integer)) or not -st.rank <= ax < st.rank:
+            raise errors.UnsupportedOperationError(f'{what}: axis {ax!r} is not an axis of a rank-{st.rank} tensor')
+        summed.add(int(ax) % st.rank)
+    if st.dtype not in (dace.float32, dace.float64):
+        raise errors.UnsupportedOperationError(f'{what}: sums of {st.dtype} tensors are not supported yet (NumPy '
+                                               'accumulates integers in int64); convert the values to floats')
+    letters = 'abcdefghijklmnopqrstuvwxyz'[:st.rank]
+    spec = f'{letters}->' + ''.join(c for d, c in enumerate(letters) if d not in summed)
+    out, _ = sdfg.add_temp_transient([st.shape[d] for d in range(st.rank) if d not in summed] or [1], st.dtype)
+    return _insert(state, SparseEinsum(spec=spec, sparse=0), {'A': a}, dense_out=(EINSUM_OUT, out))
 
 
 _dense_numpy_sum = oprepo.Replacements.get('numpy.sum')

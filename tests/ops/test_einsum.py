@@ -237,3 +237,31 @@ def test_mttkrp_of_a_csf_tensor_by_slices(rank, rng):
     got = mttkrp_csf32(T=ss.convert(T, ss.CSF[dace.float32, I, J, K, dace.int64]), B=B, C=C)
     np.testing.assert_allclose(got, np.einsum('ijk,jr,kr->ir', D, B.astype(np.float64), C.astype(np.float64)),
                                rtol=1e-4, atol=1e-4)
+
+
+@dace.program
+def tensor_sums(T: ss.COO[dace.float64, I, J, K], U: ss.CSF[dace.float32, I, J, K, dace.int64]):
+    return T.sum(), T.sum(axis=1), np.sum(T, axis=(0, 2)), T.sum(axis=(-1, 0, 1)), U.sum(axis=-1), U.sum(axis=(0, 1))
+
+
+def test_sums_over_any_axes(rng):
+    T, D = random_coo(rng, (5, 4, 6), 0.3, duplicates=4)
+    U, E = random_coo(rng, (5, 4, 6), 0.3, dtype=np.float32)
+    got = tensor_sums(T=T, U=ss.convert(U, ss.CSF[dace.float32, I, J, K, dace.int64]))
+    want = [[D.sum()], D.sum(axis=1), D.sum(axis=(0, 2)), [D.sum()], E.sum(axis=-1), E.sum(axis=(0, 1))]
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert isinstance(g, np.ndarray)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f'sum {k}')
+
+    @dace.program
+    def bad_axis(T: ss.COO[dace.float64, I, J, K]):
+        return T.sum(axis=3)
+
+    @dace.program
+    def int_sum(T: ss.COO[dace.int32, I, J, K]):
+        return T.sum(axis=0)
+
+    with pytest.raises(errors.UnsupportedOperationError, match='axis 3 is not an axis of a rank-3 tensor'):
+        bad_axis.to_sdfg()
+    with pytest.raises(errors.UnsupportedOperationError, match='sums of int tensors are not supported'):
+        int_sum.to_sdfg()
