@@ -103,6 +103,15 @@ class SparseOperand:
     def cols(self) -> Size:
         return Size(self.seen.cols if self.seen is not None else None, f'the columns of {self.shown}')
 
+    def dims(self) -> List[Size]:
+        """Its sizes, one per dimension (a matrix's rows and columns; none where its type is
+        unknown)."""
+        if self.seen is None:
+            return []
+        if self.seen.rank == 2:
+            return [self.rows, self.cols]
+        return [Size(v, f'dimension {d} of {self.shown}') for d, v in enumerate(self.seen.shape)]
+
 
 class DenseOperand:
     """A dense operand (or result) of a node as :meth:`Wiring.dense` found it."""
@@ -342,8 +351,11 @@ class Wiring:
             if src is not None and isinstance(d, dace.data.Array) and isinstance(src, dace.data.Array):
                 self.same(Size(d.total_size, f'the size of {out.conns[m]}'),
                           Size(src.total_size, f'the size of {operand.conns[m]}'))
-        self.same(out.rows, operand.rows)
-        self.same(out.cols, operand.cols)
+        if out.seen is not None and operand.seen is not None and out.seen.rank != operand.seen.rank:
+            self.fail(errors.ShapeError, f'result {out.shown} has {out.seen.rank} dimensions, but it takes the pattern '
+                      f'of {operand.shown}, which has {operand.seen.rank}')
+        for a, b in zip(out.dims(), operand.dims()):
+            self.same(a, b)
 
     def format_in(self, operand: SparseOperand, names: Tuple[str, ...], why: str = '') -> None:
         """The format of ``operand`` as the node sees it is one of ``names``."""

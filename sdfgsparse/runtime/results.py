@@ -58,10 +58,10 @@ def return_allocator(desc: dace.data.Structure) -> Callable[[Dict[str, int]], ob
     st = sparse_type_of(desc)
     members = [(name, compile_int(size), np.dtype((st.dtype if name == 'vals' else st.index_dtype).as_numpy_dtype()))
                for name, size in st.member_shapes().items()]
-    rows, cols = compile_int(st.rows), compile_int(st.cols)
+    extents = [compile_int(e) for e in st.shape]  # (rows, cols of a matrix)
     cls = struct_class(desc)
     fields = [f[0] for f in cls._fields_]
-    dims = {k for k in ('rows', 'cols') if k in desc.members}
+    dims = {k for k in st.dim_keys if k in desc.members}
 
     # CSR / CSC results are trimmed to pos[-1] entries (struct_to_python), and every kernel
     # writes all of those: their capacity-sized crd1 / vals need no zeroing (zeroing a large
@@ -73,17 +73,17 @@ def return_allocator(desc: dace.data.Structure) -> Callable[[Dict[str, int]], ob
 
     def allocate_on_device(syms: Dict[str, int]):  # a GPU program's result (zeroed device arrays)
         from sdfgsparse.runtime.device import device_return
-        shape = (int(rows(syms)), int(cols(syms)))
+        shape = tuple(int(e(syms)) for e in extents)
         obj = device_return([(name, fn(syms), dt) for name, fn, dt, _ in members], fields,
-                            {k: v for k, v in zip(('rows', 'cols'), shape) if k in dims}, cls, shape)
+                            {k: v for k, v in zip(st.dim_keys, shape) if k in dims}, cls, shape)
         obj._ss_result_type = st
         obj._ss_on_device = True
         return obj
 
     def allocate(syms: Dict[str, int]):
         arrays = {name: make(max(fn(syms), 0), dtype=dt) for name, fn, dt, make in members}
-        shape = (int(rows(syms)), int(cols(syms)))
-        values = {'rows': shape[0], 'cols': shape[1]}
+        shape = tuple(int(e(syms)) for e in extents)
+        values = dict(zip(st.dim_keys, shape))
         obj = cls(*[data_pointer(arrays[f]) if f in arrays else values[f] if f in dims else 0 for f in fields])
         obj._ss_keepalive = arrays
         obj._ss_result_type = st
@@ -111,7 +111,8 @@ def allocate_on_device(desc: dace.data.Array, syms: Dict[str, int]):
 
 
 def struct_to_python(obj):
-    """The scipy sparse array (or ``SparseMatrix``) a returned struct stands for."""
+    """The scipy sparse array (or ``SparseMatrix``; ``ss.SparseTensor`` of a rank other than
+    2) a returned struct stands for."""
     st = obj._ss_result_type
     a = dict(obj._ss_keepalive)
     fmt = st.fmt
@@ -128,7 +129,7 @@ def struct_to_python(obj):
         a['crd1'] = _shrunk(a['crd1'], n)
         a['vals'] = _shrunk(a['vals'], n * R * C)
     m = SparseMatrix(fmt, a, obj._ss_shape)
-    return to_scipy_twin(m) if has_scipy_twin(fmt) else m
+    return to_scipy_twin(m) if fmt.rank == 2 and has_scipy_twin(fmt) else m
 
 
 def _shrunk(array: np.ndarray, n: int) -> np.ndarray:
@@ -173,6 +174,13 @@ def to_torch(result):
         return tuple(to_torch(r) for r in result)
     if hasattr(result, 'tocoo') and hasattr(result, 'format'):
         return scipy_to_torch(result)
+    if isinstance(result, SparseMatrix) and len(result.shape) == 2:  # a format without a scipy twin
+        return scipy_to_torch(result.to_scipy())
+    if isinstance(result, SparseMatrix):  # a tensor: torch's sparse COO
+        *coords, vals = result.to_coo_arrays()
+        idx = torch.from_numpy(np.vstack(coords).astype(np.int64)) if coords else torch.zeros((0, 0), dtype=torch.int64)
+        return torch.sparse_coo_tensor(idx, torch.from_numpy(np.ascontiguousarray(vals)), size=result.shape,
+                                       check_invariants=False)
     if type(result).__name__ == 'DeviceSparseMatrix':  # a GPU program's
         return result.to_torch()
     if type(result).__name__ == 'DeviceArray':
