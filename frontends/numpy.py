@@ -179,7 +179,7 @@ def _map_values(sdfg, state, a: str, function: str, alpha=None):
             out_dtype = dace.float64
     elif function in ('sqrt', 'exp', 'sigmoid', 'sin', 'tanh') and st.dtype in (dace.int32, dace.int64):
         out_dtype = dace.float64
-    out_type = st if out_dtype == st.dtype else st.fmt.type(out_dtype, st.rows, st.cols, st.index_dtype, **st.sizes)
+    out_type = st if out_dtype == st.dtype else st.fmt.type(out_dtype, *st.shape, st.index_dtype, **st.sizes)
     return _insert(state, node, {'A': a}, dense_in, sparse_out=('out', out_type, 'mapped'))
 
 

@@ -147,9 +147,10 @@ def _programs():
     return made
 
 
-def _pydata():
+def load_pydata():
+    """pydata/sparse (the [bench] extra), or None where it is not installed."""
     try:
-        import sparse  # pydata/sparse, the [bench] extra
+        import sparse
     except ImportError:
         return None
     return sparse
@@ -282,7 +283,7 @@ def _tasks(src, progs, pydata, rng):
 def run_shape(matrices, repeat: int = 20, log: Callable[[str], None] = print) -> List[ShapeResult]:
     """Run every task on every matrix (:class:`~sdfgsparse.bench.matrices.MatrixSource`)."""
     progs = _programs()
-    pydata = _pydata()
+    pydata = load_pydata()
     results = []
     measured = []  # (result, its calls): peak memory once every timing is done
     rng = np.random.default_rng(0)

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 import scipy.sparse as sp
 
+from sdfgsparse.bench.shape import load_pydata
 from sdfgsparse.bench.timing import interleaved
 
 __all__ = ['TensorResult', 'run_tensor', 'format_tensor', 'power_law_tensor', 'TENSORS', 'RANK']
@@ -94,14 +95,6 @@ def _programs():
     return {f.__name__: dace.program(f) for f in (mttkrp_csf, mttkrp_coo, ttv_csf, ttv_coo)}
 
 
-def _pydata():
-    try:
-        import sparse  # pydata/sparse, the [bench] extra
-    except ImportError:
-        return None
-    return sparse
-
-
 def _matrix(x) -> sp.csr_array:
     """A 2-D sparse result (ours, scipy's or pydata's) as scipy CSR, duplicates summed."""
     if hasattr(x, 'to_scipy'):
@@ -117,7 +110,7 @@ def run_tensor(quick: bool = False, repeat: int = 5, log: Callable[[str], None] 
     as :data:`TENSORS`)."""
     import sdfgsparse as ss
     progs = _programs()
-    pydata = _pydata()
+    pydata = load_pydata()
     results = []
     rng = np.random.default_rng(1)
     chosen = tensors or {n: TENSORS[n] for n in (QUICK if quick else TENSORS)}

@@ -24,7 +24,8 @@ from sdfgsparse.runtime.arguments import (_dense_shape_symbols, _merge, copy_bac
 from sdfgsparse.runtime.marshal import _torch_layout, is_sparse_value
 from sdfgsparse.runtime.outputs import OUT, Outputs, call_compiled, check_kinds, specs_of_result, take_out
 from sdfgsparse.runtime.plan import MISS, build_plan, dispatch
-from sdfgsparse.runtime.results import to_torch
+from sdfgsparse.runtime.results import to_pydata, to_torch
+from sdfgsparse.runtime.tensors import is_pydata
 from sdfgsparse.runtime.targets import RUNTIMES
 
 __all__ = ['call_program', 'CompiledProgram', 'compile', 'bind_values']
@@ -231,7 +232,9 @@ def _full_call(prog, orig_call, names, values, descs, args, kwargs, result_out=N
             result = outputs.finish(result, written=False)
         else:
             result = outputs.finish(result)
-    return to_torch(result) if torch_in else result
+    if torch_in:
+        return to_torch(result)
+    return to_pydata(result) if any(is_pydata(v) for v in values.values()) else result
 
 
 def _run_plans(plans, argnames, args, kwargs, by_type=None, out=None, tried=False):
@@ -472,6 +475,8 @@ class CompiledProgram:
                 _keep_plan(self.__dict__, raw, built[raw])
         if torch_in:
             result = to_torch(result)
+        elif any(is_pydata(v) for v in values.values()):
+            result = to_pydata(result)
         return result
 
 

@@ -18,7 +18,8 @@ from sdfgsparse.runtime.marshal import struct_class
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.symexpr import compile_int
 
-__all__ = ['allocate_return', 'allocate_on_device', 'return_allocator', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return', 'to_torch']
+__all__ = ['allocate_return', 'allocate_on_device', 'return_allocator', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return',
+           'to_torch', 'to_pydata']
 
 
 def is_sparse_return(obj) -> bool:
@@ -185,4 +186,20 @@ def to_torch(result):
         return result.to_torch()
     if type(result).__name__ == 'DeviceArray':
         return torch.as_tensor(result, device='cuda')
+    return result
+
+
+def to_pydata(result):
+    """A program's result for a caller who passed pydata/sparse arrays (and no torch tensor):
+    sparse tensors of a rank other than 2 (``ss.SparseTensor``) as pydata ``COO`` arrays
+    (coordinates in storage order, a COO result's duplicates kept, as pydata keeps them until
+    asked), tuples element by element; anything else as it is (matrices stay scipy arrays, as
+    on every call path)."""
+    if isinstance(result, tuple):
+        return tuple(to_pydata(r) for r in result)
+    if isinstance(result, SparseMatrix) and len(result.shape) != 2:
+        import sparse  # pydata/sparse: its arrays were an argument, so it is installed
+        *coords, vals = result.to_coo_arrays()
+        return sparse.COO(np.vstack(coords).astype(np.int64), vals, shape=result.shape,
+                          has_duplicates=result.format.name.startswith('COO'), sorted=False)
     return result

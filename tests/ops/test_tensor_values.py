@@ -70,3 +70,18 @@ def test_matrix_operations_refuse_tensors():
 
     with pytest.raises(errors.UnsupportedOperationError, match='takes matrices'):
         add.to_sdfg()
+
+
+def test_pydata_in_pydata_out(rng):
+    """A caller who passes pydata/sparse arrays gets tensors back as pydata COO (matrices stay
+    scipy arrays, dense results NumPy)."""
+    sparse = pytest.importorskip('sparse')
+    T, D = _tensor(rng, (4, 3, 5))
+    P = sparse.COO(np.array(T.coords), T.data, shape=T.shape)
+    v = rng.standard_normal(5)
+    got = rank3(T=P, U=ss.convert(P, ss.CSF), v=v)
+    assert isinstance(got[0], sparse.COO) and got[0].shape == D.shape
+    np.testing.assert_allclose(got[0].todense(), 2 * D, rtol=1e-14)
+    assert isinstance(got[1], sparse.COO)  # (a CSF result, as pydata COO)
+    np.testing.assert_allclose(got[1].todense(), np.maximum(D, 0), rtol=1e-14)
+    assert isinstance(got[5], ss.SparseMatrix) and got[5].shape == (4, 3)  # TTV's CSF2 matrix
