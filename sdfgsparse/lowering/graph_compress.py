@@ -173,9 +173,10 @@ def scan(k: Kernel, label: str, counts: str, positions: str, n):
     every kernel within :func:`sequential_scans`), else in pieces of :data:`SCAN_CHUNK` entries:
 
     1. a parallel map over the pieces, each summing its counts (a Python tasklet's loop);
-    2. one tasklet: the pieces' sums' prefix (``ceil(n / SCAN_CHUNK)`` steps);
-    3. a parallel map over the pieces, each writing its positions from its start, and one
-       more iteration writing ``positions[n]``.
+    2. one tasklet: the pieces' sums' prefix (``ceil(n / SCAN_CHUNK)`` steps) and
+       ``positions[n]`` (an exact write: with only the pieces' whole-array writes, the GPU
+       lowering's member views of a sparse result's positions broke the generated code);
+    3. a parallel map over the pieces, each writing its positions from its start.
 
     Three steps whatever ``n``: on a GPU three kernels (a loop of states would launch one
     kernel per entry), on a CPU parallel pieces."""
@@ -196,12 +197,12 @@ def scan(k: Kernel, label: str, counts: str, positions: str, n):
             '    u_i = u_i + 1\n_sum = u_s\n', {'_cnt': counts}, {'_sum': f'{sums}[{c}]'})
     tasklet(k, Scope.at(k.add_state(f'{label}_starts')), f'{label}_starts',
             f'u_acc = 0\nu_j = 0\nwhile u_j < {pyexpr(pieces)}:\n    _st[u_j] = u_acc\n'
-            '    u_acc = u_acc + _sum[u_j]\n    u_j = u_j + 1\n_st[u_j] = u_acc\n', {'_sum': sums}, {'_st': starts})
-    # (the pieces and one more, which writes positions[n]: every position in one state)
-    sc = k.scope(k.add_state(f'{label}_positions'), [(c, 0, pieces + 1)], [_PAR])
+            '    u_acc = u_acc + _sum[u_j]\n    u_j = u_j + 1\n_total = u_acc\n', {'_sum': sums},
+            {'_st': starts, '_total': f'{positions}[{pyexpr(n)}]'})
+    sc = k.scope(k.add_state(f'{label}_positions'), [(c, 0, pieces)], [_PAR])
     tasklet(k, sc, f'{label}_positions', bounds + 'u_acc = _st\nwhile u_i < u_e:\n    _pos[u_i] = u_acc\n'
-            f'    u_acc = u_acc + _cnt[u_i]\n    u_i = u_i + 1\nif {c} == {pyexpr(pieces)}:\n'
-            f'    _pos[{pyexpr(n)}] = u_acc\n', {'_cnt': counts, '_st': f'{starts}[{c}]'}, {'_pos': positions})
+            '    u_acc = u_acc + _cnt[u_i]\n    u_i = u_i + 1\n', {'_cnt': counts, '_st': f'{starts}[{c}]'},
+            {'_pos': positions})
 
 
 def sequential_scan(k: Kernel, label: str, counts: str, positions: str, n):
