@@ -214,7 +214,7 @@ class EinsumNode(SparseLibraryNode):
         operand's members (a tensor of its subscripts' rank), each dense operand of its
         subscripts' rank, every index of one extent wherever it appears (the result's too:
         ``result(w, spec, A)`` returns ``(result, [Size of each result dimension])``), the
-        result of the operands' dtype. Returns ``(wiring, spec, A)`` for the node's own checks."""
+        result of the operands' dtype. Returns the wiring, for the caller to finish."""
         w = Wiring(self, sdfg, state)
         try:
             spec = self.parsed

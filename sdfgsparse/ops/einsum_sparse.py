@@ -36,10 +36,9 @@ def sparse_result(spec: EinsumSpec, fmt: SparseFormat) -> Optional[SparseFormat]
     """The sparse result's format where the result is a matrix whose indices are the sparse
     operand's two outer levels (``ijk,k->ij``; :class:`SparsePrefixEinsum`), else None (a
     dense result). Matrices only: a result of another rank cannot be returned sparse yet."""
-    subs = spec.inputs[spec.sparse]
-    if len(spec.output) != 2 or spec.output != subs[:2] or fmt.dims != tuple(f'c{d}' for d in range(fmt.rank)):
+    if len(spec.output) != 2 or spec.output != spec.inputs[spec.sparse][:2]:
         return None
-    return prefix_result_format(fmt, 2)
+    return prefix_result_format(fmt, 2)  # (COO<n> and CSF<n> store their dimensions in level order)
 
 
 def prefix_kernel(k: Kernel, node: 'SparsePrefixEinsum', state) -> None:
