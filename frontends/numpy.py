@@ -1115,8 +1115,8 @@ def _sparse_reshape(pv, sdfg, state, a: str, shape, order='C') -> str:
         a = _concat_materialise(sdfg, state, a)
     if sympy.simplify(sympy.sympify(rows2) - st.rows) == 0 and sympy.simplify(sympy.sympify(cols2) - st.cols) == 0:
         return a
-    steps = [Reshape(st.cols, rows2, cols2)] if order == 'C' else \
-        [Transpose(), Reshape(st.rows, cols2, rows2), Transpose()]
+    steps = [Reshape((st.rows, st.cols), (rows2, cols2))] if order == 'C' else \
+        [Transpose(), Reshape((st.cols, st.rows), (cols2, rows2)), Transpose()]
     return base.view_alias(sdfg, a, steps, what)
 
 

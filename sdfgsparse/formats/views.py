@@ -1,22 +1,29 @@
-"""Views of sparse matrices: slices and transpositions that produce no storage.
+"""Views of sparse matrices and tensors: slices, transpositions and reshapes that produce
+no storage.
 
-A view is the stored matrix seen through a chain of *steps* (:class:`Slice`,
-:class:`Transpose`). It is a :class:`~sdfgsparse.formats.format.SparseFormat` of its own
-(:class:`ViewFormat`): the same levels and storage arrays as the stored format, and a loop
-nest (:meth:`ViewFormat.loops`) whose coordinates are those of the view. An operation
-that iterates the view's loop nest therefore reads the slice directly, and shape and
-compute fuse by construction:
+A view is the stored data seen through a chain of *steps* (:class:`Slice`,
+:class:`Transpose`, :class:`Reshape`). It is a
+:class:`~sdfgsparse.formats.format.SparseFormat` of its own (:class:`ViewFormat`): the same
+levels and storage arrays as the stored format, and a loop nest (:meth:`ViewFormat.loops`)
+whose coordinates are those of the view (of the view's rank, which a reshape may change).
+An operation that iterates the view's loop nest therefore reads the view directly, and
+shape and compute fuse by construction:
 
 * a slice of the dimension that the outermost dense level enumerates (the rows of a CSR)
   narrows that level's loop (``for r in [0, count)``, stored row ``start + step * r``);
 * a slice of any other dimension is a guard on the entry's coordinate (in range, on the
   step) and a new coordinate ``(c - start) / step``;
-* a transposition swaps the two coordinates;
+* a transposition permutes the coordinates (a matrix's ``.T`` swaps them; a tensor's
+  ``transpose(axes)``, ``np.moveaxis`` any permutation);
 * a reshape (C order) linearises the coordinates and splits the linear index again:
   ``(i, j)`` of a ``rows x cols`` matrix is ``((i * cols + j) // cols2, (i * cols + j) %
-  cols2)`` of the ``rows2 x cols2`` view. The walk stays the stored one, so the view's rows
-  are no longer owned by the outer loop (:attr:`ViewFormat.outer_dim` is None): writers
-  along them take their safe schedule, a materialised reshape is sorted.
+  cols2)`` of the ``rows2 x cols2`` view. Between ranks the dimensions are matched in
+  groups of equal size products first (:func:`reshape_groups`), so ``(I, J, K) -> (I * J,
+  K)`` is ``(i * J + j, k)``, an inserted dimension of size one (``np.expand_dims``) is the
+  coordinate 0 and a removed one (``np.squeeze``) is dropped. The walk stays the stored one,
+  so the view's dimensions are owned by the outer loop only where a group keeps the stored
+  outer dimension first (:attr:`ViewFormat.outer_dim`): writers along the others take their
+  safe schedule, a materialised reshape is sorted.
 
 Slices are normalised as NumPy does (:func:`normalise_slice`): negative bounds count from
 the end, bounds clip to the dimension, a negative step walks backwards; with symbolic
@@ -40,23 +47,28 @@ from sdfgsparse import errors
 from sdfgsparse.formats.format import LoopNest, SparseFormat, SparseType
 from sdfgsparse.formats.levels import COUNTED, LevelLoop
 
-__all__ = ['Slice', 'Transpose', 'Reshape', 'ViewFormat', 'view_type', 'normalise_slice', 'encode_steps', 'decode_steps',
-           'is_view']
+__all__ = ['Slice', 'Transpose', 'Reshape', 'ViewFormat', 'view_type', 'view_shape', 'normalise_slice', 'encode_steps',
+           'decode_steps', 'is_view', 'reshape_groups']
 
 
 class Slice:
-    """Positions ``start, start + step, ...`` (``count`` of them) of matrix dimension ``axis``
-    (0: rows, 1: columns), already normalised (:func:`normalise_slice`)."""
+    """Positions ``start, start + step, ...`` (``count`` of them) of dimension ``axis`` (of a
+    matrix, 0: rows, 1: columns), already normalised (:func:`normalise_slice`)."""
 
     def __init__(self, axis: int, start, count, step: int):
-        if axis not in (0, 1):
-            raise ValueError(f'Slice: axis must be 0 or 1, got {axis!r}')
+        if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
+            raise ValueError(f'Slice: axis must be a dimension (0, 1, ...), got {axis!r}')
         self.axis = axis
         self.start = sympy.sympify(start)
         self.count = sympy.sympify(count)
         self.step = int(step)
         if self.step == 0:
             raise ValueError('Slice: step must not be zero')
+
+    @property
+    def exprs(self) -> tuple:
+        """The symbolic expressions the step holds."""
+        return (self.start, self.count)
 
     def as_json(self):
         return ['slice', self.axis, str(self.start), str(self.count), self.step]
@@ -66,29 +78,48 @@ class Slice:
 
 
 class Transpose:
-    """Rows and columns swapped."""
+    """The dimensions permuted: dimension ``d`` of the result is dimension ``axes[d]`` before
+    it (NumPy's ``transpose(axes)``); ``axes=None`` reverses them (a matrix's ``.T``)."""
+
+    def __init__(self, axes: Optional[Sequence[int]] = None):
+        self.axes = None if axes is None else tuple(int(a) for a in axes)
+        if self.axes is not None and sorted(self.axes) != list(range(len(self.axes))):
+            raise ValueError(f'Transpose: axes must be a permutation of 0..{len(self.axes) - 1}, got {self.axes}')
+
+    exprs = ()
+
+    def order(self, rank: int) -> Tuple[int, ...]:
+        """The permutation for data of ``rank`` dimensions."""
+        if self.axes is None:
+            return tuple(range(rank - 1, -1, -1))
+        if len(self.axes) != rank:
+            raise ValueError(f'Transpose{self.axes} of data of {rank} dimensions')
+        return self.axes
 
     def as_json(self):
-        return ['T']
+        return ['T'] if self.axes is None else ['T', list(self.axes)]
 
     def __repr__(self):
-        return 'Transpose()'
+        return 'Transpose()' if self.axes is None else f'Transpose({self.axes})'
 
 
 class Reshape:
-    """The matrix (``cols`` columns) seen in C order as ``rows2 x cols2`` (the same number
-    of elements)."""
+    """The data of shape ``old`` seen in C order as shape ``new`` (the same number of
+    elements; any ranks). A matrix's reshape names ``Reshape((rows, cols), (rows2, cols2))``."""
 
-    def __init__(self, cols, rows2, cols2):
-        self.cols = sympy.sympify(cols)
-        self.rows2 = sympy.sympify(rows2)
-        self.cols2 = sympy.sympify(cols2)
+    def __init__(self, old: Sequence, new: Sequence):
+        self.old = tuple(None if v is None else sympy.sympify(v) for v in old)
+        self.new = tuple(sympy.sympify(v) for v in new)
+
+    @property
+    def exprs(self) -> tuple:
+        return tuple(v for v in self.old + self.new if v is not None)
 
     def as_json(self):
-        return ['reshape', str(self.cols), str(self.rows2), str(self.cols2)]
+        return ['reshape', [None if v is None else str(v) for v in self.old], [str(v) for v in self.new]]
 
     def __repr__(self):
-        return f'Reshape({self.cols} -> {self.rows2} x {self.cols2})'
+        return f'Reshape({self.old} -> {self.new})'
 
 
 Step = Union[Slice, Transpose, Reshape]
@@ -100,17 +131,19 @@ def encode_steps(steps: Sequence[Step]) -> str:
 
 
 def decode_steps(text: str) -> List[Step]:
-    """Inverse of :func:`encode_steps`."""
+    """Inverse of :func:`encode_steps` (also reads the matrix-only reshapes of earlier
+    versions: ``['reshape', cols, rows2, cols2]``)."""
     res = []
+    sym = dace.symbolic.pystr_to_symbolic
     for item in json.loads(text) if text else []:
         if item[0] == 'T':
-            res.append(Transpose())
+            res.append(Transpose(item[1] if len(item) > 1 else None))
+        elif item[0] == 'reshape' and len(item) == 3:
+            res.append(Reshape([None if v is None else sym(v) for v in item[1]], [sym(v) for v in item[2]]))
         elif item[0] == 'reshape':
-            sym = dace.symbolic.pystr_to_symbolic
-            res.append(Reshape(*(sym(v) for v in item[1:])))
+            res.append(Reshape((None, sym(item[1])), (sym(item[2]), sym(item[3]))))
         elif item[0] == 'slice':
             _, axis, start, count, step = item
-            sym = dace.symbolic.pystr_to_symbolic
             res.append(Slice(int(axis), sym(start), sym(count), int(step)))
         else:
             raise ValueError(f'unknown view step {item!r}')
@@ -193,21 +226,103 @@ def _narrowable(l: LevelLoop, e) -> bool:
             and l.begin == 0 and e == l.var)
 
 
+def _same(a, b) -> bool:
+    return a is not None and b is not None and sympy.simplify(sympy.sympify(a) - b) == 0
+
+
+def reshape_groups(old: Sequence, new: Sequence) -> Optional[List[Tuple[List[int], List[int]]]]:
+    """The dimensions of a C-order reshape from shape ``old`` to ``new`` matched in groups of
+    equal products, in order: ``[(old dims, new dims), ...]`` (``(I, J, K) -> (I * J, K)``:
+    ``[([0, 1], [0]), ([2], [1])]``; a dimension of size one may form a group with no partner).
+    None where no such matching is found (unknown or incommensurable sizes): the whole
+    shape is then one group."""
+    if any(v is None for v in old):
+        return None
+    groups, i, j = [], 0, 0
+    while i < len(old) or j < len(new):
+        if i < len(old) and _same(old[i], 1):
+            groups.append(([i], []))
+            i += 1
+            continue
+        if j < len(new) and _same(new[j], 1):
+            groups.append(([], [j]))
+            j += 1
+            continue
+        if i == len(old) or j == len(new):
+            return None
+        gi, gj = [i], [j]
+        po, pn = sympy.sympify(old[i]), sympy.sympify(new[j])
+        i, j = i + 1, j + 1
+        while not _same(po, pn):
+            # grow the side with the smaller product (the other's a multiple of it)
+            num, den = sympy.fraction(sympy.cancel(pn / po))
+            grow_old = bool(num > den) if num.is_number and den.is_number else den == 1
+            if grow_old and i < len(old):
+                po, i = po * old[i], i + 1
+                gi.append(i - 1)
+            elif j < len(new):
+                pn, j = pn * new[j], j + 1
+                gj.append(j - 1)
+            elif i < len(old):
+                po, i = po * old[i], i + 1
+                gi.append(i - 1)
+            else:
+                return None
+        groups.append((gi, gj))
+    return groups
+
+
+def _split(flat, sizes: Sequence) -> list:
+    """The C-order coordinates of linear index ``flat`` over dimensions ``sizes`` (a
+    dimension of one position: 0)."""
+    out = []
+    for t, n in enumerate(sizes):
+        if _same(n, 1):
+            out.append(sympy.Integer(0))
+            continue
+        stride = sympy.Integer(1)
+        for m in sizes[t + 1:]:
+            stride = stride * m
+        e = flat if _same(stride, 1) else int_floor(flat, stride)
+        out.append(e if t == 0 or all(_same(m, 1) for m in sizes[:t]) else sympy.Mod(e, n))
+    return out
+
+
+def _reshaped(dims: list, s: Reshape) -> list:
+    """The coordinates ``dims`` (of shape ``s.old``) seen through reshape ``s``."""
+    if len(s.old) == 2 and len(s.new) == 2 and reshape_groups(s.old, s.new) is None:
+        rows2, cols2 = s.new
+        flat = dims[0] * s.old[1] + dims[1]
+        # one column: the linear index is the row (SymPy keeps ``Mod(M*crd1(p), 1)``: its
+        # storage reads are not known integers; DaCe 1.0.2 miscompiled the ``% 1``)
+        out = [flat, sympy.Integer(0)] if cols2 == 1 else [int_floor(flat, cols2), sympy.Mod(flat, cols2)]
+        if rows2 == 1:
+            out[0] = sympy.Integer(0)  # one row (see _one below)
+        return out
+    groups = reshape_groups(s.old, s.new) or [(list(range(len(s.old))), list(range(len(s.new))))]
+    out = [None] * len(s.new)
+    for gi, gj in groups:
+        flat = sympy.Integer(0)
+        for d in gi:
+            flat = flat * s.old[d] + dims[d]
+        if len(gj) == 1:
+            out[gj[0]] = flat
+        else:
+            for d, e in zip(gj, _split(flat, [s.new[d] for d in gj])):
+                out[d] = e
+    return out
+
+
 def apply_steps(nest: LoopNest, steps: Sequence[Step]) -> LoopNest:
-    """The loop nest of the view: ``nest`` (the stored matrix's) seen through ``steps``."""
+    """The loop nest of the view: ``nest`` (the stored data's) seen through ``steps``."""
     levels = list(nest.levels)
-    dims = [nest.row, nest.col]
+    dims = list(nest.coords)
     for s in steps:
         if isinstance(s, Transpose):
-            dims.reverse()
+            dims = [dims[a] for a in s.order(len(dims))]
             continue
         if isinstance(s, Reshape):
-            flat = dims[0] * s.cols + dims[1]
-            # one column: the linear index is the row (SymPy keeps ``Mod(M*crd1(p), 1)``: its
-            # storage reads are not known integers; DaCe 1.0.2 miscompiled the ``% 1``)
-            dims = [flat, sympy.Integer(0)] if s.cols2 == 1 else [int_floor(flat, s.cols2), sympy.Mod(flat, s.cols2)]
-            if s.rows2 == 1:
-                dims[0] = sympy.Integer(0)  # one row (see _one below)
+            dims = _reshaped(dims, s)
             continue
         e = dims[s.axis]
         if _narrowable(levels[0], e):
@@ -224,7 +339,7 @@ def apply_steps(nest: LoopNest, steps: Sequence[Step]) -> LoopNest:
         k = _level_of(levels, e)
         levels[k] = _with_guard(levels[k], sympy.And(*guard))
         dims[s.axis] = _one(s.count, q if m == 1 else int_floor(q, m))
-    return LoopNest(levels, (dims[0], dims[1]), nest.members)
+    return LoopNest(levels, dims, nest.members)
 
 
 def _membership(q, m: int, count) -> list:
@@ -274,12 +389,12 @@ class ViewFormat(SparseFormat):
         self.base = base
         self.steps = list(steps)
         bf = base.fmt
-        super().__init__(f'{bf.name}View', bf.levels, lambda r, c: bf.extents(base.rows, base.cols), bf.dims,
+        super().__init__(f'{bf.name}View', bf.levels, lambda *shape: bf.extents(*base.shape), bf.dims,
                          scipy_format=None, transpose_name=None, block=(1, 1),
                          doc=f'A view of {bf.name} storage: {self.steps}.')
         nest = self.loops(None, base.sizes)
         lead = nest.levels[0]
-        self.dims = tuple('c0' if (d == lead.var and lead.coord == lead.var) else str(d) for d in (nest.row, nest.col))
+        self.dims = tuple('c0' if (d == lead.var and lead.coord == lead.var) else str(d) for d in nest.coords)
         self._nest = nest
 
     def loops(self, shape, sizes) -> LoopNest:
@@ -288,31 +403,40 @@ class ViewFormat(SparseFormat):
 
     @property
     def outer_dim(self) -> Optional[int]:
+        """The view's dimension that the stored outer level owns: the stored one, followed
+        through the permutations, and through a reshape where it leads a group that becomes
+        one dimension (``(I, J, K) -> (I * J, K)``: distinct ``i`` give disjoint ``i * J + j``);
+        else None."""
         od = self.base.fmt.outer_dim
-        if od is None or any(isinstance(s, Reshape) for s in self.steps):
-            return None
+        shape = list(self.base.shape)
         for s in self.steps:
+            if od is None:
+                return None
             if isinstance(s, Transpose):
-                od = 1 - od
+                order = s.order(len(shape))
+                od = order.index(od)
+                shape = [shape[a] for a in order]
+            elif isinstance(s, Reshape):
+                groups = reshape_groups(s.old, s.new) or []
+                od = next((gj[0] for gi, gj in groups if gi and gi[0] == od and len(gj) == 1), None)
+                shape = list(s.new)
         return od
 
     @property
     def symbol_exprs(self) -> list:
         """Expressions whose symbols the view's iteration uses beyond the stored type's."""
-        return [self.base.rows, self.base.cols] + [e for s in self.steps if isinstance(s, Slice) for e in (s.start, s.count)] \
-            + [e for s in self.steps if isinstance(s, Reshape) for e in (s.cols, s.rows2, s.cols2)]
+        return list(self.base.shape) + [e for s in self.steps for e in s.exprs]
 
     def reverses(self, dim: int) -> bool:
-        """Whether the view walks dimension ``dim`` (0: rows, 1: columns) backwards from the
-        stored order (a slice along it with a negative step), or in no stored order at all
-        (after a reshape)."""
-        origin = [0, 1]  # current dimension -> the stored type's
-        backwards = [False, False]
+        """Whether the view walks dimension ``dim`` backwards from the stored order (a slice
+        along it with a negative step), or in no stored order at all (after a reshape)."""
+        origin = list(range(self.base.rank))  # current dimension -> the stored type's
+        backwards = [False] * self.base.rank
         for s in self.steps:
             if isinstance(s, Reshape):  # the order of a reshaped walk is not the stored one
                 return True
             if isinstance(s, Transpose):
-                origin.reverse()
+                origin = [origin[a] for a in s.order(len(origin))]
             elif s.step < 0:
                 backwards[origin[s.axis]] = not backwards[origin[s.axis]]
         return backwards[origin[dim]]
@@ -332,20 +456,24 @@ def is_view(st: SparseType) -> bool:
     return isinstance(st.fmt, ViewFormat)
 
 
+def view_shape(shape: Sequence, steps: Sequence[Step]) -> tuple:
+    """The shape of data of ``shape`` seen through ``steps``."""
+    shape = list(shape)
+    for s in steps:
+        if isinstance(s, Transpose):
+            shape = [shape[a] for a in s.order(len(shape))]
+        elif isinstance(s, Reshape):
+            shape = list(s.new)
+        else:
+            shape[s.axis] = s.count
+    return tuple(shape)
+
+
 def view_type(st: SparseType, steps: Sequence[Step]) -> SparseType:
     """``st`` (a stored type, or a view) seen through ``steps`` more."""
     if is_view(st):
         base, steps = st.fmt.base, st.fmt.steps + list(steps)
     else:
         base, steps = st, list(steps)
-    shape = [base.rows, base.cols]
-    for s in steps:
-        if isinstance(s, Transpose):
-            shape.reverse()
-        elif isinstance(s, Reshape):
-            shape = [s.rows2, s.cols2]
-        else:
-            shape[s.axis] = s.count
     fmt = ViewFormat(base, steps)
-    return SparseType(fmt, base.dtype, (shape[0], shape[1]), base.index_dtype, base.sizes, uid=-1)
-
+    return SparseType(fmt, base.dtype, view_shape(base.shape, steps), base.index_dtype, base.sizes, uid=-1)

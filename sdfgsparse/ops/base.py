@@ -249,9 +249,7 @@ class SparseLibraryNode(nodes.LibraryNode):
         res = set(super().free_symbols)
         for steps in (self.views or {}).values():
             for s in _views.decode_steps(steps):
-                exprs = (s.start, s.count) if isinstance(s, _views.Slice) else \
-                    (s.cols, s.rows2, s.cols2) if isinstance(s, _views.Reshape) else ()
-                res |= {str(x) for e in exprs for x in sympy.sympify(e).free_symbols}
+                res |= {str(x) for e in s.exprs for x in sympy.sympify(e).free_symbols}
         return res
 
     def member_arrays(self, state: SDFGState, prefix: str) -> Dict[str, dace.data.Data]:
