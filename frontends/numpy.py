@@ -26,13 +26,11 @@ from sdfgsparse import formats as _formats
 from sdfgsparse._dace_compat import wrap
 from sdfgsparse.formats import CSC, CSR, SparseFormat, SparseType, is_parsing_ours, is_sparse_desc, sparse_type_of
 from sdfgsparse.lowering.epilogue import NAN_UFUNC_CODE
+from sdfgsparse.formats.counted import counted_coo
 from sdfgsparse.formats.views import Reshape, Slice, Transpose, decode_steps, normalise_slice
 from sdfgsparse.ops import base
 from sdfgsparse.ops.add_dense import SparseAddDense
 from sdfgsparse.ops.dense_spmm import DenseSpMM
-from sdfgsparse.ops.einsum import OUT as EINSUM_OUT
-from sdfgsparse.ops.einsum import SparseEinsum, dense_conn, index_extents, parse_spec, result_shape
-from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum, sparse_result
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.reduce import SparseSum, sum_dtype
 from sdfgsparse.ops.sddmm import SDDMM
@@ -41,6 +39,7 @@ from sdfgsparse.ops.shape_checks import require_equal
 from sdfgsparse.ops.spmm import SpMM
 from sdfgsparse.ops.spmv import SpMV
 from sdfgsparse.ops.map_values import ALPHA, MapValues
+from sdfgsparse.ops.materialise import SparseMaterialise
 from sdfgsparse.ops.softmax import SparseSoftmax, normalise_axis
 from sdfgsparse.ops.convert import Convert, TARGETS
 from sdfgsparse.ops.add import SparseAdd, result_format
@@ -49,7 +48,16 @@ from sdfgsparse.ops.spgemm import SpGEMM
 from sdfgsparse.ops.concat import SparseConcat, part_prefix
 from sdfgsparse.runtime.capacity import capacity_symbol
 
-__all__ = []
+__all__ = ['TENSOR_OPERATIONS', 'SPARSE_FUNCTIONS', 'CALLBACK_FUNCTIONS']
+
+#: What a sparse operand of a rank other than 2 is handed to (filled by
+#: :mod:`sdfgsparse.frontends.numpy_tensor`): ``'sum'``, ``'matmul'``, ``'mul_dense'``,
+#: ``'transpose'``.
+TENSOR_OPERATIONS = {}
+#: NumPy functions DaCe has no replacement for (a program would call them back in Python):
+#: name -> the implementation used when an operand is sparse (filled by
+#: :mod:`sdfgsparse.frontends.numpy_tensor`).
+CALLBACK_FUNCTIONS = {}
 
 
 def _stype(sdfg, name):
@@ -74,10 +82,16 @@ def _is_view(sdfg, name) -> bool:
 
 
 def _materialise(sdfg, state, name: str) -> str:
-    """A sparse result holding the view ``name`` (a slice, ...): canonical (sorted, no
-    duplicates), CSR, or CSC where the stored layout is column-major (a CSC, or a CSR read
-    transposed)."""
+    """A sparse result holding the view ``name`` (a slice, ...): of a matrix, canonical
+    (sorted, no duplicates), CSR, or CSC where the stored layout is column-major (a CSC, or a
+    CSR read transposed); of another rank, the entries it keeps as a counted coordinate list
+    (:class:`~sdfgsparse.ops.materialise.SparseMaterialise`)."""
     st = _stype(sdfg, name)
+    if st.rank != 2:
+        cap = st.fmt.counts(st.shape, st.sizes)[-1]
+        itype = dace.int64 if any(isinstance(s, Reshape) for s in getattr(st.fmt, 'steps', ())) else st.index_dtype
+        out_type = counted_coo(st.rank).type(st.dtype, *st.shape, itype, n1=cap)
+        return _insert(state, SparseMaterialise(), {'A': name}, sparse_out=('out', out_type, 'view'))
     return _convert(sdfg, state, name, 'CSC' if st.fmt.outer_dim == 1 else 'CSR')
 
 
@@ -106,6 +120,8 @@ def _insert(state, node, sparse_in=None, dense_in=None, dense_out=None, sparse_o
 def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b: str):
     st = _stype(sdfg, a)
     bdesc = sdfg.arrays[b]
+    if st.rank != 2 or len(bdesc.shape) > 2:
+        return TENSOR_OPERATIONS['matmul'](pv, sdfg, state, a, b)
     _check_inner(sdfg, st.shape, bdesc.shape, f'{_shown(a, sdfg)} @ {_shown(b, sdfg)}')
     dtype = dace.dtypes.result_type_of(st.dtype, bdesc.dtype)
     if len(bdesc.shape) not in (1, 2):
@@ -126,6 +142,8 @@ def _sparse_matmult_dense(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str, b:
 def _dense_matmult_sparse(pv, sdfg: dace.SDFG, state: dace.SDFGState, b: str, a: str):
     st = _stype(sdfg, a)
     bdesc = sdfg.arrays[b]
+    if st.rank != 2 or len(bdesc.shape) > 2:
+        return TENSOR_OPERATIONS['matmul'](pv, sdfg, state, b, a)
     _check_inner(sdfg, bdesc.shape, st.shape, f'{_shown(b, sdfg)} @ {_shown(a, sdfg)}')
     if len(bdesc.shape) not in (1, 2):
         raise errors.UnsupportedOperationError(f'dense @ sparse with a {len(bdesc.shape)}-D left operand')
@@ -149,7 +167,9 @@ def _sparse_transpose(pv, sdfg: dace.SDFG, state: dace.SDFGState, a: str):
 
 def _transposed(sdfg, a: str) -> str:
     """``a.T``: a transposed view; of a concatenation, the concatenation of the transposed
-    parts along the other axis (still no storage)."""
+    parts along the other axis (still no storage). Of a tensor: its dimensions reversed."""
+    if _stype(sdfg, a).rank != 2:
+        return TENSOR_OPERATIONS['transpose'](None, sdfg, None, a)
     cat = base.concat_of(sdfg, a)
     if cat is None:
         return base.transposed_alias(sdfg, a)
@@ -161,6 +181,12 @@ def _transposed(sdfg, a: str) -> str:
 
 # ---------------------------------------------------------------------- element-wise on values
 def _map_values(sdfg, state, a: str, function: str, alpha=None):
+    stored, transposed, steps = base.resolve_view(sdfg, a)
+    if steps and base.concat_of(sdfg, a) is None and (_stype(sdfg, a).rank != 2 or _stype(sdfg, stored).rank != 2):
+        # f(view of T) is the same view of f(T): the function of the stored values, seen as before
+        mapped = _map_values(sdfg, state, stored, function, alpha)
+        return base.view_alias(sdfg, _transposed(sdfg, mapped) if transposed else mapped, decode_steps(steps),
+                               _shown(a, sdfg))
     a = _stored(sdfg, state, a)
     stored, transposed, steps = base.resolve_view(sdfg, a)
     if transposed and not steps:  # f(A.T) is f(A).T: on the stored matrix, read transposed
@@ -255,6 +281,8 @@ def _same_shape(sdfg, st, ddesc, what):
 
 
 def _mul_dense(sdfg, state, a, d):
+    if _stype(sdfg, a).rank != 2:
+        return TENSOR_OPERATIONS['mul_dense'](sdfg, state, a, d)
     a = _stored(sdfg, state, a)
     st = _stype(sdfg, a)
     ddesc = sdfg.arrays[d]
@@ -308,7 +336,7 @@ def _dense_sub_sparse(pv, sdfg, state, d, a):
 def _sparse_sum(pv, sdfg, state, a, axis=None):
     st = _stype(sdfg, a)
     if st.rank != 2:
-        return _tensor_sum(sdfg, state, a, st, axis)
+        return TENSOR_OPERATIONS['sum'](sdfg, state, a, st, axis)
     if axis is None:
         shape, ax = [1], -1
     elif axis in (0, -2):
@@ -318,28 +346,6 @@ def _sparse_sum(pv, sdfg, state, a, axis=None):
     else:
         raise errors.UnsupportedOperationError(f'A.sum(axis={axis!r}): axis must be None, 0 or 1')
     return _sum_node(sdfg, state, a, shape, ax, sum_dtype(st.dtype), count=False, pv=pv)
-
-
-def _tensor_sum(sdfg, state, a, st, axis):
-    """``T.sum(axis)`` of a tensor of rank other than 2 (``axis``: None, an int or a tuple of
-    ints, negative ones counted from the end): the contraction of the summed axes
-    (:class:`~sdfgsparse.ops.einsum.SparseEinsum`), a dense result as NumPy's and scipy's
-    sums (one element for ``axis=None``). Float tensors only (an integer sum accumulates in
-    another dtype)."""
-    what = f'{_shown(a, sdfg)}.sum(axis={axis!r})'
-    axes = range(st.rank) if axis is None else (axis if isinstance(axis, (tuple, list)) else (axis, ))
-    summed = set()
-    for ax in axes:
-        if isinstance(ax, bool) or not isinstance(ax, (int, np.integer)) or not -st.rank <= ax < st.rank:
-            raise errors.UnsupportedOperationError(f'{what}: axis {ax!r} is not an axis of a rank-{st.rank} tensor')
-        summed.add(int(ax) % st.rank)
-    if st.dtype not in (dace.float32, dace.float64):
-        raise errors.UnsupportedOperationError(f'{what}: sums of {st.dtype} tensors are not supported yet (NumPy '
-                                               'accumulates integers in int64); convert the values to floats')
-    letters = 'abcdefghijklmnopqrstuvwxyz'[:st.rank]
-    spec = f'{letters}->' + ''.join(c for d, c in enumerate(letters) if d not in summed)
-    out, _ = sdfg.add_temp_transient([st.shape[d] for d in range(st.rank) if d not in summed] or [1], st.dtype)
-    return _insert(state, SparseEinsum(spec=spec, sparse=0), {'A': a}, dense_out=(EINSUM_OUT, out))
 
 
 _dense_numpy_sum = oprepo.Replacements.get('numpy.sum')
@@ -741,10 +747,20 @@ def _slice_bound(pv, v, what):
     return e
 
 
+def _is_int_index(item) -> bool:
+    """Whether a parsed subscript item is one index (an integer, or a symbolic integer
+    expression), not a slice."""
+    return (isinstance(item, (int, np.integer)) and not isinstance(item, bool)) or \
+        (isinstance(item, sympy.Basic) and item.is_integer is not False and not item.is_Boolean) or \
+        (isinstance(item, str) and not item.startswith('__'))
+
+
 def _sparse_subscript(pv, node, name, inference):
     """``A[a:b, c:d:s]`` of sparse data: a view (:func:`base.view_alias`), no copy. Slices
-    only, one or two of them, with NumPy's rules (negative bounds, clipping, negative
-    steps); an integer index, ``None`` or ``...`` is refused."""
+    with NumPy's rules (negative bounds, clipping, negative steps), as many as the data's
+    dimensions; of a tensor (rank other than 2) also integer indices, each removing its
+    dimension (NumPy's ``T[i]``: a slice of one position, then a reshape without it). Of a
+    matrix an integer index, ``None`` or ``...`` is refused."""
     sdfg = pv.sdfg
     unparse = ast.unparse  # (DaCe's writes ``::(- 1)``)
     items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -756,10 +772,21 @@ def _sparse_subscript(pv, node, name, inference):
     parsed = pv._parse_subscript_slice(node.slice)
     parsed = parsed if isinstance(parsed, tuple) and parsed and isinstance(parsed[0], tuple) else (parsed, )
     st = _stype(sdfg, name)
-    if len(parsed) > 2:
-        raise errors.ShapeError(f'{text}: too many indices for a 2-D sparse matrix ({len(parsed)} given)')
-    steps = []
+    if len(parsed) > st.rank:
+        raise errors.ShapeError(f'{text}: too many indices for a {st.rank}-D sparse '
+                                f'{"matrix" if st.rank == 2 else "tensor"} ({len(parsed)} given)')
+    steps, dropped = [], []
     for axis, item in enumerate(parsed):
+        if st.rank != 2 and not isinstance(item, tuple) and _is_int_index(item):
+            i = _slice_bound(pv, item, text)
+            n = sympy.sympify(st.shape[axis])
+            if isinstance(i, int) and n.is_Integer and not -int(n) <= i < int(n):
+                raise errors.ShapeError(f'{text}: index {i} is out of bounds for dimension {axis} of size {n}')
+            # (a symbolic index is taken to be in range: its slice of one position is not checked)
+            first, _, _ = normalise_slice(n, i, None if isinstance(i, int) and i == -1 else i + 1, 1)
+            steps.append(Slice(axis, first, sympy.Integer(1), 1))
+            dropped.append(axis)
+            continue
         if not isinstance(item, tuple) or len(item) != 3:
             raise errors.UnsupportedOperationError(
                 f'{text}: only slices (start:stop:step) select from a sparse matrix inside a program; an integer '
@@ -772,6 +799,9 @@ def _sparse_subscript(pv, node, name, inference):
     shape = list(st.shape)
     for s in steps:
         shape[s.axis] = s.count
+    if dropped:
+        steps.append(Reshape(shape, [v for d, v in enumerate(shape) if d not in dropped]))
+        shape = [v for d, v in enumerate(shape) if d not in dropped]
     if inference:
         return st.dtype, shape
     if not steps:
@@ -786,21 +816,41 @@ def _sparse_subscript(pv, node, name, inference):
     return base.view_alias(sdfg, name, steps, text)
 
 
+class _SparseCall(Exception):
+    """Raised from inside DaCe's callback once an argument is known to be sparse data."""
+
+
 def _create_callback(pv, node, *args, _dace=ProgramVisitor.create_callback, **kwargs):
     """DaCe's Python callback (a call of a function it cannot parse), refused for sparse
-    arguments: the callback would receive the argument struct, not a matrix."""
+    arguments (the callback would receive the argument struct, not a matrix), except for
+    the NumPy functions of :data:`CALLBACK_FUNCTIONS`, which get the parsed arguments (each
+    parsed once: those DaCe parsed before the sparse one, then the rest)."""
     name = dace.frontend.python.astutils.rname(node)
     qualname = pv.closure.callbacks.get(name, (name, ))[0]  # numpy_linalg_norm -> numpy.linalg.norm
+    ours = CALLBACK_FUNCTIONS.get(qualname)
+    parsed_args = []
 
     def check(parsed):
+        parsed_args.append(parsed)
         found = _sparse_operands(pv.sdfg, parsed)
+        if found and ours is not None:
+            raise _SparseCall()
         if found:
             raise _unsupported(f'{qualname} (a Python callback)', found, pv.sdfg)
         return parsed
 
     arg_nodes = list(node.args) + [kw.value for kw in node.keywords]
-    with _watching(pv, '_parse_function_arg', [(a, check) for a in arg_nodes]):
-        return _dace(pv, node, *args, **kwargs)
+    try:
+        with _watching(pv, '_parse_function_arg', [(a, check) for a in arg_nodes]):
+            return _dace(pv, node, *args, **kwargs)
+    except _SparseCall:
+        pass
+    values = parsed_args + [pv._parse_function_arg(a) for a in arg_nodes[len(parsed_args):]]
+    positional = values[:len(node.args)]
+    keywords = {kw.arg: v for kw, v in zip(node.keywords, values[len(node.args):])}
+    pv._add_state(f'call_{node.lineno}')
+    result = ours(pv, pv.sdfg, pv.last_block, *positional, **keywords)
+    return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
 # ---------------------------------------------------------------------- NumPy on sparse operands
@@ -921,6 +971,8 @@ def _axes_of(value, what: str, a: str, sdfg) -> tuple:
 def _np_transpose(pv, sdfg, state, a, axes=None, *args):
     if args or not _sparse_name(sdfg, a):
         raise _unsupported(f'numpy.transpose with axes={axes!r}', _sparse_operands(sdfg, (a, axes, args)), sdfg)
+    if _stype(sdfg, a).rank != 2:
+        return TENSOR_OPERATIONS['transpose'](pv, sdfg, state, a, axes)
     if axes is None:
         return _transposed(sdfg, a)
     order = _axes_of(axes, f'numpy.transpose({_shown(a, sdfg)}, {axes!r})', a, sdfg)
@@ -1085,38 +1137,44 @@ def _dimension(v, what: str):
 
 
 def _sparse_reshape(pv, sdfg, state, a: str, shape, order='C') -> str:
-    """``A.reshape(shape)`` of a sparse matrix into another 2-D shape, in C order (``F``: the
-    transposed matrix reshaped to the reversed shape, transposed back): a view
-    (:class:`~sdfgsparse.formats.views.Reshape`), no copy. One ``-1`` is inferred; the sizes
-    must agree (now where they are constants, at each call where they are symbols)."""
+    """``A.reshape(shape)`` of sparse data into another shape of any rank (a matrix into a
+    tensor, ``(I, J, K) -> (I * J, K)``), in C order (``F``: the data transposed, reshaped to
+    the reversed shape, transposed back): a view (:class:`~sdfgsparse.formats.views.Reshape`),
+    no copy. One ``-1`` is inferred; the sizes must agree (now where they are constants, at
+    each call where they are symbols)."""
     items = list(shape) if isinstance(shape, (tuple, list)) else [shape]
     order = str(order).strip('\'"')
     what = f'{_shown(a, sdfg)}.reshape(({", ".join(_dim_text(v) for v in items)}{"," if len(items) == 1 else ""}))'
     if order not in ('C', 'F'):
         raise errors.UnsupportedOperationError(f'{what}: order={order!r}; sparse matrices reshape in C or F order')
     dims = [_dimension(v, what) for v in items]
-    if len(dims) != 2:
-        raise errors.UnsupportedOperationError(f'{what}: a {len(dims)}-D result; sparse data inside a program are '
-                                               '2-D for now (reshape to two dimensions)')
+    if not dims:
+        raise errors.UnsupportedOperationError(f'{what}: a 0-D result (a scalar); use .sum()')
     st = _stype(sdfg, a)
-    size = st.rows * st.cols
+    size = sympy.Integer(1)
+    for v in st.shape:
+        size = size * v
     unknown = [k for k, v in enumerate(dims) if isinstance(v, int) and v == -1]
     if len(unknown) > 1:
         raise errors.ShapeError(f'{what}: can only specify one unknown dimension')
     if unknown:
-        other = dims[1 - unknown[0]]
+        other = sympy.Integer(1)
+        for k, v in enumerate(dims):
+            other = other if k == unknown[0] else other * v
         if other == 0:
             raise errors.ShapeError(f'{what}: cannot infer -1 next to a zero dimension')
         num, den = sympy.fraction(sympy.cancel(sympy.sympify(size) / other))
         dims[unknown[0]] = num if den == 1 else int_floor(num, den)  # a wrong guess fails the size rule below
-    rows2, cols2 = dims
-    require_equal(sdfg, rows2 * cols2, size, f'{what}: the number of elements ({_shown(a, sdfg)} has {_dim_text(size)})')
+    total = sympy.Integer(1)
+    for v in dims:
+        total = total * v
+    require_equal(sdfg, total, size, f'{what}: the number of elements ({_shown(a, sdfg)} has {_dim_text(size)})')
     if base.concat_of(sdfg, a) is not None:
         a = _concat_materialise(sdfg, state, a)
-    if sympy.simplify(sympy.sympify(rows2) - st.rows) == 0 and sympy.simplify(sympy.sympify(cols2) - st.cols) == 0:
+    if len(dims) == st.rank and all(sympy.simplify(sympy.sympify(v) - w) == 0 for v, w in zip(dims, st.shape)):
         return a
-    steps = [Reshape((st.rows, st.cols), (rows2, cols2))] if order == 'C' else \
-        [Transpose(), Reshape((st.cols, st.rows), (cols2, rows2)), Transpose()]
+    steps = [Reshape(st.shape, dims)] if order == 'C' else \
+        [Transpose(), Reshape(st.shape[::-1], dims[::-1]), Transpose()]
     return base.view_alias(sdfg, a, steps, what)
 
 
@@ -1132,64 +1190,7 @@ def _np_reshape(pv, sdfg, state, a, newshape, order='C'):
 
 
 #: DaCe's function name -> the sparse implementation used when an operand is sparse
-# ---------------------------------------------------------------------- einsum
-def _np_einsum(pv, sdfg, state, subscripts, *operands, optimize=False, **kwargs):
-    """``np.einsum(subscripts, ...)`` with one sparse operand (a tensor of any rank) and
-    dense arrays: a :class:`~sdfgsparse.ops.einsum.SparseEinsum` node into a dense result,
-    or a :class:`~sdfgsparse.ops.einsum_sparse.SparsePrefixEinsum` into a sparse matrix where the
-    result's indices are the operand's two outer levels (``ijk,k->ij``: TTV). ``optimize``
-    is a hint NumPy may ignore; ``out``, ``dtype``, ``order`` and ``casting`` are not
-    supported here."""
-    found = _sparse_operands(sdfg, operands)
-    if kwargs:
-        raise _unsupported(f'numpy.einsum with {", ".join(sorted(kwargs))}', found, sdfg)
-    if len(found) != 1:
-        raise errors.UnsupportedOperationError(
-            f'np.einsum: {", ".join(_shown(n, sdfg) for n in found)} are sparse; a contraction of one sparse operand '
-            'with dense ones is supported (convert the others to dense arrays)')
-    text = getattr(subscripts, 'value', subscripts)
-    if not isinstance(text, str):
-        raise errors.ArgumentError(f'np.einsum: the subscripts must be a string literal, got {subscripts!r}')
-    for op in operands:
-        if not (isinstance(op, str) and op in sdfg.arrays):
-            raise errors.UnsupportedOperationError(f'np.einsum {text!r}: operand {op!r} is not an array of the '
-                                                   'program (numbers and expressions: bind them to a name first)')
-    sparse = operands.index(found[0])
-    spec = parse_spec(text, len(operands), sparse)
-    st = _stype(sdfg, found[0])
-    if st.rank != len(spec.inputs[sparse]):
-        raise errors.ShapeError(f'np.einsum {text!r}: {_shown(found[0], sdfg)} has {st.rank} dimensions, its '
-                                f'subscripts {spec.inputs[sparse]!r} {len(spec.inputs[sparse])}')
-    dense = [op for k, op in enumerate(operands) if k != sparse]
-    shapes = []
-    for op, subs in zip(dense, spec.dense_inputs):
-        shape = list(sdfg.arrays[op].shape)
-        if len(shape) != len(subs) and not (not subs and shape == [1]):
-            raise errors.ShapeError(f'np.einsum {text!r}: operand {op} has {len(shape)} dimensions, its subscripts '
-                                    f'{subs!r} {len(subs)}')
-        shapes.append(shape)
-    ext = index_extents(spec, st.shape, shapes)
-    for what, subs, shape in [(_shown(found[0], sdfg), spec.inputs[sparse], st.shape)] + list(zip(dense,
-                                                                                               spec.dense_inputs,
-                                                                                               shapes)):
-        for c, size in zip(subs, shape):
-            require_equal(sdfg, ext[c], size, f'np.einsum {text!r}: index {c} of {what}')
-    dtypes = [sdfg.arrays[op].dtype for op in dense]
-    dtype = dace.dtypes.result_type_of(st.dtype, *dtypes) if dtypes else st.dtype
-    dense_in = {dense_conn(k): op for k, op in enumerate(dense)}
-    fmt = sparse_result(spec, st.fmt)
-    if fmt is not None:  # a matrix on the operand's outer levels: sparse, their pattern
-        out_type = SparseType(fmt, dtype, tuple(ext[c] for c in spec.output), st.index_dtype,
-                              {key: st.sizes[key] for key in fmt.size_keys})
-        return _insert(state, SparsePrefixEinsum(spec=spec.text, sparse=sparse), {'A': found[0]}, dense_in,
-                       sparse_out=('out', out_type, 'einsum'))
-    out, _ = sdfg.add_temp_transient(result_shape(spec, ext), dtype)
-    return _insert(state, SparseEinsum(spec=spec.text, sparse=sparse), {'A': found[0]}, dense_in,
-                   dense_out=(EINSUM_OUT, out))
-
-
 SPARSE_FUNCTIONS = {
-    'numpy.einsum': _np_einsum,
     'numpy.copy': _np_copy,
     'numpy.transpose': _np_transpose,
     'numpy.concatenate': _np_concatenate,

@@ -30,6 +30,7 @@ from sdfgsparse.runtime.host_convert import convert as _host_convert
 from sdfgsparse.runtime.marshal import VALIDATE as _VALIDATE
 from sdfgsparse.runtime import hooks as _hooks
 import sdfgsparse.frontends.numpy  # registers the sparse operators with DaCe's frontend
+import sdfgsparse.frontends.numpy_tensor  # and those of tensors (rank other than 2)
 from sdfgsparse import analysis
 from sdfgsparse import targets
 import sdfgsparse.targets.cpu  # registers the cpu implementations of the sparse nodes

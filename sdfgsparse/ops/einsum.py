@@ -248,9 +248,11 @@ class EinsumNode(SparseLibraryNode):
 @dace.library.node
 class SparseEinsum(EinsumNode):
     """``out = np.einsum(spec, ...)`` into ``_out``, a dense array of the result's shape (one
-    element for a full contraction); operands as :class:`EinsumNode`."""
+    element for a full contraction); operands as :class:`EinsumNode`, the sparse one possibly
+    a view (its walk is the stored data's, its coordinates the view's)."""
     implementations = {'pure': ExpandSparseEinsumPure}
     default_implementation = 'pure'
+    ACCEPTS_VIEWS = True
 
     def __init__(self, name='sparse_einsum', spec='i->i', sparse=0, *args, **kwargs):
         super().__init__(name, spec, sparse, {OUT}, *args, **kwargs)

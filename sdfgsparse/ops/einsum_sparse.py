@@ -1,5 +1,6 @@
-"""``np.einsum`` with one sparse operand whose result is a matrix on that operand's two outer
-levels (``ijk,k->ij`` of a COO or CSF tensor: TTV; ``ijk->ij``): the result keeps those levels'
+"""``np.einsum`` with one sparse operand whose result's indices are that operand's outer
+levels, at least two (``ijk,k->ij`` of a COO or CSF tensor: TTV; ``ijk->ij``; ``ijk,jk->ijk``,
+the product with a dense array on the tensor's pattern): the result keeps those levels'
 pattern, sparse (a COO matrix of a COO tensor, ``CSF2`` of a CSF one; the dense I x J result of
 a large tensor would not fit in memory). The contraction, its operands and its walk are
 :mod:`sdfgsparse.ops.einsum`'s."""
@@ -12,6 +13,7 @@ from dace.transformation.transformation import ExpandTransformation
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat
 from sdfgsparse.formats.catalogue import coo_of_rank, csf_of_rank
+from sdfgsparse.formats.counted import counted_coo
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.lowering.graph_values import copy_index_members
 from sdfgsparse.ops.base import member_conn
@@ -22,23 +24,27 @@ __all__ = ['SparsePrefixEinsum', 'prefix_kernel', 'prefix_result_format', 'spars
 
 
 def prefix_result_format(fmt: SparseFormat, rank: int) -> Optional[SparseFormat]:
-    """The format of the first ``rank`` levels of ``fmt`` where they store a tensor of their
-    own (COO<n>'s entry and singleton levels: COO<rank>; CSF<n>'s: CSF<rank>), else None."""
-    if rank < 1 or rank >= fmt.rank:
+    """The format of the dimensions ``0 .. rank - 1`` of ``fmt`` where its first levels store
+    them as a tensor of their own (COO<n>'s entry and singleton levels: COO<rank>; CSF<n>'s:
+    CSF<rank>; PCOO<n>'s: PCOO<rank>; ``rank == fmt.rank``: ``fmt`` itself), else None."""
+    if rank < 1 or rank > fmt.rank:
         return None
-    for make in (coo_of_rank, csf_of_rank):
+    for make in (coo_of_rank, csf_of_rank, counted_coo):
         if fmt is make(fmt.rank):
             return make(rank)
     return None
 
 
 def sparse_result(spec: EinsumSpec, fmt: SparseFormat) -> Optional[SparseFormat]:
-    """The sparse result's format where the result is a matrix whose indices are the sparse
-    operand's two outer levels (``ijk,k->ij``; :class:`SparsePrefixEinsum`), else None (a
-    dense result). Matrices only: a result of another rank cannot be returned sparse yet."""
-    if len(spec.output) != 2 or spec.output != spec.inputs[spec.sparse][:2]:
+    """The sparse result's format where the result's indices are the sparse operand's outer
+    dimensions, at least two of them (``ijk,k->ij``: TTV; ``ijk,jk->ijk``: a product on the
+    operand's pattern, for tensors of rank 3 and more; :class:`SparsePrefixEinsum`), else None
+    (a dense result: vectors, as NumPy's sums; matrices' products)."""
+    n = len(spec.output)
+    subs = spec.inputs[spec.sparse]
+    if n < 2 or spec.output != subs[:n] or (n == len(subs) and n < 3):
         return None
-    return prefix_result_format(fmt, 2)  # (COO<n> and CSF<n> store their dimensions in level order)
+    return prefix_result_format(fmt, n)  # (COO<n>, CSF<n>, PCOO<n> store their dimensions in level order)
 
 
 def prefix_kernel(k: Kernel, node: 'SparsePrefixEinsum', state) -> None:
@@ -52,7 +58,8 @@ def prefix_kernel(k: Kernel, node: 'SparsePrefixEinsum', state) -> None:
     init = k.add_state('copy_indices')
     copy_index_members(k, init, fmt.member_names, 'A', 'out')
     k.fill(init, vals)
-    slot = A.levels[len(spec.output) - 1].pos
+    # the position on the level that stores the result's last dimension (``c<k>``: level k)
+    slot = A.levels[int(A.type.fmt.dims[len(spec.output) - 1][1:])].pos
     walk_entries(k, node, A, lambda index: (vals, [slot]), A.type.fmt.levels[0].unique,
                  parallel=node.schedule_hint != 'sequential')
 

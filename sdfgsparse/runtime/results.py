@@ -12,6 +12,8 @@ import dace
 import numpy as np
 
 from sdfgsparse.formats import sparse_type_of
+from sdfgsparse.formats.catalogue import coo_of_rank
+from sdfgsparse.formats.counted import is_counted_coo
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import has_scipy_twin, to_scipy_twin
 from sdfgsparse.runtime.marshal import struct_class
@@ -129,6 +131,10 @@ def struct_to_python(obj):
         R, C = fmt.block
         a['crd1'] = _shrunk(a['crd1'], n)
         a['vals'] = _shrunk(a['vals'], n * R * C)
+    if is_counted_coo(fmt):  # a counted coordinate list: its used entries, as COO<n>
+        n = int(a['pos1'][1]) if a['pos1'].size > 1 else 0
+        a = {f'crd{k}': _shrunk(a[f'crd{k + 1}'], n) for k in range(fmt.rank)} | {'vals': _shrunk(a['vals'], n)}
+        fmt = coo_of_rank(fmt.rank)
     m = SparseMatrix(fmt, a, obj._ss_shape)
     return to_scipy_twin(m) if fmt.rank == 2 and has_scipy_twin(fmt) else m
 
