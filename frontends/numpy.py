@@ -52,7 +52,7 @@ __all__ = ['TENSOR_OPERATIONS', 'SPARSE_FUNCTIONS', 'CALLBACK_FUNCTIONS']
 
 #: What a sparse operand of a rank other than 2 is handed to (filled by
 #: :mod:`sdfgsparse.frontends.numpy_tensor`): ``'sum'``, ``'matmul'``, ``'mul_dense'``,
-#: ``'transpose'``.
+#: ``'transpose'``, ``'add'`` and ``'mul'`` (of two sparse operands).
 TENSOR_OPERATIONS = {}
 #: NumPy functions DaCe has no replacement for (a program would call them back in Python):
 #: name -> the implementation used when an operand is sparse (filled by
@@ -455,6 +455,8 @@ def _convert(sdfg, state, a: str, target: str = 'CSR') -> str:
 def _sparse_binary(sdfg, state, a, b, kind, sign=1):
     sta, stb = _stype(sdfg, a), _stype(sdfg, b)
     op = '*' if kind == 'mul' else '+' if sign > 0 else '-'
+    if sta.rank != 2 or stb.rank != 2:
+        return TENSOR_OPERATIONS[kind](sdfg, state, a, b, sign)
     for d, (x, y) in enumerate(zip(sta.shape, stb.shape)):
         require_equal(sdfg, x, y, f'{_shown(a, sdfg)} {op} {_shown(b, sdfg)}: {"rows" if d == 0 else "columns"}')
     if kind == 'mul':
@@ -770,7 +772,10 @@ def _sparse_subscript(pv, node, name, inference):
         raise errors.UnsupportedOperationError(f'assignment into {text}: a sparse matrix (or its pattern) cannot be '
                                                'written inside a program')
     parsed = pv._parse_subscript_slice(node.slice)
-    parsed = parsed if isinstance(parsed, tuple) and parsed and isinstance(parsed[0], tuple) else (parsed, )
+    if isinstance(node.slice, ast.Tuple):
+        parsed = tuple(parsed)
+    elif not (isinstance(parsed, tuple) and len(parsed) == 1):  # (one item, as it is or wrapped)
+        parsed = (parsed, )
     st = _stype(sdfg, name)
     if len(parsed) > st.rank:
         raise errors.ShapeError(f'{text}: too many indices for a {st.rank}-D sparse '

@@ -35,6 +35,7 @@ from sdfgsparse.ops.einsum import OUT as EINSUM_OUT
 from sdfgsparse.ops.einsum import SparseEinsum, dense_conn, index_extents, parse_spec, result_shape
 from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum, sparse_result
 from sdfgsparse.ops.shape_checks import require_equal
+from sdfgsparse.ops.tensor_add import SparseTensorAdd
 
 __all__ = []
 
@@ -166,17 +167,6 @@ def tensor_matmul(pv, sdfg, state, a, b):
     return _contract(sdfg, state, f'{"".join(sa)},{"".join(sb)}->{"".join(out)}', (a, b))
 
 
-def np_matmul(pv, sdfg, state, a, b, out=None, **kwargs):
-    """``np.matmul(a, b)`` with a sparse operand: ``a @ b`` (the operator's rules)."""
-    if out is not None or kwargs:
-        raise _np._unsupported('numpy.matmul with out, dtype or casting', _np._sparse_operands(sdfg, (a, b)), sdfg)
-    if _np._sparse_name(sdfg, a) and _np._sparse_name(sdfg, b):
-        return _np._sparse_matmult_sparse(pv, sdfg, state, a, b)
-    if _np._sparse_name(sdfg, a):
-        return _np._sparse_matmult_dense(pv, sdfg, state, a, b)
-    return _np._dense_matmult_sparse(pv, sdfg, state, a, b)
-
-
 def tensordot(pv, sdfg, state, a, b, axes=2):
     """``np.tensordot(a, b, axes)`` with one sparse operand: ``axes`` an integer N (the last N
     dimensions of ``a`` with the first N of ``b``) or a pair of axis sequences. A
@@ -215,6 +205,34 @@ def tensor_mul_dense(sdfg, state, a, d):
                                 f'({st.rank}); the product would be dense')
     letters = _LETTERS[:st.rank]
     return _contract(sdfg, state, f'{letters},{letters[st.rank - len(shape):]}->{letters}', (a, d))
+
+
+def tensor_add(sdfg, state, a, b, sign=1):
+    """``T + U`` / ``T - U`` of sparse data of one shape (a rank other than 2): a
+    :class:`~sdfgsparse.ops.tensor_add.SparseTensorAdd` (both operands' entries in one
+    coordinate list; equal coordinates sum where it is read or returned)."""
+    sta, stb = _np._stype(sdfg, a), _np._stype(sdfg, b)
+    what = f'{_np._shown(a, sdfg)} {"+" if sign > 0 else "-"} {_np._shown(b, sdfg)}'
+    if sta.rank != stb.rank:
+        raise errors.ShapeError(f'{what}: operands of {sta.rank} and {stb.rank} dimensions (sparse operands are not '
+                                'broadcast)')
+    for d, (x, y) in enumerate(zip(sta.shape, stb.shape)):
+        require_equal(sdfg, x, y, f'{what}: dimension {d}')
+    a, b = (_np._concat_materialise(sdfg, state, x) if base.concat_of(sdfg, x) is not None else x for x in (a, b))
+    dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
+    cap = sta.fmt.counts(sta.shape, sta.sizes)[-1] + stb.fmt.counts(stb.shape, stb.sizes)[-1]
+    wide = any(isinstance(s, Reshape) for st in (sta, stb) for s in getattr(st.fmt, 'steps', ()))
+    itype = dace.int64 if wide or dace.int64 in (sta.index_dtype, stb.index_dtype) else dace.int32
+    out_type = counted_coo(sta.rank).type(dtype, *sta.shape, itype, n1=cap)
+    return _np._insert(state, SparseTensorAdd(sign=sign), {'A': a, 'B': b}, sparse_out=('out', out_type, 'add'))
+
+
+def tensor_mul(sdfg, state, a, b, sign=1):
+    """``T * U`` of two sparse tensors: not supported yet (an intersection of the patterns)."""
+    raise errors.UnsupportedOperationError(
+        f'{_np._shown(a, sdfg)} * {_np._shown(b, sdfg)}: the element-wise product of two sparse tensors of a rank '
+        'other than 2 is not supported yet; multiply by a dense array (T * D keeps T\'s pattern) or contract with '
+        'np.einsum')
 
 
 # ---------------------------------------------------------------------- shape operators (views)
@@ -372,6 +390,8 @@ _np.TENSOR_OPERATIONS.update({
     'matmul': tensor_matmul,
     'mul_dense': tensor_mul_dense,
     'transpose': tensor_transpose,
+    'add': tensor_add,
+    'mul': tensor_mul,
 })
 _np.SPARSE_FUNCTIONS.update({
     'numpy.einsum': np_einsum,
@@ -385,5 +405,4 @@ _np.CALLBACK_FUNCTIONS.update({
     'numpy.swapaxes': swapaxes,
     'numpy.expand_dims': expand_dims,
     'numpy.squeeze': squeeze,
-    'numpy.matmul': np_matmul,
 })

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import dace
 import sympy
 from dace import dtypes
+from dace.symbolic import int_floor
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.graph import SUM, Kernel, Local, Operand, Scope, array_reads, emit, read, reduce_local
@@ -61,6 +62,8 @@ def bind(k: Kernel, scope: Scope, var: str, expr, extent) -> Optional[Scope]:
     reads = [r for r in array_reads(expr) if not any(r in array_reads(a) for a in array_reads(expr) if a is not r)]
     if not reads or any(array_reads(sympy.Tuple(*r.args)) for r in reads):
         return None
+    if expr.atoms(int_floor, sympy.Mod, sympy.Min, sympy.Max):
+        return None  # (a view's divided coordinate: DaCe 1.0.2 does not parse it in a map range)
     conns = {r: sympy.Symbol(f'__c{var}{n}') for n, r in enumerate(reads)}
     local_expr = expr.xreplace(conns)
     begin, end = sympy.Max(local_expr, 0), sympy.Min(local_expr + 1, sympy.sympify(extent))

@@ -25,6 +25,7 @@ from sdfgsparse.ops.einsum import SparseEinsum
 from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum
 from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.materialise import SparseMaterialise
+from sdfgsparse.ops.tensor_add import SparseTensorAdd
 from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.reduce import SparseSum
@@ -45,7 +46,7 @@ IMPLEMENTATION = 'cuda'
 NODES: List[Type[SparseLibraryNode]] = [
     SparseAdd, SparseAddDense, SparseAttention, Convert, DenseSpMM, MapValues, SparseMul, SparseMulDense, SparseSum,
     SDDMM, SparseSoftmax, SparseCopy, SparseConcat, SpGEMM, SpMM, SpMV, SparseEinsum,
-    SparsePrefixEinsum, SparseMaterialise
+    SparsePrefixEinsum, SparseMaterialise, SparseTensorAdd
 ]
 
 
