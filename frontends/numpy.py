@@ -24,7 +24,7 @@ from dace.symbolic import int_floor
 from sdfgsparse import errors
 from sdfgsparse import formats as _formats
 from sdfgsparse._dace_compat import wrap
-from sdfgsparse.formats import CSC, CSR, SparseFormat, SparseType, is_parsing_ours, is_sparse_desc, sparse_type_of
+from sdfgsparse.formats import CSC, CSR, SparseFormat, is_parsing_ours, is_sparse_desc, sparse_type_of
 from sdfgsparse.lowering.epilogue import NAN_UFUNC_CODE
 from sdfgsparse.formats.counted import counted_coo
 from sdfgsparse.formats.views import Reshape, Slice, Transpose, decode_steps, normalise_slice
@@ -81,17 +81,18 @@ def _is_view(sdfg, name) -> bool:
     return isinstance(name, str) and name in sdfg.arrays and bool(base.resolve_view(sdfg, name)[2])
 
 
-def _materialise(sdfg, state, name: str) -> str:
+def _materialise(sdfg, state, name: str, coalesce: bool = False) -> str:
     """A sparse result holding the view ``name`` (a slice, ...): of a matrix, canonical
     (sorted, no duplicates), CSR, or CSC where the stored layout is column-major (a CSC, or a
     CSR read transposed); of another rank, the entries it keeps as a counted coordinate list
-    (:class:`~sdfgsparse.ops.materialise.SparseMaterialise`)."""
+    (:class:`~sdfgsparse.ops.materialise.SparseMaterialise`; ``coalesce``: sorted, equal
+    coordinates summed)."""
     st = _stype(sdfg, name)
     if st.rank != 2:
         cap = st.fmt.counts(st.shape, st.sizes)[-1]
         itype = dace.int64 if any(isinstance(s, Reshape) for s in getattr(st.fmt, 'steps', ())) else st.index_dtype
         out_type = counted_coo(st.rank).type(st.dtype, *st.shape, itype, n1=cap)
-        return _insert(state, SparseMaterialise(), {'A': name}, sparse_out=('out', out_type, 'view'))
+        return _insert(state, SparseMaterialise(coalesce=coalesce), {'A': name}, sparse_out=('out', out_type, 'view'))
     return _convert(sdfg, state, name, 'CSC' if st.fmt.outer_dim == 1 else 'CSR')
 
 
@@ -180,17 +181,35 @@ def _transposed(sdfg, a: str) -> str:
 
 
 # ---------------------------------------------------------------------- element-wise on values
-def _map_values(sdfg, state, a: str, function: str, alpha=None):
+#: The value functions for which a sum of duplicates differs from the duplicates mapped one by one.
+_NONLINEAR = frozenset(('relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square', 'sigmoid', 'spones'))
+
+
+def _has_duplicates(st) -> bool:
+    """Whether data of type ``st`` (or the data a view reads) may hold entries of equal
+    coordinates (a level that is not unique: COO, a sum of tensors)."""
+    return not all(l.unique for l in st.fmt.levels)
+
+
+def _map_values(sdfg, state, a: str, function: str, alpha=None, coalesced=False):
+    """``f(A)`` on A's stored values (A's pattern). A function for which duplicates must be
+    summed first (:data:`_NONLINEAR`) of data that may hold them reads A made canonical:
+    a matrix as CSR, a tensor sorted with duplicates summed (``coalesced``: done)."""
+    if function in _NONLINEAR and not coalesced and base.concat_of(sdfg, a) is None and \
+            _has_duplicates(_stype(sdfg, a)):
+        if _stype(sdfg, a).rank == 2:
+            return _map_values(sdfg, state, _convert(sdfg, state, a, 'CSR'), function, alpha, True)
+        return _map_values(sdfg, state, _materialise(sdfg, state, a, coalesce=True), function, alpha, True)
     stored, transposed, steps = base.resolve_view(sdfg, a)
     if steps and base.concat_of(sdfg, a) is None and (_stype(sdfg, a).rank != 2 or _stype(sdfg, stored).rank != 2):
         # f(view of T) is the same view of f(T): the function of the stored values, seen as before
-        mapped = _map_values(sdfg, state, stored, function, alpha)
+        mapped = _map_values(sdfg, state, stored, function, alpha, coalesced)
         return base.view_alias(sdfg, _transposed(sdfg, mapped) if transposed else mapped, decode_steps(steps),
                                _shown(a, sdfg))
     a = _stored(sdfg, state, a)
     stored, transposed, steps = base.resolve_view(sdfg, a)
     if transposed and not steps:  # f(A.T) is f(A).T: on the stored matrix, read transposed
-        return _transposed(sdfg, _map_values(sdfg, state, stored, function, alpha))
+        return _transposed(sdfg, _map_values(sdfg, state, stored, function, alpha, coalesced))
     st = _stype(sdfg, a)
     node = MapValues(function=function)
     dense_in = {}
@@ -399,6 +418,9 @@ def _softmax(pv, sdfg, state, S, axis=1):
     name = base.resolve_alias(S)[0] if isinstance(S, str) else None
     if name not in sdfg.arrays or not is_sparse_desc(sdfg.arrays[name]):
         raise errors.UnsupportedOperationError(f'ss.softmax(S): S must be a sparse matrix inside a program, got {S!r}')
+    if _stype(sdfg, S).rank != 2:
+        raise errors.UnsupportedOperationError(f'ss.softmax({_shown(S, sdfg)}): a tensor of {_stype(sdfg, S).rank} '
+                                               'dimensions; this operation takes matrices')
     S = _stored(sdfg, state, S)
     st = _stype(sdfg, S)
     node = SparseSoftmax(axis=normalise_axis(axis))

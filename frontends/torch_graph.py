@@ -10,6 +10,11 @@ translation (:data:`TRANSLATIONS`) turns a node into an expression of the operat
 vocabulary of ``@dace.program`` and sdfgsparse) or raises :class:`Untranslatable` with the
 reason; the node then runs in torch (a graph break) or the compile fails, per ``fallback``.
 
+Sparse values: CSR and CSC matrices, COO tensors of any rank (2 and up). torch keeps the
+sums of a sparse COO tensor sparse; the program computes them dense and the segment hands
+torch a COO tensor (:func:`_sparse_sum`); a later node that torch would compute sparse from
+such a value is not translated.
+
 Consecutive translatable nodes form a :class:`Segment`: one SDFG, whose arguments are the
 values it reads from before it and whose results are the values read after it;
 :func:`translate` builds it (:class:`_Emitter`, :class:`~frontends.torch_sdfg.Builder`).
@@ -23,7 +28,7 @@ import torch
 
 import sdfgsparse as ss
 from sdfgsparse import errors
-from sdfgsparse.formats import get_format
+from sdfgsparse.formats import get_format, is_sparse_desc
 from sdfgsparse.frontends.torch_sdfg import Builder, Call, Num, Ref, SizeDims, binary, describe
 
 __all__ = ['Segment', 'plan_segments', 'translate', 'Untranslatable', 'TRANSLATIONS']
@@ -78,7 +83,7 @@ class Dims:
 @dataclass
 class Value:
     """What the program knows of a tensor: dense or a sparse format, dtype, dimensions."""
-    kind: str  # 'dense', 'CSR', 'CSC', 'COO'
+    kind: str  # 'dense', 'CSR', 'CSC' (matrices), 'COO' (of any rank: len(dims))
     dtype: torch.dtype
     dims: Tuple
     index_dtype: Optional[torch.dtype] = None
@@ -108,8 +113,17 @@ class Context:
     """What a translation sees: its node's arguments as values or Python constants, and
     the dimensions."""
 
-    def __init__(self, dims: Dims, values: Dict[str, Value], node):
+    def __init__(self, dims: Dims, values: Dict[str, Value], node, layouts: Optional[Dict[str, str]] = None):
         self.dims, self.values, self.node = dims, values, node
+        self.layouts = layouts if layouts is not None else {}
+        #: set by a translation whose dense value stands for torch's sparse COO result (a
+        #: sum of a sparse tensor): the segment hands torch the COO layout
+        self.dense_as_coo = False
+
+    def held_dense(self, a) -> bool:
+        """Whether the program holds ``a`` dense where torch holds it as a sparse COO
+        tensor (a sum of a sparse tensor: :func:`_sparse_sum`)."""
+        return self.is_tensor(a) and not self.values[a.name].sparse and self.layouts.get(a.name) == 'COO'
 
     def arg(self, k: int, default=None):
         args = self.node.args
@@ -188,6 +202,32 @@ def t_mm(ctx):
     return _matmul(ctx, ctx.arg(0), ctx.arg(1), ctx.node.target.__name__)
 
 
+_LETTERS = 'abcdefghijklmnopqrstuvwxyz'
+#: ``torch.bmm(a, b)`` in einsum notation: a batch of ``i x j`` by ``j x k`` products
+_BMM = 'bij,bjk->bik'
+
+
+def t_bmm(ctx):
+    """``torch.bmm(a, b)``: ``B x M x K`` by ``B x K x N``, a dense ``B x M x N`` result (as
+    torch's). With a sparse COO ``a`` (torch's only sparse ``bmm``; ``torch.matmul`` and
+    ``@`` of a sparse 3-D tensor fail in torch itself, so they reach no graph) it is
+    ``np.einsum('bij,bjk->bik', a, b)``: the loops follow the sparse operand's entries; two
+    dense operands are DaCe's batched product ``a @ b``."""
+    a, b = ctx.arg(0), ctx.arg(1)
+    va, vb = ctx.value(a), ctx.value(b)
+    dtype = ctx.same_dtype(va, vb)
+    if len(va.dims) != 3 or len(vb.dims) != 3:
+        raise Untranslatable(f'bmm of {len(va.dims)}-D by {len(vb.dims)}-D tensors (3-D by 3-D only)')
+    if vb.sparse:  # (torch: "bmm_sparse: Tensor 'mat2' must be dense")
+        raise Untranslatable(f'bmm by a sparse ({vb.kind}) tensor')
+    ctx.dims.unify(va.dims[0], vb.dims[0], 'bmm (batches)')
+    ctx.dims.unify(va.dims[2], vb.dims[1], 'bmm')
+    dims = (va.dims[0], va.dims[1], vb.dims[2])
+    if va.sparse:
+        return Call('einsum', (ctx.expr(a), ctx.expr(b)), {'spec': _BMM}), Value('dense', dtype, dims)
+    return Call('matmul', (ctx.expr(a), ctx.expr(b))), Value('dense', dtype, dims)
+
+
 def t_addmm(ctx):
     bias, a, b = ctx.arg(0), ctx.arg(1), ctx.arg(2)
     beta, alpha = ctx.node.kwargs.get('beta', 1), ctx.node.kwargs.get('alpha', 1)
@@ -239,6 +279,12 @@ def _unary(form: str, sparse: bool):
     return translate
 
 
+def t_neg(ctx):
+    """``-x``: of a sparse tensor (any rank), its pattern with negated values."""
+    x = ctx.arg(0)
+    return Call('neg', (ctx.expr(x), )), ctx.value(x)
+
+
 def t_gelu(ctx):
     x = ctx.arg(0)
     v = _dense(ctx.value(x), 'gelu')
@@ -270,6 +316,10 @@ def _binary(op: str):
                 return binary('*', ea, Num(1.0 / eb.value)), v
             return binary(op, ea, eb), v
         va, vb = tensors
+        high = [len(v.dims) for v in tensors if v.sparse and len(v.dims) != 2]
+        if high:  # (sdfgsparse's element-wise operations of two tensors take sparse matrices)
+            raise Untranslatable(f'{op} of a {high[0]}-D sparse tensor and another tensor (2-D sparse only; a '
+                                 'number keeps any rank)')
         dims = _broadcast(ctx, va, vb, op)
         if va.sparse or vb.sparse:
             if va.dims != vb.dims and ctx.dims.resolve(va.dims) != ctx.dims.resolve(vb.dims):
@@ -353,27 +403,65 @@ def _reduce(fn: str):
         keepdim = (node.args[2] if len(node.args) > 2 else node.kwargs.get('keepdim', False))
         if node.kwargs.get('dtype') is not None:
             raise Untranslatable(f'{fn} with a dtype')
+        if v.sparse or ctx.held_dense(x):
+            if fn != 'sum':
+                raise Untranslatable(f'{fn} of a sparse tensor')
+            return _sparse_sum(ctx, x, v, dims_arg, keepdim)
         if dims_arg is None or (isinstance(dims_arg, (list, tuple)) and len(dims_arg) == 0):
-            if v.sparse:
-                raise Untranslatable(f'{fn} of a whole sparse tensor')
             return Call(fn, (ctx.expr(x), )), Value('dense', v.dtype, ())
         axes = [d % len(v.dims) for d in (dims_arg if isinstance(dims_arg, (list, tuple)) else [dims_arg])]
         if len(axes) != 1:
             raise Untranslatable(f'{fn} over {len(axes)} dimensions at once')
         axis = axes[0]
         rest = tuple(d for k, d in enumerate(v.dims) if k != axis)
-        if v.sparse:
-            if fn != 'sum':
-                raise Untranslatable(f'{fn} of a sparse tensor')
-            expr = Call('sparse_sum_axis', (ctx.expr(x), ), {'axis': axis})
-        else:
-            expr = Call(f'{fn}_axis', (ctx.expr(x), ), {'axis': axis})
+        expr = Call(f'{fn}_axis', (ctx.expr(x), ), {'axis': axis})
         if keepdim:
             kept = tuple(1 if k == axis else d for k, d in enumerate(v.dims))
             return Call('reshape', (expr, ), {'shape': SizeDims(kept)}), Value('dense', v.dtype, kept)
         return expr, Value('dense', v.dtype, rest)
 
     return translate
+
+
+def _sparse_sum(ctx, x, v: Value, dims_arg, keepdim: bool):
+    """``torch.sum(x, dims, keepdim)`` / ``torch.sparse.sum(x, dims)`` of a sparse tensor of
+    any rank (or of one the program holds dense, :meth:`Context.held_dense`): ``x.sum(axis)``,
+    the dense sums over ``dims`` (all of them where ``dims`` is None). torch's result is a
+    sparse COO tensor where dimensions remain (the fibers that hold entries) and a dense
+    one where none does (or with ``keepdim``, over every dimension): the program's is dense,
+    and a COO one is handed to torch as COO (:data:`Context.dense_as_coo`). An empty list of
+    dimensions sums nothing in torch for sparse tensors (not everything, as for dense ones):
+    not translated; nor is ``keepdim=True`` of a sparse tensor (see the code)."""
+    rank = len(v.dims)
+    if isinstance(dims_arg, (list, tuple)) and len(dims_arg) == 0:
+        raise Untranslatable('sum of a sparse tensor over an empty list of dimensions (torch sums nothing)')
+    if keepdim and v.sparse:
+        # DaCe's simplification writes the sum node's result straight into the reshaped array
+        # (a segment result), which the node's validation refuses (a 1-D connector at a
+        # [1, S, 1] array: sdfgsparse.lowering.graph.connector_desc keeps the unit dimensions
+        # of a whole array)
+        raise Untranslatable('sum of a sparse tensor with keepdim=True (the sum node cannot write a reshaped '
+                             'array yet)')
+    if dims_arg is None:
+        axes = list(range(rank))
+    else:
+        axes = sorted({d % rank for d in (dims_arg if isinstance(dims_arg, (list, tuple)) else [dims_arg])})
+    rest = tuple(d for k, d in enumerate(v.dims) if k not in axes)
+    if not rest:
+        axis = None
+    elif v.sparse:
+        axis = axes[0] if len(axes) == 1 else tuple(axes)
+    else:  # a value the program holds dense: NumPy's sum over one axis
+        if len(axes) != 1:
+            raise Untranslatable(f'sum over {len(axes)} dimensions at once of a sum of a sparse tensor')
+        axis = axes[0]
+    form = 'sparse_sum_axis' if v.sparse else ('sum' if axis is None else 'sum_axis')
+    expr = Call(form, (ctx.expr(x), ), {} if form == 'sum' else {'axis': axis})
+    ctx.dense_as_coo = True
+    if keepdim:
+        kept = tuple(1 if k in axes else d for k, d in enumerate(v.dims))
+        return Call('reshape', (expr, ), {'shape': SizeDims(kept)}), Value('dense', v.dtype, kept)
+    return expr, Value('dense', v.dtype, rest)
 
 
 def t_softmax(ctx, log=False):
@@ -408,7 +496,31 @@ def t_layer_norm(ctx):
 
 def t_identity(ctx):
     x = ctx.arg(0)
+    ctx.dense_as_coo = ctx.held_dense(x)
     return ctx.expr(x), ctx.value(x)
+
+
+def t_to_dense(ctx):
+    """``x.to_dense()``: a dense value (or one the program holds dense for torch's COO, a sum
+    of a sparse tensor) is itself. A sparse COO tensor of 3 or more dimensions is the
+    contraction that adds every entry (duplicates summed) into a dense array with its first
+    two dimensions swapped, ``np.einsum('abc->bac', x)`` (a result on the operand's leading
+    dimensions in order would stay sparse), swapped back by ``np.transpose``. A sparse
+    matrix inside a program is not made dense (untranslated)."""
+    x = ctx.arg(0)
+    v = ctx.value(x)
+    if ctx.node.kwargs.get('dtype') is not None:
+        raise Untranslatable('to_dense with a dtype')
+    if not v.sparse:
+        return ctx.expr(x), v
+    rank = len(v.dims)
+    if rank < 3 or rank > len(_LETTERS):
+        raise Untranslatable(f'to_dense of a {rank}-D sparse tensor (3-D to {len(_LETTERS)}-D only)')
+    letters = _LETTERS[:rank]
+    swapped = letters[1] + letters[0] + letters[2:]
+    axes = (1, 0) + tuple(range(2, rank))
+    expr = Call('einsum_1', (ctx.expr(x), ), {'spec': f'{letters}->{swapped}'})
+    return Call('permute', (expr, ), {'axes': axes}), Value('dense', v.dtype, v.dims)
 
 
 def t_dropout(ctx):
@@ -479,7 +591,7 @@ TRANSLATIONS: Dict[Any, Callable] = {
     aten.sigmoid.default: _unary('sigmoid', True),
     aten.tanh.default: _unary('tanh', True),
     aten.exp.default: _unary('exp', True),
-    aten.neg.default: _unary('neg', False),
+    aten.neg.default: t_neg,
     aten.gelu.default: t_gelu,
     aten.add.Tensor: _binary('+'),
     aten.sub.Tensor: _binary('-'),
@@ -493,6 +605,10 @@ TRANSLATIONS: Dict[Any, Callable] = {
     aten._unsafe_view.default: t_reshape,
     aten.sum.dim_IntList: _reduce('sum'),
     aten.sum.default: _reduce('sum'),
+    aten._sparse_sum.dim: _reduce('sum'),
+    aten._sparse_sum.default: _reduce('sum'),
+    aten.to_dense.default: t_to_dense,
+    aten.bmm.default: t_bmm,
     aten.mean.dim: _reduce('mean'),
     aten.mean.default: _reduce('mean'),
     aten.softmax.int: t_softmax,
@@ -569,6 +685,10 @@ class Segment:
                 raise errors.DTypeError(f'{name}: dtype {v.dtype}, the model was compiled for {want.dtype}')
             if v.dim() != len(want.dims):
                 raise errors.ShapeError(f'{name}: {v.dim()}-D, the model was compiled for {len(want.dims)}-D')
+            if v.layout == torch.sparse_coo and not v.is_coalesced():
+                # duplicates summed first, as torch's sparse operations do: sdfgsparse's value
+                # functions (relu, exp, ...) of a COO tensor map each duplicate apart
+                v = v.coalesce()
             args.append(v.detach())
         res = self.program(*args)
         res = res if isinstance(res, tuple) else (res, )
@@ -581,6 +701,11 @@ class Segment:
 
 
 def _to_layout(t: 'torch.Tensor', kind: str) -> 'torch.Tensor':
+    """``t`` in the layout ``kind`` (a value's kind in :class:`Value`'s terms): what the
+    program holds, or what torch holds (a dense sum of a sparse tensor is a coalesced COO
+    tensor for torch; a sum that is exactly zero is then not stored)."""
+    if kind == 'dense':
+        return t.to_dense()
     if kind == 'COO':
         return t.to_sparse_coo().coalesce()
     return t.to_sparse_csr() if kind == 'CSR' else t.to_sparse_csc()
@@ -624,9 +749,13 @@ def plan_segments(graph, fallback: str, user_inputs: Sequence[str]) -> List[Segm
                 raise Untranslatable(f'its result is {type(val).__name__}, not one tensor')
             if val.dtype not in _DTYPES:
                 raise Untranslatable(f'dtype {val.dtype}')
-            code, value = fn(Context(dims, values, node))
-            if (val.layout == torch.strided) != (value.kind == 'dense'):
+            ctx = Context(dims, values, node, layouts)
+            code, value = fn(ctx)
+            if (val.layout == torch.strided) != (value.kind == 'dense') and not (
+                    ctx.dense_as_coo and value.kind == 'dense' and val.layout == torch.sparse_coo):
                 raise Untranslatable(f'torch makes a {val.layout} result, the translation a {value.kind} one')
+            if val.dim() != len(value.dims):
+                raise Untranslatable(f'torch makes a {val.dim()}-D result, the translation a {len(value.dims)}-D one')
             step.code = code
             values[node.name] = value
         except Untranslatable as e:
@@ -687,17 +816,30 @@ def _py_name(name: str, used: set) -> str:
 
 
 def _placeholder_value(name: str, val, dims: Dims, free: bool) -> Value:
+    """The value of a graph input (``free``: its sizes are new symbols, else numbers).
+    Sparse CSR and CSC tensors are matrices; a sparse COO tensor has 2 or more dimensions
+    (kind ``'COO'`` of any rank, held as ``ss.COO[dt, I, J, K, ...]``), all of them sparse
+    (a hybrid COO tensor, whose values are dense blocks, is refused)."""
     kind = _LAYOUTS.get(val.layout)
     if kind is None:
         raise errors.UnsupportedOperationError(f'{name}: layout {val.layout} is not supported')
     if val.dtype not in _DTYPES:
         raise errors.UnsupportedOperationError(f'{name}: dtype {val.dtype} is not supported (float32 or float64)')
     shape = tuple(int(s) for s in val.shape)
+    if kind == 'COO':
+        if len(shape) < 2:
+            raise errors.UnsupportedOperationError(f'{name}: a sparse COO tensor of {len(shape)} dimension(s); '
+                                                   'sparse COO tensors must have 2 or more')
+        if val.dense_dim() != 0:
+            raise errors.UnsupportedOperationError(
+                f'{name}: a hybrid sparse COO tensor ({val.sparse_dim()} sparse and {val.dense_dim()} dense '
+                'dimensions); every dimension must be sparse (torch: sparse_dim == dim())')
+    elif kind != 'dense' and len(shape) != 2:
+        raise errors.UnsupportedOperationError(f'{name}: sparse {kind} tensors must be 2-D, got {len(shape)}-D '
+                                               '(a tensor of more dimensions: sparse COO)')
     ds = tuple(dims.new(s) for s in shape) if free else shape
     if kind == 'dense':
         return Value('dense', val.dtype, ds)
-    if len(shape) != 2:
-        raise errors.UnsupportedOperationError(f'{name}: sparse tensors must be 2-D, got {len(shape)}-D')
     return Value(kind, val.dtype, ds, _index_dtype(val))
 
 
@@ -723,7 +865,7 @@ def _descriptor(name: str, v: Value, dims: Dims):
     sizes = [_size(d) for d in dims.resolve(v.dims)]
     dt = getattr(dace, _DTYPES[v.dtype])
     if v.sparse:
-        fmt = get_format(v.kind)
+        fmt = get_format(v.kind).with_rank(len(v.dims)) if v.kind == 'COO' else get_format(v.kind)
         return fmt.type(dt, *sizes, getattr(dace, _INDEX[v.index_dtype]),
                         **{k: f'N_{name}_{k}' for k in fmt.size_keys}).structure()
     return dace.data.Array(dt, tuple(sizes) or (1, ))
@@ -834,6 +976,19 @@ class _Emitter:
             return
         self.data[name] = self.emit(expr, out, label, output)
         self.line(out, expr)
+        self._check_kind(node)
+
+    def _check_kind(self, node) -> None:
+        """The datum the operations made is what the translation promised, a sparse
+        structure for a sparse value and an array for a dense one (the NumPy frontend
+        decides whether a result stays sparse: a disagreement would hand torch another
+        layout than its own)."""
+        value = self.seg.values[node.name]
+        made = is_sparse_desc(self.b.desc(self.data[node.name]))
+        if made != value.sparse:
+            raise errors.UnsupportedOperationError(
+                f'ss.torch.compile: {_op_name(node)} at {node.name}: the translation gives a {value.kind} value, '
+                f'its operations made a {"sparse" if made else "dense"} one')
 
     def _feature_major(self, name: str, product, out: str, label: str) -> None:
         fm = self.b.fresh(f'{label}_fm')

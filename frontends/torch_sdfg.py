@@ -252,6 +252,24 @@ def _sparse_sum_axis(axis):
     return sparse_sum_axis
 
 
+def _einsum(spec):
+    """``np.einsum(spec, a, b)`` (sdfgsparse's contraction where an operand is sparse)."""
+
+    def einsum(a, b):
+        return np.einsum(spec, a, b)
+
+    return einsum
+
+
+def _einsum_1(spec):
+    """``np.einsum(spec, a)`` of one operand (a sparse tensor's sums, or its dense form)."""
+
+    def einsum_1(a):
+        return np.einsum(spec, a)
+
+    return einsum_1
+
+
 def _softmax(axis, sizes, log):
     """Softmax (or log-softmax) of an ``m x n`` tensor along ``axis``. The exponential runs
     over the flat array: one loop of m * n, vectorised with libmvec; over rows of a few
@@ -348,6 +366,8 @@ FORMS: Dict[str, Tuple[Callable, bool, str]] = {
     'sum_axis': (_sum_axis, True, 'np.sum({0}, axis={axis})'),
     'mean_axis': (_mean_axis, True, 'np.mean({0}, axis={axis})'),
     'sparse_sum_axis': (_sparse_sum_axis, True, '{0}.sum(axis={axis})'),
+    'einsum': (_einsum, True, 'np.einsum({spec!r}, {0}, {1})'),
+    'einsum_1': (_einsum_1, True, 'np.einsum({spec!r}, {0})'),
     'softmax': (_softmax, True, 'softmax({0}, axis={axis}, log={log})'),
     'sparse_softmax': (_sparse_softmax, True, 'ss.softmax({0}, axis={axis})'),
     'normalize': (_normalize, True, 'layer_norm({0}, eps={eps!r})'),

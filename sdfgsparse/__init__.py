@@ -22,7 +22,7 @@ from sdfgsparse.targets.cpu import openmp as _openmp
 _openmp.bind()  # one OpenMP runtime for our libraries and those already or later loaded
 
 from sdfgsparse import errors
-from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, CSF, NM, GNM, VNM, SparseFormat, SparseType
+from sdfgsparse.formats import CSR, CSC, COO, DCSR, BSR, ELL, DIA, CSF, BatchedCSR, NM, GNM, VNM, SparseFormat, SparseType
 from sdfgsparse.runtime.container import SparseMatrix, SparseTensor
 from sdfgsparse.ops.functions import relu, exp, sqrt, abs, sin, tanh, square, sigmoid, spones, sddmm, softmax
 from sdfgsparse.runtime.call import compile as _compile
@@ -126,7 +126,7 @@ def optimize(program_or_sdfg, target='cpu', matrices=None, cache_size=None, fpga
 
 
 __all__ = [
-    'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'CSF', 'NM', 'GNM', 'VNM', 'SparseFormat', 'SparseType',
+    'CSR', 'CSC', 'COO', 'DCSR', 'BSR', 'ELL', 'DIA', 'CSF', 'BatchedCSR', 'NM', 'GNM', 'VNM', 'SparseFormat', 'SparseType',
     'SparseMatrix', 'SparseTensor', 'compile',
     'convert', 'errors', 'set_validation', 'analysis', 'relu', 'exp', 'sqrt', 'abs', 'sin', 'tanh', 'square',
     'sigmoid', 'spones', 'sddmm', 'softmax', 'optimize', 'targets', 'ops', 'to_device', 'transformations',

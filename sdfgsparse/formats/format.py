@@ -130,6 +130,21 @@ class SparseFormat:
         """The number of dimensions of the tensors stored in this format (2: a matrix)."""
         return len(self.dims)
 
+    @property
+    def level_dims(self) -> Optional[Tuple[int, ...]]:
+        """For each level, the tensor dimension whose coordinate it stores (``CSR``: (0, 1),
+        ``CSC``: (1, 0), ``CSF3_201``: (2, 0, 1)); None where some dimension is no single
+        level's coordinate (``BSR``'s blocks, ``ELL``'s slots)."""
+        where = {}
+        for d, expr in enumerate(self.dims):
+            m = re.fullmatch(r'\s*c(\d+)\s*', expr) if isinstance(expr, str) else None
+            if m is None:
+                return None
+            where[int(m.group(1))] = d
+        if sorted(where) != list(range(len(self.levels))):
+            return None
+        return tuple(where[k] for k in range(len(self.levels)))
+
     # ------------------------------------------------------------------ structure
     @property
     def size_keys(self) -> List[str]:

@@ -26,9 +26,12 @@ __all__ = ['SparsePrefixEinsum', 'prefix_kernel', 'prefix_result_format', 'spars
 def prefix_result_format(fmt: SparseFormat, rank: int) -> Optional[SparseFormat]:
     """The format of the dimensions ``0 .. rank - 1`` of ``fmt`` where its first levels store
     them as a tensor of their own (COO<n>'s entry and singleton levels: COO<rank>; CSF<n>'s:
-    CSF<rank>; PCOO<n>'s: PCOO<rank>; ``rank == fmt.rank``: ``fmt`` itself), else None."""
+    CSF<rank>; PCOO<n>'s: PCOO<rank>; ``rank == fmt.rank``: ``fmt`` itself, whatever it is),
+    else None."""
     if rank < 1 or rank > fmt.rank:
         return None
+    if rank == fmt.rank:
+        return fmt  # (the whole pattern: any format, its own)
     for make in (coo_of_rank, csf_of_rank, counted_coo):
         if fmt is make(fmt.rank):
             return make(rank)
@@ -37,13 +40,14 @@ def prefix_result_format(fmt: SparseFormat, rank: int) -> Optional[SparseFormat]
 
 def sparse_result(spec: EinsumSpec, fmt: SparseFormat) -> Optional[SparseFormat]:
     """The sparse result's format where the result's indices are the sparse operand's outer
-    dimensions, at least two of them (``ijk,k->ij``: TTV; ``ijk,jk->ijk``: a product on the
-    operand's pattern, for tensors of rank 3 and more; :class:`SparsePrefixEinsum`), else None
+    dimensions, at least two of them (``ijk,k->ij``: TTV; ``ijk,jk->ijk``: a product with a
+    dense factor on the operand's pattern, for tensors of rank 3 and more;
+    :class:`SparsePrefixEinsum`), else None
     (a dense result: vectors, as NumPy's sums; matrices' products)."""
     n = len(spec.output)
     subs = spec.inputs[spec.sparse]
-    if n < 2 or spec.output != subs[:n] or (n == len(subs) and n < 3):
-        return None
+    if n < 2 or spec.output != subs[:n] or (n == len(subs) and (n < 3 or not spec.dense_inputs)):
+        return None  # (``ijk->ijk``, no factor: the tensor made dense, as NumPy's)
     return prefix_result_format(fmt, n)  # (COO<n>, CSF<n>, PCOO<n> store their dimensions in level order)
 
 
@@ -58,8 +62,10 @@ def prefix_kernel(k: Kernel, node: 'SparsePrefixEinsum', state) -> None:
     init = k.add_state('copy_indices')
     copy_index_members(k, init, fmt.member_names, 'A', 'out')
     k.fill(init, vals)
-    # the position on the level that stores the result's last dimension (``c<k>``: level k)
-    slot = A.levels[int(A.type.fmt.dims[len(spec.output) - 1][1:])].pos
+    # the position on the level that stores the result's last dimension (``c<k>``: level k);
+    # the whole pattern: the value's
+    n = len(spec.output)
+    slot = A.pos if n == A.type.rank else A.levels[int(A.type.fmt.dims[n - 1][1:])].pos
     walk_entries(k, node, A, lambda index: (vals, [slot]), A.type.fmt.levels[0].unique,
                  parallel=node.schedule_hint != 'sequential')
 

@@ -20,12 +20,14 @@ from typing import Sequence, Tuple
 import dace
 import dace.library
 import sympy
+from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
 from sdfgsparse.formats.counted import is_counted_coo
 from sdfgsparse.lowering.graph import Kernel, Operand, Scope, read
-from sdfgsparse.lowering.graph_compress import scan, tasklet
+from sdfgsparse._symbolic import pyexpr
+from sdfgsparse.lowering.graph_compress import counting_sort, scan, tasklet
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.ops.validation import Wiring
 
@@ -33,8 +35,55 @@ __all__ = ['SparseMaterialise', 'portable_kernel', 'gather_entries']
 
 
 def portable_kernel(k: Kernel, node: 'SparseMaterialise', state) -> None:
-    """The passes of the module docstring, built into ``k``."""
-    gather_entries(k, [(k.operand('A', node.operand_type(state, 'A')), 1)], 'out')
+    """The passes of the module docstring, built into ``k`` (:func:`coalesce_entries` where
+    the node coalesces)."""
+    A = k.operand('A', node.operand_type(state, 'A'))
+    if node.coalesce:
+        coalesce_entries(k, A, 'out')
+    else:
+        gather_entries(k, [(A, 1)], 'out')
+
+
+def coalesce_entries(k: Kernel, A: Operand, out: str) -> None:
+    """A's entries, sorted by coordinates and those of equal coordinates summed, into the
+    ``PCOO<n>`` members of ``out``: a parallel pass lists every slot's coordinates and value
+    (a slot that holds no entry, or that A's guard drops, gets the coordinates ``shape``: it
+    sorts last), stable counting sorts by the last dimension to the first
+    (:func:`~sdfgsparse.lowering.graph_compress.counting_sort`), then one sequential pass
+    writes each run of equal coordinates as one entry until the first dropped slot."""
+    rank = A.type.rank
+    shape = [sympy.sympify(v) for v in A.type.shape]
+    pos = member_conn(out, 'pos1')
+    crds = [member_conn(out, f'crd{d + 1}') for d in range(rank)]
+    vals = member_conn(out, 'vals')
+    vdtype = k.sdfg.arrays[vals].dtype
+    n = sympy.sympify(A.nvals)
+    lists = [[k.transient(f'sort{g}_c{d}', [n], dace.int64) for d in range(rank)] +
+             [k.transient(f'sort{g}_v', [n], vdtype)] for g in (0, 1)]
+    st = k.add_state('sentinels')
+    for d in range(rank):
+        k.fill(st, lists[0][d], shape[d])
+    sc = k.entries(k.add_state('list'), A)
+    k.compute(sc, (lists[0][rank], [A.pos]), A.value, guard=A.guard, label='list',
+              more=[((lists[0][d], [A.pos]), e) for d, e in enumerate(A.coords)])
+    src = 0
+    for d in reversed(range(rank)):
+        counting_sort(k, f'by{d}', n, lists[src][d], shape[d], list(zip(lists[src], lists[1 - src])))
+        src = 1 - src
+    cur = lists[src]
+    same = ' and '.join(f'_c{d}[u_i] == u_p{d}' for d in range(rank))
+    code = ('u_n = 0\nu_i = 0\n' + ''.join(f'u_p{d} = -1\n' for d in range(rank)) +
+            f'while u_i < {pyexpr(n)}:\n'
+            f'    if _c0[u_i] == {pyexpr(shape[0])}:\n        break\n'
+            f'    if u_n > 0 and {same}:\n        _ov[u_n - 1] = _ov[u_n - 1] + _v[u_i]\n'
+            '    else:\n' + ''.join(f'        u_p{d} = _c{d}[u_i]\n        _o{d}[u_n] = u_p{d}\n' for d in range(rank)) +
+            '        _ov[u_n] = _v[u_i]\n        u_n = u_n + 1\n    u_i = u_i + 1\n'
+            '_p0 = 0\n_p1 = u_n\n')
+    inputs = {f'_c{d}': cur[d] for d in range(rank)}
+    inputs['_v'] = cur[rank]
+    outputs = {f'_o{d}': crds[d] for d in range(rank)}
+    outputs.update({'_ov': vals, '_p0': f'{pos}[0]', '_p1': f'{pos}[1]'})
+    tasklet(k, Scope.at(k.add_state('runs')), 'runs', code, inputs, outputs)
 
 
 def gather_entries(k: Kernel, operands: Sequence[Tuple[Operand, int]], out: str) -> None:
@@ -103,15 +152,20 @@ class ExpandSparseMaterialisePure(ExpandTransformation):
 @dace.library.node
 class SparseMaterialise(SparseLibraryNode):
     """Members of ``A`` (sparse data of any rank, read through its view) -> members of ``out``,
-    a ``PCOO<n>`` tensor of the shape A is seen with, holding A's entries as seen."""
+    a ``PCOO<n>`` tensor of the shape A is seen with, holding A's entries as seen (in walk
+    order; with ``coalesce``, sorted by coordinates, equal ones summed)."""
     implementations = {'pure': ExpandSparseMaterialisePure}
     default_implementation = 'pure'
     SPARSE_INPUTS = ('A', )
     ACCEPTS_VIEWS = True
     SPARSE_OUTPUTS = ('out', )
 
-    def __init__(self, name='sparse_materialise', *args, **kwargs):
+    coalesce = properties.Property(dtype=bool, default=False, desc='Sort the entries by coordinates and sum those '
+                                   'of equal coordinates (a function of the values needs them summed first)')
+
+    def __init__(self, name='sparse_materialise', coalesce=False, *args, **kwargs):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
+        self.coalesce = coalesce
 
     def validate(self, sdfg, state):
         """A's members; a ``PCOO`` result of A's rank and shape (as A is seen), of A's dtype

@@ -11,12 +11,13 @@ from sdfgsparse.formats.catalogue import _BSRFamily, _CSFFamily
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import has_scipy_twin, storage_to_coo, to_scipy_twin, to_storage
 from sdfgsparse.runtime.marshal import _rank_words, check_value, is_sparse_value, marshal_sparse, torch_on_host
-from sdfgsparse.runtime.tensors import coo_storage, csf_storage, is_pydata
+from sdfgsparse.runtime.tensors import is_pydata, tensor_storage
 
 __all__ = ['convert']
 
-#: The names of the formats of tensors of any rank (``COO3``, ``CSF2``; ``COO`` is the matrix one).
-_TENSOR_FORMAT = re.compile(r'(COO|CSF)\d+')
+#: The names of the formats of tensors (``COO3``, ``CSF2``, ``CSF3_201``, ``BatchedCSR``; ``COO`` is the
+#: matrix one), stored from coordinate lists (:func:`~sdfgsparse.runtime.tensors.tensor_storage`).
+_TENSOR_FORMAT = re.compile(r'(COO|CSF)\d+(_[0-9x]+)?|BatchedCSR')
 
 
 def convert(A, fmt, index_dtype=None, prune=False):
@@ -34,7 +35,11 @@ def convert(A, fmt, index_dtype=None, prune=False):
     NumPy array, a :class:`SparseMatrix` of any format) and return a :class:`SparseMatrix`
     in ``CSF<n>`` (entries sorted, duplicates summed) or ``COO<n>`` (entries as they are);
     ``ss.CSF[dace.float32, I, J, K, dace.int64]`` applies its dtypes too. A matrix
-    converted to ``ss.CSF`` is ``CSF2`` (DCSR's levels).
+    converted to ``ss.CSF`` is ``CSF2`` (DCSR's levels). ``ss.CSF.with_order(2, 0, 1)`` (or
+    an annotation with a mode order, ``ss.CSF[dt, I, J, K, (2, 0, 1)]``) stores level ``k``
+    as dimension ``order[k]`` (``CSF3_201``); ``ss.BatchedCSR`` a rank-3 tensor as a CSR
+    matrix per batch (global positions). Both from any of those values, and from torch's
+    batched CSR tensors.
     """
     dtype, annotated = None, False
     if isinstance(fmt, _BSRFamily):
@@ -65,8 +70,7 @@ def convert(A, fmt, index_dtype=None, prune=False):
         if not _TENSOR_FORMAT.fullmatch(fmt.name):  # a pydata matrix into a matrix format
             A = sp.coo_array((vals, tuple(coords)), shape=shape)
         else:
-            store = csf_storage if fmt.name.startswith('CSF') else coo_storage
-            arrays = store(coords, vals, index_dtype or np.int32)
+            arrays = tensor_storage(fmt, coords, vals, shape, index_dtype or np.int32)
             if dtype is not None:
                 arrays['vals'] = arrays['vals'].astype(dtype, copy=False)
             return SparseMatrix(fmt, arrays, shape)

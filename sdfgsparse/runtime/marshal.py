@@ -9,8 +9,9 @@ ordering and uniqueness where the format requires them, and index overflow.
 
 Tensors of any rank are sparse values too (:mod:`sdfgsparse.runtime.tensors`): pydata/sparse
 arrays, scipy's N-D ``coo_array`` and torch sparse COO tensors are coordinate lists, in format
-``COO<n>``; a ``SparseMatrix`` holds any format of any rank. Their shape has the format's
-rank; a matrix keeps its own messages (rows, columns) and fast branches.
+``COO<n>``; torch's batched CSR tensors (3 dimensions) are ``BatchedCSR`` (their positions made
+global, columns and values zero-copy); a ``SparseMatrix`` holds any format of any rank. Their
+shape has the format's rank; a matrix keeps its own messages (rows, columns) and fast branches.
 """
 import re
 from typing import Dict, Optional, Tuple
@@ -21,13 +22,14 @@ import scipy.sparse as sp
 
 from sdfgsparse import errors
 from sdfgsparse.formats import SparseFormat, SparseType, get_format
-from sdfgsparse.formats.catalogue import coo_of_rank
+from sdfgsparse.formats.catalogue import BatchedCSR, coo_of_rank
 from sdfgsparse.formats.levels import Compressed, Offset, Singleton
 from sdfgsparse.runtime import _binder
 from sdfgsparse.ops import functions as host_functions
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import scipy_members
-from sdfgsparse.runtime.tensors import is_pydata, pydata_members, pydata_problem, scipy_tensor_problem
+from sdfgsparse.runtime.tensors import (batched_csr_members, is_pydata, pydata_members, pydata_problem,
+                                        scipy_tensor_problem)
 
 __all__ = [
     'SparseArg', 'is_sparse_value', 'format_of_value', 'marshal_sparse', 'struct_class', 'VALIDATE', 'check_value',
@@ -98,11 +100,19 @@ def format_of_value(obj) -> SparseFormat:
         return BSR.with_block(v.shape[1], v.shape[2])
     if lay == 'sparse_coo' and obj.dim() != 2:
         return coo_of_rank(obj.dim())
+    if lay == 'sparse_csr' and _batch_dims(obj) == 1:  # torch's batched CSR
+        return BatchedCSR
     if lay in _TORCH_LAYOUTS:
         return get_format(_TORCH_LAYOUTS[lay])
     if lay is None and is_pydata(obj):
         return coo_of_rank(obj.ndim)
     raise TypeError(f'{type(obj).__name__} is not a sparse matrix')
+
+
+def _batch_dims(obj) -> int:
+    """The batch dimensions of a torch tensor in a compressed layout (CSR, CSC): its
+    dimensions less the two sparse and the dense (hybrid) ones."""
+    return obj.dim() - obj.dense_dim() - 2
 
 
 #: The accessors of the positions and indices of torch's compressed layouts (the warm
@@ -124,7 +134,9 @@ def _torch_members(obj) -> Tuple[Dict[str, np.ndarray], tuple]:
     def n(t):
         return t.detach().numpy()
 
-    if lay in TORCH_COMPRESSED:
+    if lay == 'sparse_csr' and _batch_dims(obj) == 1:  # batched: global positions (a copy), the rest zero-copy
+        m = batched_csr_members(n(obj.crow_indices()), n(obj.col_indices()), n(obj.values()))
+    elif lay in TORCH_COMPRESSED:
         pos, crd = TORCH_COMPRESSED[lay]
         m = {'pos1': n(getattr(obj, pos)()), 'crd1': n(getattr(obj, crd)()), 'vals': n(obj.values())}
     elif lay == 'sparse_bsr':
@@ -169,7 +181,16 @@ def layout_problem(value) -> Optional[str]:
                 return f'{m} has shape {a.shape}; members are 1-D arrays'
         return None
     lay = _torch_layout(value)
-    if lay in ('sparse_csr', 'sparse_csc', 'sparse_coo'):
+    if lay in ('sparse_csr', 'sparse_csc') and _batch_dims(value) > 0:  # batched CSR: (B, nnz) values
+        batch = _batch_dims(value)
+        if lay == 'sparse_csc' or batch != 1:
+            return (f'a torch {lay[7:].upper()} tensor of {value.dim()} dimensions ({batch} batch dimension'
+                    f'{"s" if batch > 1 else ""}); of torch\'s batched layouts CSR with one batch dimension is taken '
+                    '(ss.BatchedCSR)')
+        if value.values().dim() != 2:
+            return (f'values have shape {tuple(value.values().shape)}: hybrid tensors (dense dimensions) are not '
+                    'supported')
+    elif lay in ('sparse_csr', 'sparse_csc', 'sparse_coo'):
         vals = value.values() if lay != 'sparse_coo' else value._values()
         if vals.dim() != 1:
             return f'values have shape {tuple(vals.shape)}: hybrid tensors (dense dimensions) are not supported'
@@ -417,7 +438,8 @@ def _index_dtype_of(value, arrays) -> np.dtype:
         return dts.pop() if len(dts) == 1 else np.dtype(np.int32)
     if sp.issparse(value) and value.format == 'dia':
         return np.dtype(np.int32)
-    return np.dtype(arrays['crd0' if 'crd0' in arrays else 'crd1'].dtype)
+    crd = next((m for m in ('crd0', 'crd1') if m in arrays), None) or min(m for m in arrays if m.startswith('crd'))
+    return np.dtype(arrays[crd].dtype)
 
 
 def _value_dtype(dt, argname):

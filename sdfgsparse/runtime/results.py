@@ -12,13 +12,14 @@ import dace
 import numpy as np
 
 from sdfgsparse.formats import sparse_type_of
-from sdfgsparse.formats.catalogue import coo_of_rank
+from sdfgsparse.formats.catalogue import BatchedCSR, coo_of_rank
 from sdfgsparse.formats.counted import is_counted_coo
 from sdfgsparse.runtime.container import SparseMatrix
 from sdfgsparse.runtime.convert import has_scipy_twin, to_scipy_twin
 from sdfgsparse.runtime.marshal import struct_class
 from sdfgsparse.runtime.pointers import data_pointer
 from sdfgsparse.runtime.symexpr import compile_int
+from sdfgsparse.runtime.tensors import batched_csr_parts
 
 __all__ = ['allocate_return', 'allocate_on_device', 'return_allocator', 'struct_to_python', 'scipy_to_torch', 'is_sparse_return',
            'to_torch', 'to_pydata']
@@ -172,8 +173,9 @@ def scipy_to_torch(A):
 
 def to_torch(result):
     """A program's result for a caller who passed torch tensors: NumPy arrays as tensors
-    sharing their memory, scipy sparse arrays as torch sparse tensors, tuples element by
-    element; anything else as it is."""
+    sharing their memory, scipy sparse arrays as torch sparse tensors, a ``BatchedCSR``
+    tensor as torch's batched CSR where every batch stores as many entries (else, as other
+    tensors, torch sparse COO), tuples element by element; anything else as it is."""
     import torch  # optional: only callers with torch arguments get here
     if isinstance(result, np.ndarray):
         return torch.from_numpy(result)
@@ -181,6 +183,11 @@ def to_torch(result):
         return tuple(to_torch(r) for r in result)
     if hasattr(result, 'tocoo') and hasattr(result, 'format'):
         return scipy_to_torch(result)
+    if isinstance(result, SparseMatrix) and result.format is BatchedCSR:
+        parts = batched_csr_parts(result.arrays, result.shape)
+        if parts is not None:  # (columns and values shared)
+            crow, col, vals = (torch.from_numpy(np.ascontiguousarray(a)) for a in parts)
+            return torch.sparse_csr_tensor(crow, col.to(crow.dtype), vals, size=result.shape, check_invariants=False)
     if isinstance(result, SparseMatrix) and len(result.shape) == 2:  # a format without a scipy twin
         return scipy_to_torch(result.to_scipy())
     if isinstance(result, SparseMatrix):  # a tensor: torch's sparse COO

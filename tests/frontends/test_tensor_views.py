@@ -219,3 +219,19 @@ def test_refused(tmp_path, body, error, match):
     spec.loader.exec_module(mod)
     with pytest.raises(error, match=match):
         mod.prog.to_sdfg()
+
+
+@dace.program
+def dense_factor_any_format(T: ss.CSF[dace.float64, I, J, K, (2, 0, 1)], Bt: ss.BatchedCSR[dace.float64, B, M, N],
+                            Y: dace.float64[J, K], Z: dace.float64[M, N]):
+    return T * Y, Bt * Z
+
+
+def test_a_dense_factor_keeps_any_formats_pattern(rng):
+    T, D = _tensor(rng, (4, 5, 6))
+    Bt, DB = _tensor(rng, (3, 4, 5))
+    Y, Z = rng.standard_normal((5, 6)), rng.standard_normal((4, 5))
+    a, b = dense_factor_any_format(ss.convert(T, ss.CSF.with_order(2, 0, 1)), ss.convert(Bt, ss.BatchedCSR), Y, Z)
+    assert a.format.name == 'CSF3_201' and b.format.name == 'BatchedCSR'
+    np.testing.assert_allclose(a.toarray(), D * Y, rtol=1e-14)
+    np.testing.assert_allclose(b.toarray(), DB * Z, rtol=1e-14)

@@ -34,6 +34,12 @@ def _dense(*shape, seed=0, dtype=torch.float64):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
 
+def _coo(*shape, seed=0, density=0.4, dtype=torch.float64):
+    D = _dense(*shape, seed=seed, dtype=dtype)
+    D[torch.rand(*shape, generator=torch.Generator().manual_seed(seed + 1)) > density] = 0
+    return D.to_sparse_coo()
+
+
 #: name -> (function, example inputs, the forms its SDFG must be built from)
 CASES = {
     'dense_linear': (lambda x, w, b: F.linear(x, w, b), (_dense(5, 4), _dense(3, 4, seed=1), _dense(3, seed=2)),
@@ -70,6 +76,8 @@ CASES = {
     'sampled': (lambda S, q, k: torch.sparse.sampled_addmm(S, q, k.T, beta=0.5, alpha=2.0),
                 (_csr(5, 5, 10), _dense(5, 3), _dense(5, 3, seed=1)), {'spones', 'sddmm', '*_num', '+'}),
     'sparse_softmax': (lambda S: torch.sparse.softmax(S.to_sparse_coo(), 1), (_csr(5, 5, 11), ), {'sparse_softmax'}),
+    'sparse_tensor': (lambda T, D: (torch.bmm(T, D), (T * 2.0).to_dense(), torch.sum(T, 1)),
+                      (_coo(3, 4, 5, seed=12), _dense(3, 5, 2)), {'einsum', 'einsum_1', 'permute', 'sparse_sum_axis'}),
 }
 
 

@@ -28,6 +28,8 @@ from sdfgsparse.ops.convert import Convert
 from sdfgsparse.ops.dense_spmm import DenseSpMM
 from sdfgsparse.ops.einsum import SparseEinsum
 from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum
+from sdfgsparse.ops.materialise import SparseMaterialise
+from sdfgsparse.ops.tensor_add import SparseTensorAdd
 from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.mul_dense import SparseMulDense
@@ -63,6 +65,11 @@ def einsums(A: ss.CSR[f64, M, N], V: f64[N, K], T: ss.CSF[f64, M, N, K], v: f64[
 
 
 @dace.program
+def tensor_views(T: ss.CSF[f64, M, N, K], U: ss.CSF[f64, M, N, K]):
+    return T.transpose((1, 0, 2)), T + U
+
+
+@dace.program
 def spmv_only(A: ss.CSR[f64, M, N], x: f64[N]):
     return A @ x
 
@@ -92,7 +99,11 @@ NODES = {
     SparseCopy: ('A', None, True, True),
     SparseEinsum: ('A', '_D0', False, True),
     SparsePrefixEinsum: ('A', '_D0', True, True),
+    SparseMaterialise: ('A', None, True, True),
+    SparseTensorAdd: ('A', None, True, True),
 }
+#: nodes whose result is a counted coordinate list (PCOO<n>): no other format has its members
+COUNTED = (SparseMaterialise, SparseTensorAdd)
 #: the dense result of each node without a sparse one
 DENSE_OUT = {SpMV: '_y', SpMM: '_Y', DenseSpMM: '_C', SparseAddDense: '_out', SparseSum: '_out',
              SparseAttention: '_out', SparseEinsum: '_out'}
@@ -110,8 +121,9 @@ def built():
     fused = attention.to_sdfg()
     assert fused.apply_transformations_repeated(SparseFusion) == 1
     tensors = einsums.to_sdfg()
-    return {cls: fused if cls is SparseAttention else tensors if cls in (SparseEinsum, SparsePrefixEinsum) else ops
-            for cls in NODES}
+    views = tensor_views.to_sdfg()
+    return {cls: fused if cls is SparseAttention else tensors if cls in (SparseEinsum, SparsePrefixEinsum) else
+            views if cls in COUNTED else ops for cls in NODES}
 
 
 def _find(sdfg, cls):
@@ -132,7 +144,9 @@ def _retype_out(sdfg, state, node, fmt=None, dtype=None, extra_rows=0):
     st = sparse_type_of(sdfg.arrays[name])
     fmt = fmt or st.fmt
     sizes = st.sizes if fmt is st.fmt else {}
-    retype_sparse(sdfg, name, fmt.type(dtype or st.dtype, st.rows + extra_rows, st.cols, st.index_dtype, **sizes))
+    shape = list(st.shape)
+    shape[0] = shape[0] + extra_rows
+    retype_sparse(sdfg, name, fmt.type(dtype or st.dtype, *shape, st.index_dtype, **sizes))
 
 
 def _redefine(sdfg, state, node, conn, shape=None, dtype=None):
@@ -229,7 +243,8 @@ BREAKAGES = {f.__name__.lstrip('_'): f for f in (_drop_edge, _drop_member, _drop
 
 def _applies(cls, breakage) -> bool:
     prefix, dense, sparse_out, dtype_rule = NODES[cls]
-    return {'drop_dense': dense is not None, 'rank': dense not in (None, '_alpha'), 'format': sparse_out,
+    return {'drop_dense': dense is not None, 'rank': dense not in (None, '_alpha'),
+            'format': sparse_out and cls not in COUNTED,
             'result_dtype': dtype_rule}.get(breakage, True)
 
 

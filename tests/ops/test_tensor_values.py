@@ -65,11 +65,17 @@ def test_torch_in_torch_out(rng):
 def test_matrix_operations_refuse_tensors():
 
     @dace.program
-    def add(T: ss.COO[dace.float64, I, J, K], U: ss.COO[dace.float64, I, J, K]):
-        return T + U
+    def softmax(T: ss.COO[dace.float64, I, J, K]):
+        return ss.softmax(T)
+
+    @dace.program
+    def product(T: ss.COO[dace.float64, I, J, K], U: ss.COO[dace.float64, I, J, K]):
+        return T * U
 
     with pytest.raises(errors.UnsupportedOperationError, match='takes matrices'):
-        add.to_sdfg()
+        softmax.to_sdfg()
+    with pytest.raises(errors.UnsupportedOperationError, match='element-wise product of two sparse tensors'):
+        product.to_sdfg()
 
 
 def test_pydata_in_pydata_out(rng):
