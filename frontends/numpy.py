@@ -12,6 +12,7 @@ subscript or assignment that DaCe would apply to a sparse operand raises
 """
 import ast
 import contextlib
+import warnings
 
 import dace
 import numpy as np
@@ -880,6 +881,22 @@ def _create_callback(pv, node, *args, _dace=ProgramVisitor.create_callback, **kw
     return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
+def _visit_call(pv, node, *args, _dace=ProgramVisitor.visit_Call, **kwargs):
+    """DaCe's call; in our programs, a call of a function of :data:`CALLBACK_FUNCTIONS` without
+    DaCe's warning that it becomes a Python callback (with a sparse operand it does not:
+    :func:`_create_callback`)."""
+    if CALLBACK_FUNCTIONS and _parsing_ours(pv) and isinstance(node.func, (ast.Name, ast.Attribute)):
+        try:
+            name = dace.frontend.python.astutils.rname(node)
+        except NotImplementedError:  # (a method of a call's result: not one of them)
+            name = None
+        if name is not None and pv.closure.callbacks.get(name, (name, ))[0] in CALLBACK_FUNCTIONS:
+            with warnings.catch_warnings():
+                warnings.filterwarnings('ignore', message='Performance warning: Automatically creating callback')
+                return _dace(pv, node, *args, **kwargs)
+    return _dace(pv, node, *args, **kwargs)
+
+
 # ---------------------------------------------------------------------- NumPy on sparse operands
 def _ours(fn) -> bool:
     return getattr(fn, '__module__', '').startswith('sdfgsparse')
@@ -1261,7 +1278,7 @@ def _nan_extrema(orig):
 def install_hooks() -> None:
     """Route DaCe's frontend through the functions above (once): assignments and returns
     (``ProgramVisitor._visit_assign``), subscripts (``visit_Subscript``), Python callbacks
-    (``create_callback``), the operator repository's look-ups of function, ufunc and
+    (``create_callback``; ``visit_Call`` for their warning), the operator repository's look-ups of function, ufunc and
     method replacements (the one place where DaCe hands a NumPy implementation its
     operands), and the ufunc tasklets' code (``np.maximum`` / ``np.minimum`` in our
     programs: :func:`_nan_extrema`). Each hands anything that is not ours to DaCe's own."""
@@ -1269,6 +1286,7 @@ def install_hooks() -> None:
     for owner, name, new in ((ProgramVisitor, '_visit_assign', _visit_assign),
                              (ProgramVisitor, 'visit_Subscript', _visit_subscript),
                              (ProgramVisitor, 'create_callback', _create_callback),
+                             (ProgramVisitor, 'visit_Call', _visit_call),
                              (oprepo.Replacements, 'get', _get_function),
                              (oprepo.Replacements, 'get_ufunc', _get_ufunc),
                              (oprepo.Replacements, 'get_method', _get_method)):

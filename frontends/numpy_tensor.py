@@ -36,6 +36,7 @@ from sdfgsparse.ops.einsum import SparseEinsum, dense_conn, index_extents, parse
 from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum, sparse_result
 from sdfgsparse.ops.shape_checks import require_equal
 from sdfgsparse.ops.tensor_add import SparseTensorAdd
+from sdfgsparse.ops.tensor_mul import SparseTensorMul
 
 __all__ = []
 
@@ -228,11 +229,23 @@ def tensor_add(sdfg, state, a, b, sign=1):
 
 
 def tensor_mul(sdfg, state, a, b, sign=1):
-    """``T * U`` of two sparse tensors: not supported yet (an intersection of the patterns)."""
-    raise errors.UnsupportedOperationError(
-        f'{_np._shown(a, sdfg)} * {_np._shown(b, sdfg)}: the element-wise product of two sparse tensors of a rank '
-        'other than 2 is not supported yet; multiply by a dense array (T * D keeps T\'s pattern) or contract with '
-        'np.einsum')
+    """``T * U`` of sparse data of one shape (a rank other than 2): a
+    :class:`~sdfgsparse.ops.tensor_mul.SparseTensorMul` (the product where both hold
+    entries)."""
+    sta, stb = _np._stype(sdfg, a), _np._stype(sdfg, b)
+    what = f'{_np._shown(a, sdfg)} * {_np._shown(b, sdfg)}'
+    if sta.rank != stb.rank:
+        raise errors.ShapeError(f'{what}: operands of {sta.rank} and {stb.rank} dimensions (sparse operands are not '
+                                'broadcast)')
+    for d, (x, y) in enumerate(zip(sta.shape, stb.shape)):
+        require_equal(sdfg, x, y, f'{what}: dimension {d}')
+    a, b = (_np._concat_materialise(sdfg, state, x) if base.concat_of(sdfg, x) is not None else x for x in (a, b))
+    dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
+    cap = sta.fmt.counts(sta.shape, sta.sizes)[-1]
+    wide = any(isinstance(s, Reshape) for st in (sta, stb) for s in getattr(st.fmt, 'steps', ()))
+    itype = dace.int64 if wide or dace.int64 in (sta.index_dtype, stb.index_dtype) else dace.int32
+    out_type = counted_coo(sta.rank).type(dtype, *sta.shape, itype, n1=cap)
+    return _np._insert(state, SparseTensorMul(), {'A': a, 'B': b}, sparse_out=('out', out_type, 'mul'))
 
 
 # ---------------------------------------------------------------------- shape operators (views)

@@ -39,48 +39,74 @@ def portable_kernel(k: Kernel, node: 'SparseMaterialise', state) -> None:
     the node coalesces)."""
     A = k.operand('A', node.operand_type(state, 'A'))
     if node.coalesce:
-        coalesce_entries(k, A, 'out')
+        coalesce_entries(k, [A], 'out')
     else:
         gather_entries(k, [(A, 1)], 'out')
 
 
-def coalesce_entries(k: Kernel, A: Operand, out: str) -> None:
-    """A's entries, sorted by coordinates and those of equal coordinates summed, into the
-    ``PCOO<n>`` members of ``out``: a parallel pass lists every slot's coordinates and value
-    (a slot that holds no entry, or that A's guard drops, gets the coordinates ``shape``: it
-    sorts last), stable counting sorts by the last dimension to the first
-    (:func:`~sdfgsparse.lowering.graph_compress.counting_sort`), then one sequential pass
-    writes each run of equal coordinates as one entry until the first dropped slot."""
+def coalesce_entries(k: Kernel, operands: Sequence[Operand], out: str, product: bool = False) -> None:
+    """The entries of ``operands`` (sparse operands of one shape), sorted by coordinates, into
+    the ``PCOO<n>`` members of ``out``: those of equal coordinates summed (one operand: its
+    duplicates), or, with ``product`` (two operands), the product of the two operands' sums
+    where both hold the coordinates (an element-wise product: the intersection).
+
+    A parallel pass per operand lists every slot's coordinates and value after the slots of
+    the operands before it (a slot that holds no entry, or that the guard drops, gets the
+    coordinates ``shape``: it sorts last), stable counting sorts by the last dimension to the
+    first (:func:`~sdfgsparse.lowering.graph_compress.counting_sort`, the operand's number
+    moving along), then one sequential pass writes each run of equal coordinates as one
+    entry until the first dropped slot."""
+    A = operands[0]
     rank = A.type.rank
     shape = [sympy.sympify(v) for v in A.type.shape]
     pos = member_conn(out, 'pos1')
     crds = [member_conn(out, f'crd{d + 1}') for d in range(rank)]
     vals = member_conn(out, 'vals')
     vdtype = k.sdfg.arrays[vals].dtype
-    n = sympy.sympify(A.nvals)
+    sizes = [sympy.sympify(X.nvals) for X in operands]
+    n = sum(sizes, sympy.Integer(0))
     lists = [[k.transient(f'sort{g}_c{d}', [n], dace.int64) for d in range(rank)] +
-             [k.transient(f'sort{g}_v', [n], vdtype)] for g in (0, 1)]
+             [k.transient(f'sort{g}_v', [n], vdtype)] + ([k.transient(f'sort{g}_t', [n], dace.int64)] if product else [])
+             for g in (0, 1)]
     st = k.add_state('sentinels')
     for d in range(rank):
         k.fill(st, lists[0][d], shape[d])
-    sc = k.entries(k.add_state('list'), A)
-    k.compute(sc, (lists[0][rank], [A.pos]), A.value, guard=A.guard, label='list',
-              more=[((lists[0][d], [A.pos]), e) for d, e in enumerate(A.coords)])
+    offset = sympy.Integer(0)
+    for j, X in enumerate(operands):
+        slot = offset + X.pos
+        more = [((lists[0][d], [slot]), e) for d, e in enumerate(X.coords)]
+        if product:
+            more.append(((lists[0][rank + 1], [slot]), j))
+        k.compute(k.entries(k.add_state(f'list{j}'), X), (lists[0][rank], [slot]), X.value, guard=X.guard,
+                  label=f'list{j}', more=more)
+        offset = offset + sizes[j]
     src = 0
     for d in reversed(range(rank)):
         counting_sort(k, f'by{d}', n, lists[src][d], shape[d], list(zip(lists[src], lists[1 - src])))
         src = 1 - src
     cur = lists[src]
-    same = ' and '.join(f'_c{d}[u_i] == u_p{d}' for d in range(rank))
-    code = ('u_n = 0\nu_i = 0\n' + ''.join(f'u_p{d} = -1\n' for d in range(rank)) +
-            f'while u_i < {pyexpr(n)}:\n'
-            f'    if _c0[u_i] == {pyexpr(shape[0])}:\n        break\n'
-            f'    if u_n > 0 and {same}:\n        _ov[u_n - 1] = _ov[u_n - 1] + _v[u_i]\n'
-            '    else:\n' + ''.join(f'        u_p{d} = _c{d}[u_i]\n        _o{d}[u_n] = u_p{d}\n' for d in range(rank)) +
-            '        _ov[u_n] = _v[u_i]\n        u_n = u_n + 1\n    u_i = u_i + 1\n'
-            '_p0 = 0\n_p1 = u_n\n')
+    head = f'while u_i < {pyexpr(n)}:\n    if _c0[u_i] == {pyexpr(shape[0])}:\n        break\n'
+    write = ''.join(f'{{ind}}_o{d}[u_n] = _c{d}[u_i]\n' for d in range(rank))
+    if product:
+        same = ' and '.join(f'_c{d}[u_j] == _c{d}[u_i]' for d in range(rank))
+        code = ('u_n = 0\nu_i = 0\n' + head +
+                '    u_a = _v[u_i] * 0\n    u_b = u_a\n    u_ha = 0\n    u_hb = 0\n    u_j = u_i\n'
+                f'    while u_j < {pyexpr(n)} and {same}:\n'
+                '        if _t[u_j] == 0:\n            u_a = u_a + _v[u_j]\n            u_ha = 1\n'
+                '        else:\n            u_b = u_b + _v[u_j]\n            u_hb = 1\n        u_j = u_j + 1\n'
+                '    if u_ha == 1 and u_hb == 1:\n' + write.format(ind='        ') +
+                '        _ov[u_n] = u_a * u_b\n        u_n = u_n + 1\n    u_i = u_j\n_p0 = 0\n_p1 = u_n\n')
+    else:
+        same = ' and '.join(f'_c{d}[u_i] == u_p{d}' for d in range(rank))
+        code = ('u_n = 0\nu_i = 0\n' + ''.join(f'u_p{d} = -1\n' for d in range(rank)) + head +
+                f'    if u_n > 0 and {same}:\n        _ov[u_n - 1] = _ov[u_n - 1] + _v[u_i]\n'
+                '    else:\n' + ''.join(f'        u_p{d} = _c{d}[u_i]\n' for d in range(rank)) +
+                write.format(ind='        ') +
+                '        _ov[u_n] = _v[u_i]\n        u_n = u_n + 1\n    u_i = u_i + 1\n_p0 = 0\n_p1 = u_n\n')
     inputs = {f'_c{d}': cur[d] for d in range(rank)}
     inputs['_v'] = cur[rank]
+    if product:
+        inputs['_t'] = cur[rank + 1]
     outputs = {f'_o{d}': crds[d] for d in range(rank)}
     outputs.update({'_ov': vals, '_p0': f'{pos}[0]', '_p1': f'{pos}[1]'})
     tasklet(k, Scope.at(k.add_state('runs')), 'runs', code, inputs, outputs)

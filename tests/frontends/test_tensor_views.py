@@ -159,20 +159,49 @@ def test_sums_of_two_tensors_and_functions_of_views(rng):
         np.testing.assert_allclose(_dense(g), w, rtol=1e-12, atol=1e-12, err_msg=f'result {k}')
 
 
+@dace.program
+def products_of_tensors(T: ss.COO[dace.float64, I, J, K], U: ss.CSF[dace.float64, I, J, K]):
+    return T * U, U[:, ::-1] * T[:, ::-1], ss.relu(T * T), (T + U) * T
+
+
+def _with_duplicates(T):
+    """``T`` with its first entries stored again (times -2: a sum of opposite signs)."""
+    c, v = np.stack(T.coords), T.data
+    k = min(5, v.size)
+    return sp.coo_array((np.concatenate([v, -2 * v[:k]]), tuple(np.concatenate([c, c[:, :k]], axis=1))),
+                        shape=T.shape)
+
+
+@pytest.mark.parametrize('density', [0.0, 0.1, 0.5])
+def test_products_of_two_tensors(rng, density):
+    T, _ = _tensor(rng, (4, 5, 6), density)
+    T = _with_duplicates(T)
+    D = T.toarray()
+    U, DU = _tensor(rng, (4, 5, 6), 0.5)
+    got = products_of_tensors(T, ss.convert(U, ss.CSF))
+    want = [D * DU, DU[:, ::-1] * D[:, ::-1], np.maximum(D * D, 0), (D + DU) * D]
+    for k, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(_dense(g), w, rtol=1e-12, atol=1e-12, err_msg=f'result {k}')
+    # the intersection: an entry where both hold one (a cancelled sum of duplicates still counts)
+    assert got[0].nnz == len(set(map(tuple, np.argwhere(D != 0))) & set(map(tuple, np.argwhere(DU != 0))))
+
+
 def test_the_portable_expansions_agree(rng):
     T, D = _tensor(rng, (5, 6, 7))
     U, DU = _tensor(rng, (5, 6, 7))
     with ss.targets.use_implementation('pure'):
-        a, b = _pure_program()(T, ss.convert(U, ss.CSF))
+        a, b, c, d = _pure_program()(T, ss.convert(U, ss.CSF))
     np.testing.assert_allclose(_dense(a), D[1:4, :, 2:6] + DU[1:4, :, 2:6], rtol=1e-12)
     np.testing.assert_allclose(_dense(b), np.moveaxis(DU, 0, 2)[::-1], rtol=1e-12)
+    np.testing.assert_allclose(_dense(c), D * DU, rtol=1e-12)
+    np.testing.assert_allclose(_dense(d), np.abs(D + DU), rtol=1e-12)
 
 
 def _pure_program():
 
     @dace.program
     def pure_views(T: ss.COO[dace.float64, I, J, K], U: ss.CSF[dace.float64, I, J, K]):
-        return T[1:4, :, 2:6] + U[1:4, :, 2:6], np.moveaxis(U, 0, 2)[::-1]
+        return T[1:4, :, 2:6] + U[1:4, :, 2:6], np.moveaxis(U, 0, 2)[::-1], T * U, ss.abs(T + U)
 
     return pure_views
 
@@ -205,7 +234,7 @@ def test_threads_share_a_view_program(rng):
     ('return T.reshape((4, 7))', errors.ShapeError, r'number of elements'),
     ('return T[4]', errors.ShapeError, r'index 4 is out of bounds for dimension 0 of size 4'),
     ('return T[0, 0, 0, 0]', errors.ShapeError, r'too many indices for a 3-D sparse tensor'),
-    ('return T * T', errors.UnsupportedOperationError, r'element-wise product of two sparse tensors'),
+    ('return T * T[0]', errors.ShapeError, r'operands of 3 and 2 dimensions'),
     ('return T + T[0]', errors.ShapeError, r'operands of 3 and 2 dimensions'),
     ('return np.stack((T, T))', errors.UnsupportedOperationError, r'stacks sparse matrices \(2-D\) only'),
 ])

@@ -30,6 +30,7 @@ from sdfgsparse.ops.einsum import SparseEinsum
 from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum
 from sdfgsparse.ops.materialise import SparseMaterialise
 from sdfgsparse.ops.tensor_add import SparseTensorAdd
+from sdfgsparse.ops.tensor_mul import SparseTensorMul
 from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.mul_dense import SparseMulDense
@@ -66,7 +67,7 @@ def einsums(A: ss.CSR[f64, M, N], V: f64[N, K], T: ss.CSF[f64, M, N, K], v: f64[
 
 @dace.program
 def tensor_views(T: ss.CSF[f64, M, N, K], U: ss.CSF[f64, M, N, K]):
-    return T.transpose((1, 0, 2)), T + U
+    return T.transpose((1, 0, 2)), T + U, T * U
 
 
 @dace.program
@@ -101,9 +102,10 @@ NODES = {
     SparsePrefixEinsum: ('A', '_D0', True, True),
     SparseMaterialise: ('A', None, True, True),
     SparseTensorAdd: ('A', None, True, True),
+    SparseTensorMul: ('A', None, True, True),
 }
 #: nodes whose result is a counted coordinate list (PCOO<n>): no other format has its members
-COUNTED = (SparseMaterialise, SparseTensorAdd)
+COUNTED = (SparseMaterialise, SparseTensorAdd, SparseTensorMul)
 #: the dense result of each node without a sparse one
 DENSE_OUT = {SpMV: '_y', SpMM: '_Y', DenseSpMM: '_C', SparseAddDense: '_out', SparseSum: '_out',
              SparseAttention: '_out', SparseEinsum: '_out'}

@@ -26,6 +26,7 @@ from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum
 from sdfgsparse.ops.map_values import MapValues
 from sdfgsparse.ops.materialise import SparseMaterialise
 from sdfgsparse.ops.tensor_add import SparseTensorAdd
+from sdfgsparse.ops.tensor_mul import SparseTensorMul
 from sdfgsparse.ops.mul import SparseMul
 from sdfgsparse.ops.mul_dense import SparseMulDense
 from sdfgsparse.ops.reduce import SparseSum
@@ -46,7 +47,7 @@ IMPLEMENTATION = 'cuda'
 NODES: List[Type[SparseLibraryNode]] = [
     SparseAdd, SparseAddDense, SparseAttention, Convert, DenseSpMM, MapValues, SparseMul, SparseMulDense, SparseSum,
     SDDMM, SparseSoftmax, SparseCopy, SparseConcat, SpGEMM, SpMM, SpMV, SparseEinsum,
-    SparsePrefixEinsum, SparseMaterialise, SparseTensorAdd
+    SparsePrefixEinsum, SparseMaterialise, SparseTensorAdd, SparseTensorMul
 ]
 
 

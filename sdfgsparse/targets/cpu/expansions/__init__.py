@@ -3,8 +3,9 @@
 node's default). Each expansion is tested against the node's portable ``pure`` SDFG."""
 from sdfgsparse.targets.cpu.expansions import (add, add_dense, attention, concat, convert, dense_spmm, einsum,
                                                einsum_sparse, map_values, materialise, mul, mul_dense, reduce, sddmm,
-                                               softmax, sparse_copy, spgemm, spmm, spmv, tensor_add)
+                                               softmax, sparse_copy, spgemm, spmm, spmv, tensor_add,
+                                               tensor_mul)
 
 __all__ = ['add', 'add_dense', 'attention', 'concat', 'convert', 'dense_spmm', 'einsum', 'einsum_sparse', 'map_values',
            'materialise', 'mul', 'mul_dense', 'reduce', 'sddmm', 'softmax', 'sparse_copy', 'spgemm', 'spmm', 'spmv',
-           'tensor_add']
+           'tensor_add', 'tensor_mul']
