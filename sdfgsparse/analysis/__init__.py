@@ -12,9 +12,9 @@ from sdfgsparse.analysis.symbols import S
 from sdfgsparse.analysis.lower_bound import (GroupBound, IOBoundResult, SparseOpBound, StatementBound, analyse_model,
                                              io_lower_bound)
 from sdfgsparse.analysis.io_pass import IOLowerBoundPass
-from sdfgsparse.analysis.sparse_models import (SparseBound, chain_bound, dense_mm_model, sddmm_bound, sddmm_model,
-                                               spgemm_bound, spgemm_counts, spgemm_model, spmm_bound, spmm_model,
-                                               spmv_bound, spmv_model, structure_stats)
+from sdfgsparse.analysis.sparse_models import (SparseBound, chain_bound, dense_mm_model, einsum_distinct, einsum_model,
+                                               sddmm_bound, sddmm_model, spgemm_bound, spgemm_counts, spgemm_model,
+                                               spmm_bound, spmm_model, spmv_bound, spmv_model, structure_stats)
 from sdfgsparse.analysis.cache_sim import LRUCache, SimResult, simulate
 from sdfgsparse.analysis.sdfg_extract import extract
 from sdfgsparse.analysis.iterations import iteration_count, node_iterations
@@ -23,7 +23,7 @@ __all__ = [
     'io_lower_bound', 'analyse_model', 'IOBoundResult', 'StatementBound', 'GroupBound', 'SparseOpBound',
     'IOLowerBoundPass', 'S', 'SparseBound', 'spmv_model', 'spmm_model', 'sddmm_model', 'spgemm_model',
     'dense_mm_model', 'spmv_bound', 'spmm_bound', 'sddmm_bound', 'spgemm_bound', 'chain_bound', 'structure_stats',
-    'spgemm_counts',
+    'spgemm_counts', 'einsum_model', 'einsum_distinct',
     'iteration_count', 'node_iterations', 'simulate', 'LRUCache', 'SimResult', 'extract', 'AnalysisError', 'UnsupportedProgramError',
     'InvalidCacheSizeError', 'SymbolClashError', 'StatsError', 'SimulationError', 'SkippedNodeWarning',
     'UnboundSymbolError'

@@ -325,6 +325,13 @@ def _sparse_bound(call: LibraryCall, stats, matrices, S_) -> SparseOpBound:
     rows = a['rows'] if a['rows'] is not None else sympy.Symbol(f'rows_{name}', positive=True)
     cols = a['cols'] if a['cols'] is not None else sympy.Symbol(f'cols_{name}', positive=True)
     nnz = a['nnz'] if a['nnz'] is not None else sympy.Symbol(f'nnz_{name}', nonnegative=True)
+    if 'spec' in a:  # a contraction with one sparse operand
+        model = _einsum_bound(call, a, nnz, stats, matrices, S_)
+        notes.append('a contraction: the compulsory traffic (each stored value takes part in a fixed number of '
+                     'multiply-adds)')
+        if call.dims:
+            notes.append('enclosing loops are not multiplied in: operands may stay in fast memory across iterations')
+        return SparseOpBound(call.name, call.cls_name, model, model.total, notes)
     st = _stats_for(a, stats, matrices)
     dense_in = [n for n, (_, _, d) in sorted(call.dense.items()) if d == 'in']
     dense_out = [n for n, (_, _, d) in sorted(call.dense.items()) if d == 'out']
@@ -376,6 +383,34 @@ def _sparse_bound(call: LibraryCall, stats, matrices, S_) -> SparseOpBound:
     if call.dims:
         notes.append('enclosing loops are not multiplied in: operands may stay in fast memory across iterations')
     return SparseOpBound(call.name, call.cls_name, model, model.total, notes)
+
+
+def _einsum_bound(call: LibraryCall, a: dict, nnz, stats, matrices, S_) -> sm.SparseBound:
+    """:func:`~sdfgsparse.analysis.sparse_models.einsum_model` of an einsum node: its spec with
+    the sparse operand first, each index's extent from the operands' shapes, the distinct
+    projections from ``matrices[name]`` (a sparse tensor) or ``stats[name]`` where given."""
+    lhs, _, out = a['spec'].partition('->')
+    subs = lhs.split(',')
+    sparse = subs.pop(a['position'])
+    ext = dict(zip(sparse, a.get('shape') or ()))
+    dense = sorted((c for c in call.dense if c.startswith('_D')), key=lambda c: int(c[2:]))
+    for c, s in zip(dense, subs):
+        for letter, size in zip(s, call.dense[c][1]):
+            ext.setdefault(letter, size)
+    for letter in set(sparse + ''.join(subs) + out) - set(ext):
+        ext[letter] = sympy.Symbol(f'n_{letter}', positive=True)
+    name = a['name']
+    distinct = {}
+    if matrices and name in matrices:
+        distinct.update(sm.einsum_distinct(matrices[name], sparse))
+    if stats and name in stats:
+        distinct.update({k: v for k, v in stats[name].items() if k != 'nnz'})
+    if 'nnz' in distinct:
+        nnz = distinct.pop('nnz')
+    outs = [v[0] for c, v in sorted(call.dense.items()) if v[2] == 'out']
+    sparse_out = [i['name'] for i in call.sparse.values() if i.get('output')]
+    names = [name] + [call.dense[c][0] for c in dense] + [(outs or sparse_out or ['out'])[0]]
+    return sm.einsum_model(f'{",".join([sparse] + subs)}->{out}', nnz, ext, S_, distinct, names)
 
 
 def _version(model: ProgramModel, array: str, readers, order: Optional[int] = None) -> int:

@@ -16,7 +16,7 @@ What is read
   resolution, or a read and a write of the same element in one statement, is an
   ``update`` (``C[i, j] += ...``).
 * **Library nodes**: ``MatMul``/``Gemm`` (2-D, matrix-vector, batched) become statements
-  over their known domain; sparse nodes (``SpMV``, ``SpMM``, ``SDDMM``, ``SpGEMM``, by class
+  over their known domain; sparse nodes (``SpMV``, ``SpMM``, ``SDDMM``, ``SpGEMM``, the einsum nodes, by class
   name; ``DenseSpMM`` is ``B @ A`` = ``(A.T @ B.T).T``) become
   :class:`~sdfgsparse.analysis.program_model.LibraryCall` s for the sparse
   models; any other library node is skipped and listed in ``ProgramModel.skipped``.
@@ -37,7 +37,7 @@ from sdfgsparse.analysis.program_model import (READ, UPDATE, WRITE, Access, Dim,
 __all__ = ['extract', 'SPARSE_OPS']
 
 #: library-node class names handled by :mod:`sdfgsparse.analysis.sparse_models`
-SPARSE_OPS = ('SpMV', 'SpMM', 'SDDMM', 'SpGEMM', 'DenseSpMM')
+SPARSE_OPS = ('SpMV', 'SpMM', 'SDDMM', 'SpGEMM', 'DenseSpMM', 'SparseEinsum', 'SparsePrefixEinsum')
 
 Mapper = Callable[[Tuple], Optional[Tuple]]
 
@@ -614,10 +614,14 @@ class _Extractor:
                     break
             try:
                 st = node.operand_type(state, p)
-                info['rows'], info['cols'] = ctx.expr(st.rows), ctx.expr(st.cols)
+                info['shape'] = tuple(ctx.expr(v) for v in st.shape)
                 info['nnz'] = ctx.expr(st.member_shapes()['vals'])
+                if st.rank == 2:
+                    info['rows'], info['cols'] = info['shape']
             except Exception:  # the ops package is optional and evolving: fall back to symbols
                 pass
+            if isinstance(getattr(node, 'spec', None), str) and p == prefixes[0]:
+                info['spec'], info['position'] = node.spec, int(getattr(node, 'sparse', 0))  # (a contraction's)
             target = ctx.array(info['name'])
             if target is not None:
                 info['name'] = target[0]

@@ -40,8 +40,8 @@ from sdfgsparse.analysis.errors import StatsError
 from sdfgsparse.analysis.symbols import S as S_SYM
 
 __all__ = ['STAT_KEYS', 'SparseBound', 'structure_stats', 'spmv_model', 'spmm_model', 'sddmm_model',
-           'spgemm_model', 'spgemm_counts', 'dense_mm_model', 'spmv_bound', 'spmm_bound', 'sddmm_bound', 'spgemm_bound',
-           'chain_bound']
+           'spgemm_model', 'spgemm_counts', 'einsum_model', 'einsum_distinct', 'dense_mm_model', 'spmv_bound',
+           'spmm_bound', 'sddmm_bound', 'spgemm_bound', 'chain_bound']
 
 STAT_KEYS = ('nnz', 'rows', 'cols', 'max_row', 'max_col', 'avg_row', 'bandwidth', 'nonempty_rows', 'nonempty_cols')
 
@@ -245,6 +245,80 @@ def spgemm_counts(a, b) -> Dict[str, int]:
         'nnz_a': int(np.count_nonzero(row_b[pa.indices])) if pa.nnz else 0,
         'nnz_b': int(col_a[np.repeat(np.arange(pb.shape[0]), row_b)].astype(bool).sum()) if pb.nnz else 0,
     }
+
+
+def einsum_model(spec: str, nnz, extents: Mapping[str, object], S=S_SYM, distinct: Optional[Mapping[str, object]] = None,
+                 names: Optional[Sequence[str]] = None) -> SparseBound:
+    """A contraction with one sparse operand, ``np.einsum(spec, ...)`` (the sparse operand's
+    subscripts first in ``spec``; ``ijk,jr,kr->ir``: MTTKRP), ``nnz`` stored entries (no two
+    of equal coordinates), ``extents`` each index's size.
+
+    ``|V| = nnz * prod(extents of the indices the sparse operand lacks)``. Each stored value
+    takes part in that product of multiply-adds and nothing else, so ``rho <= prod`` and
+    the reuse term is ``nnz``: the bound is the compulsory traffic ``nnz + sum over dense
+    operands and the result of distinct(X) * prod(their other extents)``, where ``X`` is the
+    operand's indices shared with the sparse one and ``distinct(X)`` the number of distinct
+    projections of the entries onto them: from ``distinct`` (keyed by the index letters in
+    the sparse operand's order, e.g. ``'j'``, ``'ik'``; :func:`einsum_distinct` counts them),
+    else its lower bound ``nnz / prod(extents of the sparse indices outside X)``. Dense
+    operands that share no index with the sparse one move whole.
+    """
+    text = spec.replace(' ', '')
+    lhs, _, out = text.partition('->')
+    subs = lhs.split(',')
+    sparse, dense = subs[0], subs[1:]
+    nnz = _s(nnz)
+    ext = {c: _s(v) for c, v in extents.items()}
+    missing = sorted({c for c in text if c.isalpha()} - set(ext))
+    if missing:
+        raise StatsError(f'einsum_model {spec!r}: no extent for {", ".join(missing)}')
+    given = {k: _s(v) for k, v in (distinct or {}).items()}
+    inner = [c for c in dict.fromkeys(out + ''.join(dense)) if c not in sparse]
+    per_value = sympy.Mul(*(ext[c] for c in inner))
+
+    def words(op: str) -> sympy.Expr:
+        shared = ''.join(c for c in sparse if c in op)
+        rest = sympy.Mul(*(ext[c] for c in op if c not in sparse))
+        if not shared:
+            return rest if nnz != 0 else sympy.Integer(0)
+        if shared in given:
+            d = given[shared]
+        else:
+            d = nnz / sympy.Mul(*(ext[c] for c in sparse if c not in shared))
+        return d * rest
+
+    names = list(names or ['A'] + [f'D{k}' for k in range(len(dense))] + ['out'])
+    inputs = {names[0]: nnz}
+    inputs.update({names[1 + k]: words(op) for k, op in enumerate(dense)})
+    outputs = {names[-1]: words(out) if out else sympy.Integer(1)}
+    comp = sympy.Add(*inputs.values(), *outputs.values())
+    return SparseBound('Einsum', nnz * per_value, per_value, comp, inputs, outputs, (names[0], ),
+                       'nnz + sum over dense operands and the result of distinct(shared indices) * other extents')
+
+
+def einsum_distinct(tensor, subscripts: str) -> Dict[str, int]:
+    """For a sparse tensor (scipy N-D ``coo_array``, pydata ``COO``, ``ss.SparseTensor``) with
+    ``subscripts`` (one letter per dimension): the number of distinct projections of its
+    entries onto every nonempty subset of its indices (:func:`einsum_model`'s ``distinct``),
+    duplicates counted once (``nnz`` under the whole subscripts)."""
+    import itertools
+    if hasattr(tensor, 'to_coo_arrays'):
+        *coords, _ = tensor.to_coo_arrays()
+    elif hasattr(tensor, 'coords'):
+        coords = list(tensor.coords)
+    else:
+        raise StatsError(f'einsum_distinct: expected a sparse tensor, got {type(tensor).__name__}')
+    if len(coords) != len(subscripts):
+        raise StatsError(f'einsum_distinct: {len(coords)} dimensions, subscripts {subscripts!r}')
+    shape = tuple(int(s) for s in tensor.shape)
+    res = {}
+    for r in range(1, len(subscripts) + 1):
+        for dims in itertools.combinations(range(len(subscripts)), r):
+            keys = np.ravel_multi_index([np.asarray(coords[d], dtype=np.int64) for d in dims],
+                                        [shape[d] for d in dims]) if len(coords[0]) else np.zeros(0, np.int64)
+            res[''.join(subscripts[d] for d in dims)] = int(np.unique(keys).size)
+    res['nnz'] = res[subscripts]
+    return res
 
 
 def dense_mm_model(n, m, k, S=S_SYM, names=('A', 'B', 'C')) -> SparseBound:
