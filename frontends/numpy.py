@@ -193,13 +193,12 @@ def _has_duplicates(st) -> bool:
 
 
 def _map_values(sdfg, state, a: str, function: str, alpha=None, coalesced=False):
-    """``f(A)`` on A's stored values (A's pattern). A function for which duplicates must be
-    summed first (:data:`_NONLINEAR`) of data that may hold them reads A made canonical:
-    a matrix as CSR, a tensor sorted with duplicates summed (``coalesced``: done)."""
+    """``f(A)`` on A's stored values (A's pattern; of a COO matrix each stored entry, as
+    scipy's). Of a tensor (rank other than 2) that may hold duplicates (a COO argument, a sum
+    of tensors) a function for which they must be summed first (:data:`_NONLINEAR`) reads
+    the tensor sorted with duplicates summed (``coalesced``: done), as pydata's and torch's."""
     if function in _NONLINEAR and not coalesced and base.concat_of(sdfg, a) is None and \
-            _has_duplicates(_stype(sdfg, a)):
-        if _stype(sdfg, a).rank == 2:
-            return _map_values(sdfg, state, _convert(sdfg, state, a, 'CSR'), function, alpha, True)
+            _stype(sdfg, a).rank != 2 and _has_duplicates(_stype(sdfg, a)):
         return _map_values(sdfg, state, _materialise(sdfg, state, a, coalesce=True), function, alpha, True)
     stored, transposed, steps = base.resolve_view(sdfg, a)
     if steps and base.concat_of(sdfg, a) is None and (_stype(sdfg, a).rank != 2 or _stype(sdfg, stored).rank != 2):
@@ -1147,8 +1146,8 @@ def _new_axis_stack(name: str):
     def refuse(pv, sdfg, state, arrays, *args, **kwargs):
         found = _sparse_operands(sdfg, arrays)
         raise errors.UnsupportedOperationError(
-            f'{name}: {", ".join(_shown(n, sdfg) for n in found)} would stack along a new axis into a 3-D sparse '
-            'tensor; sparse data inside a program are 2-D for now (use np.vstack / np.hstack / np.concatenate)')
+            f'{name}: {", ".join(_shown(n, sdfg) for n in found)} would stack along a third axis; write '
+            'np.stack((...), axis=2) for sparse matrices')
 
     return refuse
 
@@ -1243,7 +1242,6 @@ SPARSE_FUNCTIONS = {
     'numpy.row_stack': _stacker('numpy.row_stack', 0),
     'numpy.hstack': _stacker('numpy.hstack', 1),
     'numpy.column_stack': _stacker('numpy.column_stack', 1),
-    'numpy.stack': _new_axis_stack('np.stack'),
     'numpy.dstack': _new_axis_stack('np.dstack'),
 }
 

@@ -212,7 +212,7 @@ def test_mismatched_parts_are_refused():
     ('return np.vstack((A, x))', errors.UnsupportedOperationError, 'x is not sparse'),
     ('return np.concatenate((A, A), axis=None)', errors.UnsupportedOperationError, 'axis=None flattens'),
     ('return np.concatenate((A, A), axis=2)', errors.ShapeError, 'axis 2 is out of range'),
-    ('return np.stack((A, A))', errors.UnsupportedOperationError, 'new axis into a 3-D sparse tensor'),
+    ('return np.dstack((A, A))', errors.UnsupportedOperationError, r'would stack along a third axis; write np\.stack'),
     ('return np.vstack((A, A)) @ A', errors.UnsupportedOperationError, 'does not take a concatenation'),
 ])
 def test_refused_concatenations_name_the_operands(tmp_path, body, error, match):

@@ -264,3 +264,18 @@ def test_a_dense_factor_keeps_any_formats_pattern(rng):
     assert a.format.name == 'CSF3_201' and b.format.name == 'BatchedCSR'
     np.testing.assert_allclose(a.toarray(), D * Y, rtol=1e-14)
     np.testing.assert_allclose(b.toarray(), DB * Z, rtol=1e-14)
+
+
+@dace.program
+def matrices_with_other_ranks(A: ss.CSR[dace.float64, M, N], x: dace.float64[N]):
+    return A.reshape((M * N, )), np.reshape(A, (2, M // 2, N)), np.expand_dims(A, 0), A.reshape((2, M // 2, N)) @ x
+
+
+def test_matrices_seen_with_other_ranks(rng):
+    A = sp.random_array((6, 5), density=0.4, format='csr', rng=rng)
+    x = rng.standard_normal(5)
+    D = A.toarray()
+    got = matrices_with_other_ranks(A, x)
+    for k, (g, w) in enumerate(zip(got, (D.reshape(30), D.reshape(2, 3, 5), D[None], D.reshape(2, 3, 5) @ x))):
+        assert g.shape == w.shape, k
+        np.testing.assert_allclose(_dense(g), w, rtol=1e-12, err_msg=f'result {k}')
