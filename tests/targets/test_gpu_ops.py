@@ -397,3 +397,34 @@ def test_tensor_einsums_on_the_gpu_algorithm_on_the_cpu(rng):
 @needs_nvcc
 def test_tensor_einsums_compile_with_nvcc():
     gpu_built(gpu_tensor_ops)
+
+
+@dace.program
+def gpu_tensor_views(T: ss.CSF[dace.float64, I3, J3, K3], U: ss.COO[dace.float64, I3, J3, K3],
+                     v: dace.float64[I3]):
+    return (np.moveaxis(T, 0, 2)[:, 1:], T + U, T * U, ss.relu(U - T),
+            np.einsum('jki,i->jk', np.moveaxis(U, 0, 2), v))
+
+
+def test_tensor_views_sums_and_products_on_the_gpu_algorithm_on_the_cpu(rng):
+    """Views made data, T + U, T * U and a coalesced tensor (counting sorts, a sequential
+    pass) in a GPU program: every access on the device, and the graph with CPU schedules
+    agrees with NumPy."""
+    sdfg = gpu_sdfg(gpu_tensor_views)
+    assert lower.is_lowered(sdfg) and lower.host_accesses(sdfg) == []
+    cpu = ss.compile(lower.with_cpu_schedules(sdfg))
+    for shape, density in (((5, 4, 3), 0.4), ((2, 3, 1), 0.0)):
+        T = sp.random_array(shape, density=density, format='coo', rng=rng)
+        U = sp.random_array(shape, density=0.5, format='coo', rng=rng)
+        D, DU = T.toarray(), U.toarray()
+        v = rng.random(shape[0])
+        got = cpu(T=ss.convert(T, ss.CSF), U=U, v=v)
+        want = [np.moveaxis(D, 0, 2)[:, 1:], D + DU, D * DU, np.maximum(DU - D, 0),
+                np.einsum('jki,i->jk', np.moveaxis(DU, 0, 2), v)]
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(dense(g), w, rtol=1e-12, atol=1e-12, err_msg=f'result {k}')
+
+
+@needs_nvcc
+def test_tensor_views_sums_and_products_compile_with_nvcc():
+    gpu_built(gpu_tensor_views)
