@@ -9,7 +9,10 @@ the other modes uniform), and, without ``--quick``, one of NELL-2's shape (12092
   pydata/sparse's ``einsum`` (its COO; where installed) and NumPy's gather-scatter
   (``np.add.at(out, i, v[:, None] * B[j] * C[k])``);
 * **TTV** ``ijk,k->ij``: ours (a sparse result on the tensor's (i, j) fibers) in CSF and COO,
-  against pydata's ``einsum`` (a sparse result too).
+  against pydata's ``einsum`` (a sparse result too);
+* **T+U**, **T*U** of the tensor and a second one of the same kind (another seed), and
+  **permute**, ``T.transpose((2, 0, 1))`` returned: ours (coordinate lists, unsorted) against
+  pydata's ``+``, ``*`` and ``transpose`` (sorted COO, its canonical form).
 
 TTM (``ijk,kr->ijr``) is left out: our result is dense, and I x J x R of these tensors does not
 fit in memory. Every program is built once; results are checked against NumPy's (MTTKRP) or
@@ -92,7 +95,47 @@ def _programs():
     def ttv_coo(T: ss.COO[dace.float64, I, J, K, dace.int64], v: dace.float64[K]):
         return np.einsum('ijk,k->ij', T, v)
 
-    return {f.__name__: dace.program(f) for f in (mttkrp_csf, mttkrp_coo, ttv_csf, ttv_coo)}
+    def add_csf(T: ss.CSF[dace.float64, I, J, K, dace.int64], U: ss.CSF[dace.float64, I, J, K, dace.int64]):
+        return T + U
+
+    def add_coo(T: ss.COO[dace.float64, I, J, K, dace.int64], U: ss.COO[dace.float64, I, J, K, dace.int64]):
+        return T + U
+
+    def mul_csf(T: ss.CSF[dace.float64, I, J, K, dace.int64], U: ss.CSF[dace.float64, I, J, K, dace.int64]):
+        return T * U
+
+    def mul_coo(T: ss.COO[dace.float64, I, J, K, dace.int64], U: ss.COO[dace.float64, I, J, K, dace.int64]):
+        return T * U
+
+    def permute_csf(T: ss.CSF[dace.float64, I, J, K, dace.int64]):
+        return T.transpose((2, 0, 1))
+
+    def permute_coo(T: ss.COO[dace.float64, I, J, K, dace.int64]):
+        return T.transpose((2, 0, 1))
+
+    return {f.__name__: dace.program(f) for f in (mttkrp_csf, mttkrp_coo, ttv_csf, ttv_coo, add_csf, add_coo, mul_csf,
+                                                   mul_coo, permute_csf, permute_coo)}
+
+
+def _entries(x, shape) -> Tuple[np.ndarray, np.ndarray]:
+    """A sparse tensor result (ours, pydata's) as (sorted linear keys, values): duplicates
+    summed, zeros dropped."""
+    if hasattr(x, 'to_coo_arrays'):
+        *coords, vals = x.to_coo_arrays()
+    else:  # pydata COO
+        coords, vals = list(x.coords), np.asarray(x.data)
+    keys = np.ravel_multi_index([np.asarray(c, dtype=np.int64) for c in coords], shape) if len(vals) else \
+        np.zeros(0, np.int64)
+    u, inv = np.unique(keys, return_inverse=True)
+    sums = np.zeros(u.size)
+    np.add.at(sums, inv, vals)
+    keep = sums != 0
+    return u[keep], sums[keep]
+
+
+def _same_entries(got, want, shape) -> bool:
+    (kg, vg), (kw, vw) = _entries(got, shape), want
+    return kg.size == kw.size and bool(np.all(kg == kw)) and bool(np.allclose(vg, vw, rtol=1e-12, atol=1e-12))
 
 
 def _matrix(x) -> sp.csr_array:
@@ -106,8 +149,8 @@ def _matrix(x) -> sp.csr_array:
 
 def run_tensor(quick: bool = False, repeat: int = 5, log: Callable[[str], None] = print,
                tensors: Optional[Dict[str, tuple]] = None) -> List[TensorResult]:
-    """MTTKRP and TTV on each generated tensor (:data:`QUICK` with ``quick``; ``tensors``: others,
-    as :data:`TENSORS`)."""
+    """MTTKRP, TTV, T+U, T*U and permute on each generated tensor (:data:`QUICK` with ``quick``;
+    ``tensors``: others, as :data:`TENSORS`)."""
     import sdfgsparse as ss
     progs = _programs()
     pydata = load_pydata()
@@ -123,6 +166,21 @@ def run_tensor(quick: bool = False, repeat: int = 5, log: Callable[[str], None] 
         log(f'{name}: {entries} entries generated and converted in {time.perf_counter() - t0:.1f} s')
         B, C, v = rng.random((shape[1], RANK)), rng.random((shape[2], RANK)), rng.random(shape[2])
         i, j, k = (c.astype(np.intp) for c in T.coords)
+        T2 = power_law_tensor(shape, entries, skewed, seed=1)
+        csf2 = ss.convert(T2, ss.CSF, index_dtype=np.int64)
+        P2 = pydata.COO(np.array(T2.coords), T2.data, shape=shape) if pydata is not None else None
+        k1, k2 = (np.ravel_multi_index([c.astype(np.int64) for c in X.coords], shape) for X in (T, T2))
+        both, at1, at2 = np.intersect1d(k1, k2, return_indices=True)
+        union = np.union1d(k1, k2)
+        usum = np.zeros(union.size)
+        np.add.at(usum, np.searchsorted(union, k1), T.data)
+        np.add.at(usum, np.searchsorted(union, k2), T2.data)
+        perm = (2, 0, 1)
+        pshape = tuple(shape[d] for d in perm)
+        pkeys = np.ravel_multi_index([T.coords[d].astype(np.int64) for d in perm], pshape)
+        porder = np.argsort(pkeys)
+        expected = {'T+U': (union, usum), 'T*U': (both, T.data[at1] * T2.data[at2]),
+                    'permute': (pkeys[porder], T.data[porder])}
 
         def gather_scatter():
             out = np.zeros((shape[0], RANK))
@@ -137,6 +195,15 @@ def run_tensor(quick: bool = False, repeat: int = 5, log: Callable[[str], None] 
             'TTV': ({'ours-csf': lambda: progs['ttv_csf'](T=csf, v=v),
                      'ours-coo': lambda: progs['ttv_coo'](T=coo, v=v),
                      'pydata': (lambda: pydata.einsum('ijk,k->ij', P, v)) if P is not None else None}, None),
+            'T+U': ({'ours-csf': lambda: progs['add_csf'](T=csf, U=csf2),
+                     'ours-coo': lambda: progs['add_coo'](T=coo, U=T2),
+                     'pydata': (lambda: P + P2) if P is not None else None}, None),
+            'T*U': ({'ours-csf': lambda: progs['mul_csf'](T=csf, U=csf2),
+                     'ours-coo': lambda: progs['mul_coo'](T=coo, U=T2),
+                     'pydata': (lambda: P * P2) if P is not None else None}, None),
+            'permute': ({'ours-csf': lambda: progs['permute_csf'](T=csf),
+                         'ours-coo': lambda: progs['permute_coo'](T=coo),
+                         'pydata': (lambda: P.transpose(perm)) if P is not None else None}, None),
         }
         for kernel, (calls, reference) in kernels.items():
             calls = {n: c for n, c in calls.items() if c is not None}
@@ -146,6 +213,9 @@ def run_tensor(quick: bool = False, repeat: int = 5, log: Callable[[str], None] 
                     want = calls[reference]()
                     got = [calls[n]() for n in ('ours-csf', 'ours-coo')]
                     res.correct = all(np.allclose(g, want, rtol=1e-10, atol=1e-10) for g in got)
+                elif kernel in expected:
+                    res.correct = all(_same_entries(calls[n](), expected[kernel], pshape if kernel == 'permute' else
+                                                    shape) for n in ('ours-csf', 'ours-coo'))
                 else:
                     want = sp.csr_array(sp.coo_array((T.data * v[k], (i, j)), shape=shape[:2]))
                     got = [_matrix(calls[n]()) for n in ('ours-csf', 'ours-coo')]

@@ -24,13 +24,14 @@ def test_power_law_tensor():
 def test_the_suite_on_a_small_tensor():
     lines = []
     results = run_tensor(repeat=1, log=lines.append, tensors={'small': ((60, 30, 40), 900, (0, 1))})
-    assert [r.kernel for r in results] == ['MTTKRP', 'TTV']
+    assert [r.kernel for r in results] == ['MTTKRP', 'TTV', 'T+U', 'T*U', 'permute']
     for r in results:
-        assert r.correct, r.errors
+        assert r.correct, (r.kernel, r.errors)
         assert {'ours-csf', 'ours-coo'} <= set(r.seconds) and not r.errors
     assert 'numpy' in results[0].seconds
     table = format_tensor(results)
-    assert 'MTTKRP  small' in table and 'TTV     small' in table and ' yes' in table
+    assert 'MTTKRP  small' in table and 'TTV     small' in table and 'permute small' in table and ' yes' in table
+    assert ' NO' not in table
     assert any('small' in line for line in lines)
 
 
