@@ -152,7 +152,7 @@ def integer_function(e, minimum=min, maximum=max):
     ``table[name]``; the values may be Python integers or NumPy integer arrays (``minimum`` /
     ``maximum``: ``np.minimum`` / ``np.maximum`` for arrays). Sums, products (a rational
     coefficient ``p/q`` as ``(p * rest) // q``: the expressions are integers), integer powers,
-    ``int_floor`` / ``floor`` / ``int_ceil`` divisions, ``Mod``, ``Min`` and ``Max``; anything else
+    ``int_floor`` / ``floor`` / ``int_ceil`` / ``ceiling`` divisions, ``Mod``, ``Min`` and ``Max``; anything else
     raises ``ValueError``."""
     if isinstance(e, str):
         e = dace.symbolic.pystr_to_symbolic(e)
@@ -171,6 +171,12 @@ def integer_function(e, minimum=min, maximum=max):
             return lambda s: (p * inner(s)) // q
     if e.is_Rational:
         raise ValueError(f'integer_function: {e} is not an integer')
+    if isinstance(e, (sympy.floor, sympy.ceiling)):  # (DaCe writes a slice's length ceiling(N/2))
+        num, den = sympy.fraction(sympy.together(e.args[0]))
+        a, b = integer_function(num, minimum, maximum), integer_function(den, minimum, maximum)
+        if isinstance(e, sympy.ceiling):
+            return lambda s: -(-a(s) // b(s))
+        return lambda s: a(s) // b(s)
     args = [integer_function(a, minimum, maximum) for a in e.args]
     if e.is_Add:
         return _fold(args, lambda a, b: a + b)
@@ -183,10 +189,6 @@ def integer_function(e, minimum=min, maximum=max):
         a, b = args
         op = _floor_div if name == 'int_floor' else _ceil_div if name == 'int_ceil' else (lambda x, y: x % y)
         return lambda s: op(a(s), b(s))
-    if isinstance(e, sympy.floor):
-        num, den = sympy.fraction(sympy.together(e.args[0]))
-        a, b = integer_function(num, minimum, maximum), integer_function(den, minimum, maximum)
-        return lambda s: a(s) // b(s)
     if isinstance(e, (sympy.Min, sympy.Max)):
         return _fold(args, minimum if isinstance(e, sympy.Min) else maximum)
     raise ValueError(f'integer_function: {e} ({name}) is not an integer expression of symbols')
@@ -239,8 +241,9 @@ def integer_code(e, index) -> Optional[list]:
         a, b = (integer_code(x, index) for x in e.args)
         op = ops['floor'] if name == 'int_floor' else ops['ceil'] if name == 'int_ceil' else ops['mod']
         return None if a is None or b is None else a + b + [op, 0]
-    if isinstance(e, sympy.floor):
+    if isinstance(e, (sympy.floor, sympy.ceiling)):
         num, den = sympy.fraction(sympy.together(e.args[0]))
         a, b = integer_code(num, index), integer_code(den, index)
-        return None if a is None or b is None else a + b + [ops['floor'], 0]
+        op = ops['floor'] if isinstance(e, sympy.floor) else ops['ceil']
+        return None if a is None or b is None else a + b + [op, 0]
     return None

@@ -34,13 +34,17 @@ def test_expressions_agree_with_integer_function():
     a, b, c = sympy.symbols('a b c', integer=True)
     exprs = [a + 1, a * b - 3, a * b / 2 + c, a**3 - b, sympy.Min(a, b) + sympy.Max(b, c),
              sympy.Mod(a, b), sympy.Function('int_floor')(a, b),
-             sympy.Function('int_ceil')(a, b), (a + b) * (c - 1) / 3]
+             sympy.Function('int_ceil')(a, b), (a + b) * (c - 1) / 3, sympy.ceiling(a / b), sympy.floor((a + c) / b)]
     names = {'a': 0, 'b': 1, 'c': 2}
     rng = np.random.default_rng(0)
     for e in exprs:
         code = integer_code(e, names.get)
         assert code is not None, e
         fn = integer_function(e)
+        if isinstance(e, (sympy.ceiling, sympy.floor)):  # (DaCe's slice lengths: ceiling(N/2))
+            rnd = sympy.ceiling if isinstance(e, sympy.ceiling) else sympy.floor
+            assert fn({'a': 7, 'b': 2, 'c': 0}) == int(rnd(sympy.Rational(7, 2)))
+            assert fn({'a': -7, 'b': 2, 'c': 0}) == int(rnd(sympy.Rational(-7, 2)))
         for _ in range(50):
             vals = [int(v) for v in rng.integers(-40, 40, 3)]
             if vals[1] == 0:
