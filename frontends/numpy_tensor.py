@@ -36,7 +36,7 @@ from sdfgsparse.ops.einsum import SparseEinsum, dense_conn, index_extents, parse
 from sdfgsparse.ops.einsum_sparse import SparsePrefixEinsum, sparse_result
 from sdfgsparse.ops.shape_checks import require_equal
 from sdfgsparse.ops.tensor_add import SparseTensorAdd
-from sdfgsparse.ops.tensor_mul import SparseTensorMul
+from sdfgsparse.ops.tensor_mul import SparseTensorMul, walked_operand
 
 __all__ = []
 
@@ -241,7 +241,8 @@ def tensor_mul(sdfg, state, a, b, sign=1):
         require_equal(sdfg, x, y, f'{what}: dimension {d}')
     a, b = (_np._concat_materialise(sdfg, state, x) if base.concat_of(sdfg, x) is not None else x for x in (a, b))
     dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
-    cap = sta.fmt.counts(sta.shape, sta.sizes)[-1]
+    walked = (sta, stb)[walked_operand(sta, stb)]  # (the result holds at most its entries)
+    cap = walked.fmt.counts(walked.shape, walked.sizes)[-1]
     wide = any(isinstance(s, Reshape) for st in (sta, stb) for s in getattr(st.fmt, 'steps', ()))
     itype = dace.int64 if wide or dace.int64 in (sta.index_dtype, stb.index_dtype) else dace.int32
     out_type = counted_coo(sta.rank).type(dtype, *sta.shape, itype, n1=cap)
