@@ -208,12 +208,13 @@ def tensor_mul_dense(sdfg, state, a, d):
     return _contract(sdfg, state, f'{letters},{letters[st.rank - len(shape):]}->{letters}', (a, d))
 
 
-def tensor_add(sdfg, state, a, b, sign=1):
-    """``T + U`` / ``T - U`` of sparse data of one shape (a rank other than 2): a
-    :class:`~sdfgsparse.ops.tensor_add.SparseTensorAdd` (both operands' entries in one
-    coordinate list; equal coordinates sum where it is read or returned)."""
+def _elementwise(sdfg, state, a, b, op: str, node, capacity):
+    """``a op b`` of sparse data of one shape (a rank other than 2) by ``node`` into a counted
+    coordinate list (``PCOO<n>``) of ``capacity(sta, stb)`` entries: the shapes checked (now
+    where they are numbers, at the call where they are symbols), concatenations made data,
+    int64 coordinates where a reshape may widen them or an operand has them."""
     sta, stb = _np._stype(sdfg, a), _np._stype(sdfg, b)
-    what = f'{_np._shown(a, sdfg)} {"+" if sign > 0 else "-"} {_np._shown(b, sdfg)}'
+    what = f'{_np._shown(a, sdfg)} {op} {_np._shown(b, sdfg)}'
     if sta.rank != stb.rank:
         raise errors.ShapeError(f'{what}: operands of {sta.rank} and {stb.rank} dimensions (sparse operands are not '
                                 'broadcast)')
@@ -221,32 +222,30 @@ def tensor_add(sdfg, state, a, b, sign=1):
         require_equal(sdfg, x, y, f'{what}: dimension {d}')
     a, b = (_np._concat_materialise(sdfg, state, x) if base.concat_of(sdfg, x) is not None else x for x in (a, b))
     dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
-    cap = sta.fmt.counts(sta.shape, sta.sizes)[-1] + stb.fmt.counts(stb.shape, stb.sizes)[-1]
     wide = any(isinstance(s, Reshape) for st in (sta, stb) for s in getattr(st.fmt, 'steps', ()))
     itype = dace.int64 if wide or dace.int64 in (sta.index_dtype, stb.index_dtype) else dace.int32
-    out_type = counted_coo(sta.rank).type(dtype, *sta.shape, itype, n1=cap)
-    return _np._insert(state, SparseTensorAdd(sign=sign), {'A': a, 'B': b}, sparse_out=('out', out_type, 'add'))
+    out_type = counted_coo(sta.rank).type(dtype, *sta.shape, itype, n1=capacity(sta, stb))
+    return _np._insert(state, node, {'A': a, 'B': b}, sparse_out=('out', out_type, 'elementwise'))
+
+
+def _entries(st):
+    return st.fmt.counts(st.shape, st.sizes)[-1]
+
+
+def tensor_add(sdfg, state, a, b, sign=1):
+    """``T + U`` / ``T - U`` of sparse data of one shape (a rank other than 2): a
+    :class:`~sdfgsparse.ops.tensor_add.SparseTensorAdd` (both operands' entries in one
+    coordinate list; equal coordinates sum where it is read or returned)."""
+    return _elementwise(sdfg, state, a, b, '+' if sign > 0 else '-', SparseTensorAdd(sign=sign),
+                        lambda sta, stb: _entries(sta) + _entries(stb))
 
 
 def tensor_mul(sdfg, state, a, b, sign=1):
     """``T * U`` of sparse data of one shape (a rank other than 2): a
     :class:`~sdfgsparse.ops.tensor_mul.SparseTensorMul` (the product where both hold
-    entries)."""
-    sta, stb = _np._stype(sdfg, a), _np._stype(sdfg, b)
-    what = f'{_np._shown(a, sdfg)} * {_np._shown(b, sdfg)}'
-    if sta.rank != stb.rank:
-        raise errors.ShapeError(f'{what}: operands of {sta.rank} and {stb.rank} dimensions (sparse operands are not '
-                                'broadcast)')
-    for d, (x, y) in enumerate(zip(sta.shape, stb.shape)):
-        require_equal(sdfg, x, y, f'{what}: dimension {d}')
-    a, b = (_np._concat_materialise(sdfg, state, x) if base.concat_of(sdfg, x) is not None else x for x in (a, b))
-    dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
-    walked = (sta, stb)[walked_operand(sta, stb)]  # (the result holds at most its entries)
-    cap = walked.fmt.counts(walked.shape, walked.sizes)[-1]
-    wide = any(isinstance(s, Reshape) for st in (sta, stb) for s in getattr(st.fmt, 'steps', ()))
-    itype = dace.int64 if wide or dace.int64 in (sta.index_dtype, stb.index_dtype) else dace.int32
-    out_type = counted_coo(sta.rank).type(dtype, *sta.shape, itype, n1=cap)
-    return _np._insert(state, SparseTensorMul(), {'A': a, 'B': b}, sparse_out=('out', out_type, 'mul'))
+    entries; at most the walked operand's entries)."""
+    return _elementwise(sdfg, state, a, b, '*', SparseTensorMul(),
+                        lambda sta, stb: _entries((sta, stb)[walked_operand(sta, stb)]))
 
 
 # ---------------------------------------------------------------------- shape operators (views)

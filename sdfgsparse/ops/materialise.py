@@ -31,7 +31,7 @@ from sdfgsparse.lowering.graph_compress import counting_sort, scan, tasklet
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.ops.validation import Wiring
 
-__all__ = ['SparseMaterialise', 'portable_kernel', 'gather_entries']
+__all__ = ['SparseMaterialise', 'portable_kernel', 'gather_entries', 'coalesce_entries', 'validate_counted']
 
 
 def portable_kernel(k: Kernel, node: 'SparseMaterialise', state) -> None:
@@ -163,6 +163,26 @@ def gather_entries(k: Kernel, operands: Sequence[Tuple[Operand, int]], out: str)
               more=[((pos, [1]), read(before, len(operands)))])
 
 
+def validate_counted(node, sdfg, state, operands) -> None:
+    """The checks of a node that writes a counted coordinate list ``out`` from sparse
+    ``operands`` (prefixes) of one rank and shape: their members, a ``PCOO`` result of that
+    rank and shape, of the operands' dtype (:mod:`sdfgsparse.ops.validation`)."""
+    w = Wiring(node, sdfg, state)
+    ops = [w.sparse(p) for p in operands]
+    out = w.sparse('out', output=True)
+    if out.stored is not None and not is_counted_coo(out.stored.fmt):
+        w.fail(errors.FormatMismatchError, f'result {out.shown} is {out.stored.fmt.name}; the node writes a '
+               'counted coordinate list (PCOO<n>)')
+    first = ops[0]
+    for x in ops[1:] + [out]:
+        if x.seen is not None and first.seen is not None and x.seen.rank != first.seen.rank:
+            w.fail(errors.ShapeError, f'{x.shown} has {x.seen.rank} dimensions, {first.shown} {first.seen.rank}')
+    for sizes in zip(*(x.dims() for x in ops + [out])):
+        w.same(*sizes)
+    w.computes(out, *ops)
+    w.finish()
+
+
 @dace.library.expansion
 class ExpandSparseMaterialisePure(ExpandTransformation):
     """The portable SDFG (:func:`portable_kernel`)."""
@@ -195,16 +215,5 @@ class SparseMaterialise(SparseLibraryNode):
 
     def validate(self, sdfg, state):
         """A's members; a ``PCOO`` result of A's rank and shape (as A is seen), of A's dtype
-        (:mod:`sdfgsparse.ops.validation`)."""
-        w = Wiring(self, sdfg, state)
-        A, out = w.sparse('A'), w.sparse('out', output=True)
-        if out.stored is not None and not is_counted_coo(out.stored.fmt):
-            w.fail(errors.FormatMismatchError, f'result {out.shown} is {out.stored.fmt.name}; the node writes a '
-                   'counted coordinate list (PCOO<n>)')
-        if out.seen is not None and A.seen is not None and out.seen.rank != A.seen.rank:
-            w.fail(errors.ShapeError, f'result {out.shown} has {out.seen.rank} dimensions, {A.shown} '
-                   f'{A.seen.rank}')
-        for a, b in zip(out.dims(), A.dims()):
-            w.same(a, b)
-        w.computes(out, A)
-        w.finish()
+        (:func:`validate_counted`)."""
+        validate_counted(self, sdfg, state, ('A', ))

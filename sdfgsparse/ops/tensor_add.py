@@ -10,11 +10,9 @@ from dace import properties
 from dace.transformation.transformation import ExpandTransformation
 
 from sdfgsparse import errors
-from sdfgsparse.formats.counted import is_counted_coo
 from sdfgsparse.lowering.graph import Kernel
 from sdfgsparse.ops.base import SparseLibraryNode
-from sdfgsparse.ops.materialise import gather_entries
-from sdfgsparse.ops.validation import Wiring
+from sdfgsparse.ops.materialise import gather_entries, validate_counted
 
 __all__ = ['SparseTensorAdd', 'portable_kernel']
 
@@ -55,19 +53,8 @@ class SparseTensorAdd(SparseLibraryNode):
         self.sign = sign
 
     def validate(self, sdfg, state):
-        """A's and B's members, of one rank and shape; a ``PCOO`` result of that shape; ``sign``
-        +1 or -1; the result of the operands' dtype (:mod:`sdfgsparse.ops.validation`)."""
-        w = Wiring(self, sdfg, state)
-        A, B, out = w.sparse('A'), w.sparse('B'), w.sparse('out', output=True)
+        """``sign`` +1 or -1; A's and B's members, of one rank and shape, and a ``PCOO`` result
+        of that shape (:func:`~sdfgsparse.ops.materialise.validate_counted`)."""
         if self.sign not in (1, -1):
-            w.fail(errors.ArgumentError, f'sign must be +1 or -1, got {self.sign!r}')
-        if out.stored is not None and not is_counted_coo(out.stored.fmt):
-            w.fail(errors.FormatMismatchError, f'result {out.shown} is {out.stored.fmt.name}; the node writes a '
-                   'counted coordinate list (PCOO<n>)')
-        for x in (B, out):
-            if x.seen is not None and A.seen is not None and x.seen.rank != A.seen.rank:
-                w.fail(errors.ShapeError, f'{x.shown} has {x.seen.rank} dimensions, {A.shown} {A.seen.rank}')
-        for a, b, c in zip(A.dims(), B.dims(), out.dims()):
-            w.same(a, b, c)
-        w.computes(out, A, B)
-        w.finish()
+            raise errors.ArgumentError(f'{self.label}: sign must be +1 or -1, got {self.sign!r}')
+        validate_counted(self, sdfg, state, ('A', 'B'))

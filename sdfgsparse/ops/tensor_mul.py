@@ -13,16 +13,13 @@ import dace
 import dace.library
 from dace.transformation.transformation import ExpandTransformation
 
-from sdfgsparse import errors
-from sdfgsparse.formats.counted import is_counted_coo
 import sympy
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.graph import Kernel, Operand, Scope, read
 from sdfgsparse.lowering.graph_compress import scan, tasklet
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
-from sdfgsparse.ops.materialise import coalesce_entries
-from sdfgsparse.ops.validation import Wiring
+from sdfgsparse.ops.materialise import coalesce_entries, validate_counted
 
 __all__ = ['SparseTensorMul', 'portable_kernel', 'lookup_product', 'sorted_unique', 'walked_operand']
 
@@ -139,17 +136,6 @@ class SparseTensorMul(SparseLibraryNode):
         super().__init__(name, *args, inputs=set(), outputs=set(), **kwargs)
 
     def validate(self, sdfg, state):
-        """A's and B's members, of one rank and shape; a ``PCOO`` result of that shape, of the
-        operands' dtype (:mod:`sdfgsparse.ops.validation`)."""
-        w = Wiring(self, sdfg, state)
-        A, B, out = w.sparse('A'), w.sparse('B'), w.sparse('out', output=True)
-        if out.stored is not None and not is_counted_coo(out.stored.fmt):
-            w.fail(errors.FormatMismatchError, f'result {out.shown} is {out.stored.fmt.name}; the node writes a '
-                   'counted coordinate list (PCOO<n>)')
-        for x in (B, out):
-            if x.seen is not None and A.seen is not None and x.seen.rank != A.seen.rank:
-                w.fail(errors.ShapeError, f'{x.shown} has {x.seen.rank} dimensions, {A.shown} {A.seen.rank}')
-        for a, b, c in zip(A.dims(), B.dims(), out.dims()):
-            w.same(a, b, c)
-        w.computes(out, A, B)
-        w.finish()
+        """A's and B's members, of one rank and shape, and a ``PCOO`` result of that shape
+        (:func:`~sdfgsparse.ops.materialise.validate_counted`)."""
+        validate_counted(self, sdfg, state, ('A', 'B'))
