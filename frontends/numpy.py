@@ -53,7 +53,7 @@ __all__ = ['TENSOR_OPERATIONS', 'SPARSE_FUNCTIONS', 'CALLBACK_FUNCTIONS']
 
 #: What a sparse operand of a rank other than 2 is handed to (filled by
 #: :mod:`sdfgsparse.frontends.numpy_tensor`): ``'sum'``, ``'matmul'``, ``'mul_dense'``,
-#: ``'transpose'``, ``'add'`` and ``'mul'`` (of two sparse operands).
+#: ``'transpose'``, ``'add'`` and ``'mul'`` (of two sparse operands), ``'add_dense'``.
 TENSOR_OPERATIONS = {}
 #: NumPy functions DaCe has no replacement for (a program would call them back in Python):
 #: name -> the implementation used when an operand is sparse (filled by
@@ -311,7 +311,9 @@ def _mul_dense(sdfg, state, a, d):
     return _insert(state, SparseMulDense(), {'A': a}, {'_D': d}, sparse_out=('out', out_type, 'prod'))
 
 
-def _add_dense(sdfg, state, a, d, sparse_sign, dense_sign):
+def _add_dense(sdfg, state, a, d, sparse_sign, dense_sign, pv=None):
+    if _stype(sdfg, a).rank != 2:
+        return TENSOR_OPERATIONS['add_dense'](pv, sdfg, state, a, d, sparse_sign, dense_sign)
     st = _stype(sdfg, a)
     ddesc = sdfg.arrays[d]
     _same_shape(sdfg, st, ddesc, f'{_shown(a, sdfg)} + {_shown(d, sdfg)}')
@@ -332,22 +334,22 @@ def _dense_mul_sparse(pv, sdfg, state, d, a):
 
 @oprepo.replaces_operator('Structure', 'Add', otherclass='Array')
 def _sparse_add_dense(pv, sdfg, state, a, d):
-    return _add_dense(sdfg, state, a, d, 1, 1)
+    return _add_dense(sdfg, state, a, d, 1, 1, pv)
 
 
 @oprepo.replaces_operator('Array', 'Add', otherclass='Structure')
 def _dense_add_sparse(pv, sdfg, state, d, a):
-    return _add_dense(sdfg, state, a, d, 1, 1)
+    return _add_dense(sdfg, state, a, d, 1, 1, pv)
 
 
 @oprepo.replaces_operator('Structure', 'Sub', otherclass='Array')
 def _sparse_sub_dense(pv, sdfg, state, a, d):
-    return _add_dense(sdfg, state, a, d, 1, -1)
+    return _add_dense(sdfg, state, a, d, 1, -1, pv)
 
 
 @oprepo.replaces_operator('Array', 'Sub', otherclass='Structure')
 def _dense_sub_sparse(pv, sdfg, state, d, a):
-    return _add_dense(sdfg, state, a, d, -1, 1)
+    return _add_dense(sdfg, state, a, d, -1, 1, pv)
 
 
 # ---------------------------------------------------------------------- reductions, SDDMM, attributes

@@ -4,9 +4,9 @@ dense arrays and the shape operators NumPy has for N-D arrays.
 * ``np.einsum`` with one sparse operand (:class:`~sdfgsparse.ops.einsum.SparseEinsum`, a
   dense result; :class:`~sdfgsparse.ops.einsum_sparse.SparsePrefixEinsum` where the result's
   indices are the sparse operand's outer levels, which keeps it sparse), and what is written
-  with it: ``np.tensordot``, ``@`` / ``np.matmul`` with a tensor (batched products), ``T *
-  D`` with a dense array of T's trailing dimensions (a sparse result on T's pattern), sums
-  over any axes.
+  with it: ``np.tensordot``, ``@`` with a tensor (batched products), ``T * D`` with a dense
+  array of T's trailing dimensions (a sparse result on T's pattern), ``T + D`` (dense), sums
+  over any axes; ``T + U``, ``T - U``, ``T * U`` of two tensors.
 * Shape operators as views (:mod:`sdfgsparse.formats.views`, no storage): ``T.transpose(axes)``
   / ``np.transpose``, ``np.moveaxis``, ``np.swapaxes``, ``np.expand_dims``, ``np.squeeze``,
   reshapes between ranks, slices and integer indices, ``np.stack`` of matrices (their
@@ -192,6 +192,20 @@ def tensordot(pv, sdfg, state, a, b, axes=2):
         sb[q] = sa[p]
     out = [c for d, c in enumerate(sa) if d not in xa] + [c for d, c in enumerate(sb) if d not in xb]
     return _contract(sdfg, state, f'{"".join(sa)},{"".join(sb)}->{"".join(out)}', (a, b))
+
+
+def tensor_add_dense(pv, sdfg, state, a, d, sparse_sign=1, dense_sign=1):
+    """``T + D``, ``T - D``, ``D - T`` of a sparse tensor and a dense array (NumPy's
+    broadcasting): a dense result, T made dense by its contraction ``ijk->ijk`` and DaCe's
+    element-wise operation of two arrays."""
+    st = _np._stype(sdfg, a)
+    letters = _LETTERS[:st.rank]
+    dense = _contract(sdfg, state, f'{letters}->{letters}', (a, ))
+    state = pv._add_state('tensor_add_dense')  # (after the contraction: it reads its result)
+    if dense_sign < 0:
+        return oprepo.Replacements.getop('Array', 'Sub', otherclass='Array')(pv, sdfg, state, dense, d)
+    op = 'Sub' if sparse_sign < 0 else 'Add'
+    return oprepo.Replacements.getop('Array', op, otherclass='Array')(pv, sdfg, state, d, dense)
 
 
 def tensor_mul_dense(sdfg, state, a, d):
@@ -402,6 +416,7 @@ _np.TENSOR_OPERATIONS.update({
     'sum': tensor_sum,
     'matmul': tensor_matmul,
     'mul_dense': tensor_mul_dense,
+    'add_dense': tensor_add_dense,
     'transpose': tensor_transpose,
     'add': tensor_add,
     'mul': tensor_mul,

@@ -282,3 +282,18 @@ def test_matrices_seen_with_other_ranks(rng):
     for k, (g, w) in enumerate(zip(got, (D.reshape(30), D.reshape(2, 3, 5), D[None], D.reshape(2, 3, 5) @ x))):
         assert g.shape == w.shape, k
         np.testing.assert_allclose(_dense(g), w, rtol=1e-12, err_msg=f'result {k}')
+
+
+@dace.program
+def dense_sums(T: ss.COO[dace.float64, I, J, K], D: dace.float64[I, J, K], E: dace.float64[J, K],
+               F: dace.float64[J, K, I]):
+    return T + D, D - T, T - E, np.moveaxis(T, 0, 2) + F
+
+
+def test_sums_with_dense_arrays_are_dense(rng):
+    T, A = _tensor(rng, (3, 4, 5))
+    D, E, F = rng.standard_normal((3, 4, 5)), rng.standard_normal((4, 5)), rng.standard_normal((4, 5, 3))
+    got = dense_sums(T, D, E, F)
+    for k, (g, w) in enumerate(zip(got, (A + D, D - A, A - E, np.moveaxis(A, 0, 2) + F))):
+        assert isinstance(g, np.ndarray) and g.shape == w.shape, k
+        np.testing.assert_allclose(g, w, rtol=1e-14, err_msg=f'result {k}')
