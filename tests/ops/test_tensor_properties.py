@@ -92,3 +92,31 @@ def test_rank_4(spec, r):
     want = np.einsum('abcd,d,br->acr', D, z, X)
     for k, w in enumerate((want, want, D.sum(axis=(1, 3)), -D)):
         close(got[k], w, f'{spec}: result {k}')
+
+
+@dace.program
+def props_views(T: ss.COO[dace.float64, A_, B_, C_], U: ss.CSF[dace.float64, A_, B_, C_], z: dace.float64[A_]):
+    return (T.transpose((2, 0, 1)), np.moveaxis(U, 1, 0)[1:, ::-2], T.reshape((A_ * B_, C_)).sum(axis=0),
+            np.expand_dims(U, 1), T + U, T * U, ss.abs(T - U), U[0], np.einsum('bca,a->bc', np.moveaxis(T, 0, 2), z))
+
+
+def nonempty_tensors(rank):
+    """As :func:`tensors`, every dimension at least one (``U[0]``)."""
+    return st.tuples(st.lists(st.integers(1, 6), min_size=rank, max_size=rank), st.floats(0, 1),
+                     st.integers(0, 4), st.integers(0, 2**31 - 1))
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(nonempty_tensors(3), st.integers(0, 2**31 - 1))
+def test_views_and_two_tensors(spec, seed):
+    """Shape operators (views: returned, summed, contracted), T + U, T * U, |T - U| of a COO
+    tensor with duplicates and a CSF one, against NumPy."""
+    T, D, rng = build(spec)
+    U, DU, _ = build((spec[0], 0.4, 0, seed))
+    z = rng.standard_normal(D.shape[0])
+    got = props_views(T=T, U=ss.convert(U, ss.CSF), z=z)
+    want = (D.transpose(2, 0, 1), np.moveaxis(DU, 1, 0)[1:, ::-2], D.reshape(-1, D.shape[2]).sum(axis=0),
+            np.expand_dims(DU, 1), D + DU, D * DU, np.abs(D - DU), DU[0],
+            np.einsum('bca,a->bc', np.moveaxis(D, 0, 2), z))
+    for k, w in enumerate(want):
+        close(got[k], w, f'{spec}, {seed}: result {k}')
