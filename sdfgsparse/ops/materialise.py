@@ -65,9 +65,9 @@ def coalesce_entries(k: Kernel, operands: Sequence[Operand], out: str, product: 
     vdtype = k.sdfg.arrays[vals].dtype
     sizes = [sympy.sympify(X.nvals) for X in operands]
     n = sum(sizes, sympy.Integer(0))
+    tags = [[k.transient(f'sort{g}_t', [n], dace.int64)] if product else [] for g in (0, 1)]
     lists = [[k.transient(f'sort{g}_c{d}', [n], dace.int64) for d in range(rank)] +
-             [k.transient(f'sort{g}_v', [n], vdtype)] + ([k.transient(f'sort{g}_t', [n], dace.int64)] if product else [])
-             for g in (0, 1)]
+             [k.transient(f'sort{g}_v', [n], vdtype)] + tags[g] for g in (0, 1)]
     st = k.add_state('sentinels')
     for d in range(rank):
         k.fill(st, lists[0][d], shape[d])
