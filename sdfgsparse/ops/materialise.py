@@ -31,7 +31,8 @@ from sdfgsparse.lowering.graph_compress import counting_sort, scan, tasklet
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
 from sdfgsparse.ops.validation import Wiring
 
-__all__ = ['SparseMaterialise', 'portable_kernel', 'gather_entries', 'coalesce_entries', 'validate_counted']
+__all__ = ['SparseMaterialise', 'portable_kernel', 'gather_entries', 'coalesce_entries', 'list_entries', 'compact',
+           'validate_counted']
 
 
 def portable_kernel(k: Kernel, node: 'SparseMaterialise', state) -> None:
@@ -138,29 +139,55 @@ def gather_entries(k: Kernel, operands: Sequence[Tuple[Operand, int]], out: str)
     k.compute(Scope.at(k.add_state('before')), (before, [0]), 0, label='before')
     for j, (A, sign) in enumerate(operands):
         n = sympy.sympify(A.nvals)
-        keep = k.transient(f'keep{j}', [n], dace.int64)
-        k.fill(k.add_state(f'keep{j}_zero'), keep)
-        lists = [k.transient(f'coord{j}_{d}', [n], dace.int64) for d in range(rank)]
-        values = k.transient(f'value{j}', [n], vdtype)
-        sc = k.entries(k.add_state(f'mark{j}'), A)
-        k.compute(sc, (keep, [A.pos]), 1, guard=A.guard, label=f'mark{j}',
-                  more=[((c, [A.pos]), e) for c, e in zip(lists, A.coords)] + [((values, [A.pos]), sign * A.value)])
-        at = k.transient(f'at{j}', [n + 1], dace.int64)
-        scan(k, f'number{j}', keep, at, n)
-        q = f'__mq{j}'
-        sc = k.scope(k.add_state(f'move{j}'), [(q, 0, n)], [dace.ScheduleType.Default])
-        # the slot into a local first: DaCe 1.0.2 garbles an array read inside an output's index
-        code = 'if _k != 0:\n    u_d = _b + _at\n' + ''.join(f'    _o{d}[u_d] = _c{d}\n' for d in range(rank)) + \
-            '    _ov[u_d] = _v\n'
-        inputs = {'_k': f'{keep}[{q}]', '_at': f'{at}[{q}]', '_v': f'{values}[{q}]', '_b': f'{before}[{j}]'}
-        inputs.update({f'_c{d}': f'{lists[d]}[{q}]' for d in range(rank)})
-        outputs = {f'_o{d}': crds[d] for d in range(rank)}
-        outputs['_ov'] = vals
-        tasklet(k, sc, f'move{j}', code, inputs, outputs)
+        keep, coords, values = list_entries(k, f'op{j}', A, vdtype, sign)
+        at = compact(k, f'op{j}', keep, coords, values, n, out, base=f'{before}[{j}]')
         k.compute(Scope.at(k.add_state(f'before{j + 1}')), (before, [j + 1]), read(before, j) + read(at, n),
                   label=f'before{j + 1}')
     k.compute(Scope.at(k.add_state('count')), (pos, [0]), 0, label='count',
               more=[((pos, [1]), read(before, len(operands)))])
+
+
+def list_entries(k: Kernel, label: str, X: Operand, vdtype, sign=1, flags: bool = True):
+    """One parallel pass over ``X``'s entries writing, at each entry's value slot, its
+    coordinates (int64 lists), its value times ``sign`` and, with ``flags``, 1 in a zeroed
+    list where ``X``'s guard keeps the entry. Returns ``(flags or None, coordinate lists,
+    values)``, each ``X.nvals`` long."""
+    n = sympy.sympify(X.nvals)
+    coords = [k.transient(f'{label}_c{d}', [n], dace.int64) for d in range(X.type.rank)]
+    values = k.transient(f'{label}_v', [n], vdtype)
+    more = [((c, [X.pos]), e) for c, e in zip(coords, X.coords)]
+    if not flags:
+        k.compute(k.entries(k.add_state(label), X), (values, [X.pos]), sign * X.value, guard=X.guard, label=label,
+                  more=more)
+        return None, coords, values
+    keep = k.transient(f'{label}_keep', [n], dace.int64)
+    k.fill(k.add_state(f'{label}_zero'), keep)
+    k.compute(k.entries(k.add_state(label), X), (keep, [X.pos]), 1, guard=X.guard, label=label,
+              more=more + [((values, [X.pos]), sign * X.value)])
+    return keep, coords, values
+
+
+def compact(k: Kernel, label: str, keep: str, coords, values: str, n, out: str, base: str = None) -> str:
+    """The slots ``q < n`` of the lists ``coords`` / ``values`` where ``keep[q] != 0``, in order,
+    moved into the ``PCOO<n>`` members of ``out`` from slot ``base`` on (one element, e.g.
+    ``'before[1]'``; 0 when None): a prefix sum numbers them, a parallel pass moves each.
+    Returns the prefix sums' array (its element ``n``: how many were moved)."""
+    rank = len(coords)
+    at = k.transient(f'{label}_at', [n + 1], dace.int64)
+    scan(k, f'{label}_number', keep, at, n)
+    q = f'__{label}_q'
+    # the slot into a local first: DaCe 1.0.2 garbles an array read inside an output's index
+    code = f'if _k != 0:\n    u_d = {"_b + " if base else ""}_at\n' + \
+        ''.join(f'    _o{d}[u_d] = _c{d}\n' for d in range(rank)) + '    _ov[u_d] = _v\n'
+    inputs = {'_k': f'{keep}[{q}]', '_at': f'{at}[{q}]', '_v': f'{values}[{q}]'}
+    inputs.update({f'_c{d}': f'{coords[d]}[{q}]' for d in range(rank)})
+    if base:
+        inputs['_b'] = base
+    outputs = {f'_o{d}': member_conn(out, f'crd{d + 1}') for d in range(rank)}
+    outputs['_ov'] = member_conn(out, 'vals')
+    tasklet(k, k.scope(k.add_state(f'{label}_move'), [(q, 0, n)], [dace.ScheduleType.Default]), f'{label}_move',
+            code, inputs, outputs)
+    return at
 
 
 def validate_counted(node, sdfg, state, operands) -> None:

@@ -17,9 +17,9 @@ import sympy
 
 from sdfgsparse._symbolic import pyexpr
 from sdfgsparse.lowering.graph import Kernel, Operand, Scope, read
-from sdfgsparse.lowering.graph_compress import scan, tasklet
+from sdfgsparse.lowering.graph_compress import tasklet
 from sdfgsparse.ops.base import SparseLibraryNode, member_conn
-from sdfgsparse.ops.materialise import coalesce_entries, validate_counted
+from sdfgsparse.ops.materialise import coalesce_entries, compact, list_entries, validate_counted
 
 __all__ = ['SparseTensorMul', 'portable_kernel', 'lookup_product', 'sorted_unique', 'walked_operand']
 
@@ -62,21 +62,10 @@ def lookup_product(k: Kernel, A: Operand, B: Operand, out: str) -> None:
     their sum's product), numbered by a prefix sum and moved to its number, into the
     ``PCOO<n>`` members of ``out``."""
     rank = A.type.rank
-    pos = member_conn(out, 'pos1')
-    crds = [member_conn(out, f'crd{d + 1}') for d in range(rank)]
-    vals = member_conn(out, 'vals')
-    vdtype = k.sdfg.arrays[vals].dtype
+    vdtype = k.sdfg.arrays[member_conn(out, 'vals')].dtype
     na, nb = sympy.sympify(A.nvals), sympy.sympify(B.nvals)
-    bc = [k.transient(f'b_c{d}', [nb], dace.int64) for d in range(rank)]
-    bv = k.transient('b_v', [nb], vdtype)
-    k.compute(k.entries(k.add_state('b_list'), B), (bv, [B.pos]), B.value, guard=B.guard, label='b_list',
-              more=[((c, [B.pos]), e) for c, e in zip(bc, B.coords)])
-    ac = [k.transient(f'a_c{d}', [na], dace.int64) for d in range(rank)]
-    av = k.transient('a_v', [na], vdtype)
-    listed = k.transient('a_listed', [na], dace.int64)
-    k.fill(k.add_state('a_zero'), listed)
-    k.compute(k.entries(k.add_state('a_list'), A), (listed, [A.pos]), 1, guard=A.guard, label='a_list',
-              more=[((c, [A.pos]), e) for c, e in zip(ac, A.coords)] + [((av, [A.pos]), A.value)])
+    _, bc, bv = list_entries(k, 'b_list', B, vdtype, flags=False)
+    listed, ac, av = list_entries(k, 'a_list', A, vdtype)
     keep = k.transient('keep', [na], dace.int64)
     prod = k.transient('prod', [na], vdtype)
 
@@ -95,19 +84,9 @@ def lookup_product(k: Kernel, A: Operand, B: Operand, out: str) -> None:
     inputs.update({f'_b{d}': bc[d] for d in range(rank)})
     sc = k.scope(k.add_state('search'), [(q, 0, na)], [dace.ScheduleType.Default])
     tasklet(k, sc, 'search', code, inputs, {'_kk': f'{keep}[{q}]', '_p': f'{prod}[{q}]'})
-    at = k.transient('at', [na + 1], dace.int64)
-    scan(k, 'number', keep, at, na)
-    k.compute(Scope.at(k.add_state('count')), (pos, [0]), 0, label='count', more=[((pos, [1]), read(at, na))])
-    m = '__mm'
-    # the slot into a local first: DaCe 1.0.2 garbles an array read inside an output's index
-    code = 'if _k != 0:\n    u_d = _at\n' + ''.join(f'    _o{d}[u_d] = _c{d}\n' for d in range(rank)) + \
-        '    _ov[u_d] = _v\n'
-    inputs = {'_k': f'{keep}[{m}]', '_at': f'{at}[{m}]', '_v': f'{prod}[{m}]'}
-    inputs.update({f'_c{d}': f'{ac[d]}[{m}]' for d in range(rank)})
-    outputs = {f'_o{d}': crds[d] for d in range(rank)}
-    outputs['_ov'] = vals
-    tasklet(k, k.scope(k.add_state('move'), [(m, 0, na)], [dace.ScheduleType.Default]), 'move', code, inputs,
-            outputs)
+    at = compact(k, 'found', keep, ac, prod, na, out)
+    k.compute(Scope.at(k.add_state('count')), (member_conn(out, 'pos1'), [0]), 0, label='count',
+              more=[((member_conn(out, 'pos1'), [1]), read(at, na))])
 
 
 @dace.library.expansion
