@@ -91,10 +91,17 @@ def _materialise(sdfg, state, name: str, coalesce: bool = False) -> str:
     st = _stype(sdfg, name)
     if st.rank != 2:
         cap = st.fmt.counts(st.shape, st.sizes)[-1]
-        itype = dace.int64 if any(isinstance(s, Reshape) for s in getattr(st.fmt, 'steps', ())) else st.index_dtype
-        out_type = counted_coo(st.rank).type(st.dtype, *st.shape, itype, n1=cap)
+        out_type = counted_coo(st.rank).type(st.dtype, *st.shape, _coordinate_type(st), n1=cap)
         return _insert(state, SparseMaterialise(coalesce=coalesce), {'A': name}, sparse_out=('out', out_type, 'view'))
     return _convert(sdfg, state, name, 'CSC' if st.fmt.outer_dim == 1 else 'CSR')
+
+
+def _coordinate_type(*sts):
+    """The index dtype of a coordinate list made from data of types ``sts`` (views): int64
+    where one has int64 indices or a reshape (whose merged coordinates may pass 2**31), else
+    int32."""
+    wide = any(isinstance(s, Reshape) for st in sts for s in getattr(st.fmt, 'steps', ()))
+    return dace.int64 if wide or any(st.index_dtype == dace.int64 for st in sts) else dace.int32
 
 
 def _stored(sdfg, state, name: str) -> str:

@@ -236,9 +236,7 @@ def _elementwise(sdfg, state, a, b, op: str, node, capacity):
         require_equal(sdfg, x, y, f'{what}: dimension {d}')
     a, b = (_np._concat_materialise(sdfg, state, x) if base.concat_of(sdfg, x) is not None else x for x in (a, b))
     dtype = dace.dtypes.result_type_of(sta.dtype, stb.dtype)
-    wide = any(isinstance(s, Reshape) for st in (sta, stb) for s in getattr(st.fmt, 'steps', ()))
-    itype = dace.int64 if wide or dace.int64 in (sta.index_dtype, stb.index_dtype) else dace.int32
-    out_type = counted_coo(sta.rank).type(dtype, *sta.shape, itype, n1=capacity(sta, stb))
+    out_type = counted_coo(sta.rank).type(dtype, *sta.shape, _np._coordinate_type(sta, stb), n1=capacity(sta, stb))
     return _np._insert(state, node, {'A': a, 'B': b}, sparse_out=('out', out_type, 'elementwise'))
 
 
